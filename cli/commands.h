@@ -1,0 +1,12 @@
+// Subcommand registration for the flotilla CLI. Each Add*Command attaches one subcommand
+// (and its own subcommands) to the app; the callback sets *exit_code.
+#pragma once
+
+#include "CLI/CLI.hpp"
+
+namespace flotilla::cli {
+
+// Subcommands whose component has not landed yet: each says so and exits 2.
+void AddPlaceholderCommand(CLI::App& app, const char* name, const char* description, int* exit_code);
+
+}  // namespace flotilla::cli
