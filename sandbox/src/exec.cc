@@ -243,7 +243,7 @@ absl::StatusOr<ExecResult> RuntimeImpl::Exec(const std::string& id, const ExecOp
     }
   }
   // A sandbox that removed its own shell is reported broken (once, as an event).
-  if (result.reason != StopReason::kDestroyed && result.reason != StopReason::kSandboxDied && sb->rootfd.valid()) {
+  if (have_status && !init_gone && !sb->timed_out && !sb->destroying && sb->rootfd.valid()) {
     struct open_how how {};
     how.flags = O_PATH | O_CLOEXEC;
     how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
