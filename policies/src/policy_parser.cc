@@ -63,6 +63,8 @@ absl::StatusOr<std::vector<Cidr>> NamedList(const ConfigNode& node, const Policy
   auto list = ResolveNamedList(name, options);
   if (!list.ok()) {
     absl::Status err = node.Error(std::string(list.status().message()));
+    // An unknown list name is bad input; a failed name lookup keeps its own code.
+    if (list.status().code() == absl::StatusCode::kNotFound) return err;
     return absl::Status(list.status().code(), err.message());
   }
   return list;
@@ -165,7 +167,11 @@ std::string_view ExecutionClassName(ExecutionClass c) {
 }
 
 absl::StatusOr<Policy> ParsePolicy(const ConfigNode& root, const PolicyLoadOptions& options) {
-  if (root.present() && !root.is_map()) return root.Error("a policy must be a map");
+  if (root.present() && !root.is_map()) {
+    // An empty document parses as null: the empty policy.
+    auto scalar = root.AsString("");
+    if (root.is_sequence() || !scalar.ok() || !scalar->empty()) return root.Error("a policy must be a map");
+  }
   RETURN_IF_ERROR(root.CheckKeys({"name", "execution_class", "filesystem", "network", "syscalls",
                                   "resources"}));
   Policy p;
