@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "flotilla/policies/policy.h"
@@ -44,6 +45,8 @@ class NetworkAttachment {
   [[nodiscard]] uint64_t denials() const;
   // Number of rule-map entries written for this sandbox.
   [[nodiscard]] size_t rule_count() const { return rule_count_; }
+  // Kernel ids of the BPF links (to check from outside that they are gone after destruction).
+  [[nodiscard]] std::vector<uint32_t> link_ids() const;
 
  private:
   friend class NetworkEnforcer;
@@ -52,8 +55,9 @@ class NetworkAttachment {
   NetworkEnforcer* owner_;
   uint64_t cgroup_id_;
   size_t rule_count_ = 0;
-  UniqueFd links_[4];
-  bool have_keys_ = false;
+  std::vector<std::vector<uint8_t>> keys_;  // rule-map keys written for this sandbox
+  std::vector<UniqueFd> links_;
+  bool counter_created_ = false;
 };
 
 // Owns the loaded BPF object (programs and maps). Thread-safe: Attach and detach may run
