@@ -2,8 +2,16 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "cgroup2_internal.h"
@@ -19,12 +27,39 @@ struct NetworkEnforcer::Impl {
   net_policy* skel = nullptr;
   int rules_fd = -1;
   int denials_fd = -1;
+  std::string anchor_dir;             // empty: none
+  std::vector<UniqueFd> anchor_links;
   ~Impl() {
+    anchor_links.clear();
+    if (!anchor_dir.empty()) rmdir(anchor_dir.c_str());
     if (skel != nullptr) net_policy__destroy(skel);
   }
 };
 
 namespace {
+
+constexpr char kAnchorPrefix[] = "flotilla-netpolicy-anchor.";
+
+// The four programs and their attach points, in attach order.
+std::vector<std::pair<bpf_program*, bpf_attach_type>> Programs(net_policy* skel) {
+  return {{skel->progs.flotilla_connect4, BPF_CGROUP_INET4_CONNECT},
+          {skel->progs.flotilla_connect6, BPF_CGROUP_INET6_CONNECT},
+          {skel->progs.flotilla_sendmsg4, BPF_CGROUP_UDP4_SENDMSG},
+          {skel->progs.flotilla_sendmsg6, BPF_CGROUP_UDP6_SENDMSG}};
+}
+
+// Removes anchor cgroups left by processes that no longer exist (a crashed agent).
+void RemoveStaleAnchors(const std::string& root) {
+  DIR* dir = opendir(root.c_str());
+  if (dir == nullptr) return;
+  while (dirent* e = readdir(dir)) {
+    std::string_view name(e->d_name);
+    if (name.substr(0, sizeof(kAnchorPrefix) - 1) != kAnchorPrefix) continue;
+    int pid = std::atoi(e->d_name + sizeof(kAnchorPrefix) - 1);
+    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) rmdir((root + "/" + e->d_name).c_str());
+  }
+  closedir(dir);
+}
 
 flotilla_rule_key MakeKey(uint64_t cgroup_id, const Cidr& cidr) {
   flotilla_rule_key key{};
@@ -53,6 +88,27 @@ absl::StatusOr<std::unique_ptr<NetworkEnforcer>> NetworkEnforcer::Create(const O
   if (int rc = net_policy__load(impl->skel); rc != 0) return BpfError("loading the BPF network programs", rc);
   impl->rules_fd = bpf_map__fd(impl->skel->maps.flotilla_rules);
   impl->denials_fd = bpf_map__fd(impl->skel->maps.flotilla_denials);
+  if (options.keep_hooks_warm) {
+    // The kernel switches each cgroup hook on (live code patching, milliseconds) when the
+    // first program anywhere attaches to it and off when the last one leaves. An empty
+    // cgroup holding the programs for the enforcer's lifetime keeps that off the per-sandbox
+    // path. It has no tasks, so its (absent) rules never judge anything.
+    ASSIGN_OR_RETURN(std::string root, FindCgroup2Mount());
+    RemoveStaleAnchors(root);
+    impl->anchor_dir = absl::StrCat(root, "/", kAnchorPrefix, getpid());
+    if (mkdir(impl->anchor_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      int err = errno;
+      impl->anchor_dir.clear();
+      return ErrnoStatus("creating the BPF anchor cgroup", err);
+    }
+    UniqueFd dir(open(impl->anchor_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!dir.valid()) return ErrnoStatus("opening the BPF anchor cgroup");
+    for (const auto& [prog, type] : Programs(impl->skel)) {
+      int link = bpf_link_create(bpf_program__fd(prog), dir.get(), type, nullptr);
+      if (link < 0) return BpfError("attaching to the BPF anchor cgroup", link);
+      impl->anchor_links.emplace_back(link);
+    }
+  }
   return std::unique_ptr<NetworkEnforcer>(new NetworkEnforcer(std::move(impl)));
 }
 
@@ -84,13 +140,7 @@ absl::StatusOr<std::unique_ptr<NetworkAttachment>> NetworkEnforcer::Attach(const
     att->keys_.emplace_back(bytes, bytes + sizeof(key));
   }
   att->rule_count_ = entries.size();
-  const std::pair<bpf_program*, bpf_attach_type> progs[] = {
-      {impl_->skel->progs.flotilla_connect4, BPF_CGROUP_INET4_CONNECT},
-      {impl_->skel->progs.flotilla_connect6, BPF_CGROUP_INET6_CONNECT},
-      {impl_->skel->progs.flotilla_sendmsg4, BPF_CGROUP_UDP4_SENDMSG},
-      {impl_->skel->progs.flotilla_sendmsg6, BPF_CGROUP_UDP6_SENDMSG},
-  };
-  for (const auto& [prog, type] : progs) {
+  for (const auto& [prog, type] : Programs(impl_->skel)) {
     int link = bpf_link_create(bpf_program__fd(prog), cgroup_dir_fd, type, nullptr);
     if (link < 0) return BpfError(absl::StrCat("attaching ", bpf_program__name(prog), " to the cgroup"), link);
     att->links_.emplace_back(link);

@@ -251,6 +251,13 @@ TEST_F(NetworkEnforcerTest, NonCgroupDirectoryIsInvalidArgument) {
   EXPECT_EQ(att.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(NetworkEnforcerTest, AnchorCgroupLivesAsLongAsTheEnforcer) {
+  std::string anchor = root_ + "/flotilla-netpolicy-anchor." + std::to_string(getpid());
+  EXPECT_TRUE(std::filesystem::is_directory(anchor));
+  enforcer_.reset();
+  EXPECT_FALSE(std::filesystem::exists(anchor));
+}
+
 TEST(Cgroup2MountTest, FindsTheV2Hierarchy) {
   auto root = FindCgroup2Mount();
   if (!root.ok()) GTEST_SKIP() << root.status();

@@ -66,6 +66,11 @@ class NetworkEnforcer {
  public:
   struct Options {
     uint32_t max_rules = 65536;  // entries in the shared LPM trie, across all sandboxes
+    // Keep the kernel's cgroup hooks switched on for the enforcer's lifetime by attaching the
+    // programs to an empty cgroup "<cgroup2>/flotilla-netpolicy-anchor.<pid>" (removed on
+    // destruction; stale ones of dead processes are removed by Create). Without it every
+    // attach/detach that switches a hook on or off costs milliseconds of kernel code patching.
+    bool keep_hooks_warm = true;
   };
   // Loads the programs. FailedPrecondition / PermissionDenied (with the reason) where the
   // kernel or privileges do not allow it.
