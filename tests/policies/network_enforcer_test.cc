@@ -171,7 +171,8 @@ TEST_F(NetworkEnforcerTest, AllowsListedPortsAndDeniesTheRestWithEperm) {
   Listener udp_allowed = Listen(AF_INET, SOCK_DGRAM, "127.0.0.1");
   Listener v6_allowed = Listen(AF_INET6, SOCK_STREAM, "::1");
   Listener v6_denied = Listen(AF_INET6, SOCK_STREAM, "::1");
-  TempCgroup cg(root_);
+  auto cg_holder = std::make_unique<TempCgroup>(root_);
+  const TempCgroup& cg = *cg_holder;
   ASSERT_TRUE(cg.ok()) << cg.path() << ": " << strerror(errno);
   NetworkPolicy policy;
   policy.allow = {Rule("127.0.0.1", {{allowed.port, allowed.port}, {udp_allowed.port, udp_allowed.port}}),
@@ -206,6 +207,9 @@ TEST_F(NetworkEnforcerTest, AllowsListedPortsAndDeniesTheRestWithEperm) {
     EXPECT_LT(fd, 0) << "link " << id << " still exists";
     if (fd >= 0) close(fd);
   }
+  std::string path = cg.path();
+  cg_holder.reset();
+  EXPECT_FALSE(std::filesystem::exists(path)) << path;
 }
 
 TEST_F(NetworkEnforcerTest, DenyListWinsOverAWiderAllowRule) {
@@ -223,6 +227,24 @@ TEST_F(NetworkEnforcerTest, DenyListWinsOverAWiderAllowRule) {
   EXPECT_EQ(err[0], EPERM);
   EXPECT_EQ(err[1], 0);
   EXPECT_EQ((*att)->denials(), 1u);
+}
+
+TEST_F(NetworkEnforcerTest, ANarrowRuleKeepsThePortsOfAWiderOne) {
+  Listener a = Listen(AF_INET, SOCK_STREAM, "127.0.0.1");
+  Listener b = Listen(AF_INET, SOCK_STREAM, "127.0.0.1");
+  Listener c = Listen(AF_INET, SOCK_STREAM, "127.0.0.1");
+  TempCgroup cg(root_);
+  ASSERT_TRUE(cg.ok());
+  NetworkPolicy policy;
+  policy.allow = {Rule("127.0.0.0/8", {{a.port, a.port}}), Rule("127.0.0.1/32", {{b.port, b.port}})};
+  auto att = enforcer_->Attach(policy, cg.fd());
+  ASSERT_TRUE(att.ok()) << att.status();
+  auto err = RunInCgroup<3>(cg, {{{AF_INET, SOCK_STREAM, "127.0.0.1", a.port},
+                                  {AF_INET, SOCK_STREAM, "127.0.0.1", b.port},
+                                  {AF_INET, SOCK_STREAM, "127.0.0.1", c.port}}});
+  EXPECT_EQ(err[0], 0);
+  EXPECT_EQ(err[1], 0);
+  EXPECT_EQ(err[2], EPERM);
 }
 
 TEST_F(NetworkEnforcerTest, EmptyPolicyDeniesEverythingAndDetachRestoresAccess) {
