@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -199,6 +201,26 @@ absl::StatusOr<std::unique_ptr<LoadedAppArmorProfile>> LoadedAppArmorProfile::Lo
   }
   return std::unique_ptr<LoadedAppArmorProfile>(
       new LoadedAppArmorProfile(std::move(profile_name), std::move(profile_text)));
+}
+
+int ChangeAppArmorProfileOnExec(const char* profile_name) noexcept {
+  char cmd[256] = "exec ";
+  size_t len = std::strlen(profile_name);
+  if (len == 0 || len + 6 > sizeof(cmd)) return EINVAL;
+  std::memcpy(cmd + 5, profile_name, len + 1);
+  int err = ENOENT;
+  for (const char* path : {"/proc/self/attr/apparmor/exec", "/proc/self/attr/exec"}) {
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+      err = errno;
+      continue;
+    }
+    ssize_t n = write(fd, cmd, len + 5);
+    err = n == static_cast<ssize_t>(len + 5) ? 0 : errno;
+    close(fd);
+    return err;
+  }
+  return err;
 }
 
 LoadedAppArmorProfile::~LoadedAppArmorProfile() {

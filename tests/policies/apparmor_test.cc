@@ -85,6 +85,7 @@ TEST(AppArmorLoadTest, LoadingNeedsAppArmorInTheKernel) {
   auto loaded = LoadedAppArmorProfile::Load("flotilla-x", "profile flotilla-x {}\n");
   EXPECT_EQ(loaded.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(loaded.status().message(), "apparmor: not enabled in this kernel");
+  EXPECT_NE(ChangeAppArmorProfileOnExec("flotilla-x"), 0);
 }
 
 TEST(EnforcerProbeTest, ReportsEveryEnforcerWithAReason) {
