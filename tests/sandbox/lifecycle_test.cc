@@ -147,7 +147,7 @@ TEST_F(SandboxTest, DestroyLeavesNothing) {
   const std::string id = created->id;
   Sh(id, "sleep 1000 > /dev/null 2>&1 & sleep 1000 > /dev/null 2>&1 & echo started");
   EXPECT_EQ(ProcessesInCgroup(id).size(), 3u);  // init + two sleeps
-  EXPECT_EQ(CgroupDirsNamed(id).size(), 4u);     // memory, pids, freezer, unified (no cpu limits)
+  EXPECT_EQ(CgroupDirsNamed(id).size(), 5u);  // memory, pids, freezer, cpu (the policy sets a quota), unified
   EXPECT_EQ(rt().List().size(), 1u);
   ASSERT_TRUE(rt().Destroy(id).ok());
   EXPECT_TRUE(ProcessesInCgroup(id).empty());
