@@ -12,5 +12,7 @@ void AddPolicyCommand(CLI::App& app, int* exit_code);
 
 // `flotilla sandbox run|image build` (cli/sandbox_command.cc).
 void AddSandboxCommand(CLI::App& app, int* exit_code);
+// `flotilla node` (cli/node_command.cc).
+void AddNodeCommand(CLI::App& app, int* exit_code);
 
 }  // namespace flotilla::cli
