@@ -92,7 +92,12 @@ TEST_F(SandboxCliTest, LeftoversOfAKilledRunAreCleanedAtStart) {
   for (int i = 0; i < 1000 && instance.empty(); ++i) {
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(state() + "/run", ec)) {
-      if (!std::filesystem::is_empty(e.path() / "sbx", ec) && !ec) instance = e.path().filename().string();
+      std::string name = e.path().filename().string();
+      std::string cg = "/sys/fs/cgroup/memory/flotilla/" + name;
+      if (!std::filesystem::exists(cg, ec)) cg = "/sys/fs/cgroup/flotilla/" + name;
+      for (const auto& c : std::filesystem::directory_iterator(cg, ec)) {
+        if (c.is_directory(ec)) instance = name;
+      }
     }
     if (instance.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
