@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   using flotilla::cli::AddPlaceholderCommand;
   AddPlaceholderCommand(app, "up", "Run every service in one process (the embedded default)", &exit_code);
-  AddPlaceholderCommand(app, "sandbox", "Run commands in sandboxes; build images", &exit_code);
+  flotilla::cli::AddSandboxCommand(app, &exit_code);
   AddPlaceholderCommand(app, "scheduler", "Run the scheduler daemon", &exit_code);
   AddPlaceholderCommand(app, "node", "Run the node agent daemon", &exit_code);
   AddPlaceholderCommand(app, "engine", "Run the inference engine daemon", &exit_code);
