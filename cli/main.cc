@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   AddPlaceholderCommand(app, "eval", "Evaluate a model across scaffolds", &exit_code);
   flotilla::cli::AddBenchCommand(app, &exit_code);
   AddPlaceholderCommand(app, "trajectories", "Export stored trajectories", &exit_code);
+  flotilla::cli::AddPolicyCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -26,15 +26,17 @@ namespace {
 enum Probe { kMount, kKeyctl, kBpf, kUnshareUser, kPtrace, kGetpid, kUnshareFiles, kClone3,
              kPersonalityLinux32, kPersonalityBad, kTiocsti, kProbeCount };
 
-// Runs in the child: only async-signal-safe calls.
+// Runs in the child: only async-signal-safe calls. The targets are chosen so that, without
+// the filter, each call would fail differently (ENOENT, ESRCH, EFAULT) instead of harming the
+// host: only EPERM proves the filter.
 void RunProbes(int out_fd) {
   std::array<int, kProbeCount> err{};
   auto call = [&](Probe p, long rc) { err[p] = rc < 0 ? errno : 0; };
-  call(kMount, mount("none", "/mnt", "tmpfs", 0, nullptr));
+  call(kMount, mount("none", "/nonexistent-flotilla-mountpoint", "tmpfs", 0, nullptr));
   call(kKeyctl, syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0));
   call(kBpf, syscall(SYS_bpf, 0, nullptr, 0));
   call(kUnshareUser, unshare(CLONE_NEWUSER));
-  call(kPtrace, ptrace(PTRACE_ATTACH, getppid(), nullptr, nullptr));
+  call(kPtrace, ptrace(PTRACE_ATTACH, 0x3ffffff0, nullptr, nullptr));
   call(kGetpid, syscall(SYS_getpid));
   call(kUnshareFiles, unshare(CLONE_FILES));
   clone_args args{};

@@ -29,6 +29,11 @@ absl::StatusOr<std::string> RenderAppArmorProfile(const Policy& policy, std::str
 // with the parser's message when the profile is rejected.
 absl::Status CheckAppArmorProfile(std::string_view profile_text);
 
+// In the calling process: asks AppArmor to confine the next execve() under `profile_name`
+// (writes "exec <name>" to /proc/self/attr/apparmor/exec, or /proc/self/attr/exec on older
+// kernels). Async-signal-safe. Returns 0 or an errno value (ENOENT: no AppArmor here).
+int ChangeAppArmorProfileOnExec(const char* profile_name) noexcept;
+
 // A profile loaded into the kernel; destruction unloads it (apparmor_parser -R). Not copyable;
 // thread-compatible.
 class LoadedAppArmorProfile {

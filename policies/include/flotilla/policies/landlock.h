@@ -5,10 +5,11 @@
 //   child : if (int err = plan.ApplyInChild(); err != 0) _exit(...);
 //
 // read_only paths get read/execute rights beneath them, read_write paths every right the
-// kernel's ABI knows; everything else is denied. hidden paths get no rule: beneath an
-// allowed path, the plan grants the allowed directory's other entries one by one instead
-// of the directory itself, so the hidden entry gets nothing. Paths that do not exist in the
-// sandbox are skipped.
+// kernel's ABI knows; everything else is denied. Landlock can only add rights going down a
+// tree, so a hidden path (or a read_only one) beneath a granted directory makes the plan grant
+// that directory's other entries one by one instead, descending towards the restricted path;
+// the directory itself then keeps only listing. Entries created there later are not covered.
+// Paths that do not exist in the sandbox are skipped.
 #pragma once
 
 #include <cstdint>
@@ -35,8 +36,10 @@ class LandlockPlan {
   // Restricts the calling thread (and what it execs) for good: sets no_new_privs, creates the
   // ruleset, adds the rules, calls landlock_restrict_self. Async-signal-safe: no allocation,
   // no locks; the hidden-path expansion reads directories with getdents64 into a stack buffer.
-  // Returns 0 or an errno value.
-  int ApplyInChild() const noexcept;
+  // On ABI >= 6 the domain is also scoped: no signals and no abstract unix sockets to
+  // processes outside it. Returns 0 or an errno value; `failed_step` (optional) names the
+  // failing system call.
+  int ApplyInChild(const char** failed_step = nullptr) const noexcept;
   // The same with a Status naming the failing step.
   absl::Status Apply() const;
 
@@ -53,6 +56,7 @@ class LandlockPlan {
   uint64_t handled_ = 0;
   std::vector<Rule> rules_;
   std::vector<std::string> hidden_;
+  std::vector<std::string> restricted_;  // hidden paths and paths with fewer rights than a parent
 };
 
 }  // namespace flotilla::policies

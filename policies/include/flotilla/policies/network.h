@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "flotilla/policies/policy.h"
@@ -44,6 +45,8 @@ class NetworkAttachment {
   [[nodiscard]] uint64_t denials() const;
   // Number of rule-map entries written for this sandbox.
   [[nodiscard]] size_t rule_count() const { return rule_count_; }
+  // Kernel ids of the BPF links (to check from outside that they are gone after destruction).
+  [[nodiscard]] std::vector<uint32_t> link_ids() const;
 
  private:
   friend class NetworkEnforcer;
@@ -52,8 +55,9 @@ class NetworkAttachment {
   NetworkEnforcer* owner_;
   uint64_t cgroup_id_;
   size_t rule_count_ = 0;
-  UniqueFd links_[4];
-  bool have_keys_ = false;
+  std::vector<std::vector<uint8_t>> keys_;  // rule-map keys written for this sandbox
+  std::vector<UniqueFd> links_;
+  bool counter_created_ = false;
 };
 
 // Owns the loaded BPF object (programs and maps). Thread-safe: Attach and detach may run
@@ -62,6 +66,11 @@ class NetworkEnforcer {
  public:
   struct Options {
     uint32_t max_rules = 65536;  // entries in the shared LPM trie, across all sandboxes
+    // Keep the kernel's cgroup hooks switched on for the enforcer's lifetime by attaching the
+    // programs to an empty cgroup "<cgroup2>/flotilla-netpolicy-anchor.<pid>" (removed on
+    // destruction; stale ones of dead processes are removed by Create). Without it every
+    // attach/detach that switches a hook on or off costs milliseconds of kernel code patching.
+    bool keep_hooks_warm = true;
   };
   // Loads the programs. FailedPrecondition / PermissionDenied (with the reason) where the
   // kernel or privileges do not allow it.
