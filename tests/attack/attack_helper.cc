@@ -88,7 +88,7 @@ int Module(const Args&) {
   int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   Attempt("finit_module", [fd] { return ::syscall(SYS_finit_module, fd, "", 0); });
   ::close(fd);
-  Attempt("delete_module", [] { return ::syscall(SYS_delete_module, "overlay", O_NONBLOCK); });
+  Attempt("delete_module", [] { return ::syscall(SYS_delete_module, "flotilla_no_such_module", O_NONBLOCK); });
   return 0;
 }
 
