@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "flotilla/common/ids.h"
@@ -273,9 +274,10 @@ RunOutput AttackTest::Attack(const std::string& id, const std::string& script, u
 }
 
 void AttackTest::InstallHelper(const std::string& id) {
-  bool ok = false;
-  std::string binary = ReadHostFile(FLOTILLA_ATTACK_HELPER, &ok);
-  ASSERT_TRUE(ok && binary.size() > 1000) << "cannot read " << FLOTILLA_ATTACK_HELPER;
+  std::ifstream in(FLOTILLA_ATTACK_HELPER, std::ios::binary);
+  std::string binary((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_TRUE(in.good() || in.eof()) << "cannot read " << FLOTILLA_ATTACK_HELPER;
+  ASSERT_GT(binary.size(), 100000u) << FLOTILLA_ATTACK_HELPER;
   absl::Status s = runtime_->PutFile(id, kHelperPath, binary, 0755);
   ASSERT_TRUE(s.ok()) << s;
 }

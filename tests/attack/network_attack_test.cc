@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "attack_fixture.h"
 #include "host_probe.h"
 
@@ -22,8 +23,9 @@ class NetworkAttackTest : public AttackTest {
     std::string id = NewSandbox(options, &created);
     if (id.empty()) return id;
     const auto& active = created.enforcers_active;
-    EXPECT_NE(std::find(active.begin(), active.end(), "ebpf-net"), active.end())
-        << "the eBPF network enforcer is not active on this host";
+    bool ebpf = std::find(active.begin(), active.end(), "ebpf-net") != active.end();
+    EXPECT_TRUE(ebpf) << "the eBPF network enforcer is not active: "
+                      << absl::StrJoin(created.enforcers_inactive, "; ");
     return id;
   }
 

@@ -14,6 +14,12 @@
 namespace flotilla::attack {
 namespace {
 
+// True when a /proc/<pid>/cgroup line names the sandbox's own cgroup: the runtime nests each
+// sandbox's cgroup, named by its id, under "<cgroup prefix>/<runtime instance>/".
+bool InSandboxCgroup(const std::string& line, const std::string& prefix, const std::string& id) {
+  return line.find("/" + prefix + "/") != std::string::npos && line.ends_with("/" + id);
+}
+
 // Directories named `name` anywhere under /sys/fs/cgroup (every hierarchy), depth-limited.
 std::vector<std::string> CgroupDirsNamed(const std::string& name) {
   std::vector<std::string> found;
@@ -62,7 +68,6 @@ TEST_F(AttackTest, ProcessesCannotLeaveTheSandboxCgroups) {
   ASSERT_NO_FATAL_FAILURE(InstallHelper(id));
   InsideView view;
   ASSERT_TRUE(VerifyIsolated(id, &view));
-  const std::string cgroup_name = cgroup_prefix() + "-" + id;
   RunOutput r;
   std::thread attack([&] {
     r = Attack(id,
@@ -90,7 +95,7 @@ TEST_F(AttackTest, ProcessesCannotLeaveTheSandboxCgroups) {
                        (line.rfind("0::", 0) == 0 && runtime().features().cgroup_v2_unified);
         if (!watched) continue;
         checked.push_back(line);
-        EXPECT_NE(line.find(cgroup_name), std::string::npos) << "pid " << pid << " escaped its cgroup: " << line;
+        EXPECT_TRUE(InSandboxCgroup(line, cgroup_prefix(), id)) << "pid " << pid << " escaped its cgroup: " << line;
       }
     }
   }
@@ -115,7 +120,7 @@ TEST_F(AttackTest, NoProcessOrResourceIsLeftAfterDestroy) {
   ASSERT_NO_FATAL_FAILURE(InstallHelper(id));
   InsideView view;
   ASSERT_TRUE(VerifyIsolated(id, &view));
-  const std::string cgroup_name = cgroup_prefix() + "-" + id;
+  const std::string cgroup_name = "/" + id;
   RunOutput r = Attack(id, std::string("exec ") + kHelperPath + " daemon 600");
   ASSERT_TRUE(r.exec_ok) << r.error;
   ASSERT_EQ(LinesStartingWith(r.out, "daemon pid=").size(), 1u) << r.out << r.err;
@@ -124,7 +129,7 @@ TEST_F(AttackTest, NoProcessOrResourceIsLeftAfterDestroy) {
   std::vector<pid_t> before = ProcessesInPidNamespace(view.pid_ns);
   EXPECT_GE(before.size(), 2u) << "init and the daemon";
   EXPECT_FALSE(ProcessesInCgroupsNamed(cgroup_name).empty());
-  EXPECT_FALSE(CgroupDirsNamed(cgroup_name).empty());
+  EXPECT_FALSE(CgroupDirsNamed(id).empty());
 
   ASSERT_TRUE(DestroySandbox(id).ok());
   EXPECT_EQ(ProcessesInPidNamespace(view.pid_ns), std::vector<pid_t>{}) << "a process of the sandbox survived";
@@ -132,7 +137,7 @@ TEST_F(AttackTest, NoProcessOrResourceIsLeftAfterDestroy) {
   for (pid_t pid : before) {
     EXPECT_NE(::kill(pid, 0), 0) << "pid " << pid << " still exists";
   }
-  EXPECT_EQ(CgroupDirsNamed(cgroup_name), std::vector<std::string>{});
+  EXPECT_EQ(CgroupDirsNamed(id), std::vector<std::string>{});
   EXPECT_EQ(MountsContaining(id), std::vector<std::string>{});
   EXPECT_TRUE(absl::IsNotFound(runtime().Info(id).status()));
   RunOutput after = Exec(id, {"/bin/true"});

@@ -29,7 +29,7 @@ TEST_F(ResourceAttackTest, ForkBombIsBoundedByThePidsLimit) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   });
-  RunOutput r = Attack(id, "bomb() { bomb | bomb & }; bomb; wait", 4000);
+  RunOutput r = Attack(id, "bomb() { bomb | bomb & }; bomb; exec sleep 30", 4000);
   done = true;
   sampler.join();
   ASSERT_TRUE(r.exec_ok) << r.error;
@@ -38,6 +38,12 @@ TEST_F(ResourceAttackTest, ForkBombIsBoundedByThePidsLimit) {
   EXPECT_LT(r.host_wall_ms, 4000 + 1000 + 2000) << "Exec overran its timeout";
   EXPECT_GT(most, 8u) << "the bomb never ran";
   EXPECT_LE(most, kPidsLimit) << "more processes than the pids limit in the sandbox";
+  // Afterwards the sandbox either works again or reports itself full; it never hangs.
+  RunOutput after = Exec(id, {"/bin/true"}, 3000);
+  ASSERT_TRUE(after.exec_ok) << after.error;
+  EXPECT_TRUE(after.result.exit_code == 0 || after.result.reason == StopReason::kPids)
+      << after.result.exit_code << " " << sandbox::StopReasonName(after.result.reason);
+  EXPECT_LT(after.host_wall_ms, 3000 + 1000 + 2000);
 
   // The exact bound, counted from inside a fresh sandbox: forks succeed until the cgroup's
   // pids limit (init, sh and perl already count).

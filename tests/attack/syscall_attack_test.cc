@@ -18,6 +18,8 @@ struct SyscallCase {
   std::string expected;     // the helper's whole stdout
 };
 
+void PrintTo(const SyscallCase& c, std::ostream* os) { *os << c.name; }
+
 std::vector<SyscallCase> Cases() {
   std::string self = std::to_string(::getpid());
   return {
