@@ -102,6 +102,13 @@ void AttackTest::SetUpTestSuite() {
 void AttackTest::TearDownTestSuite() {
   runtime_.reset();
   state_dir_.reset();
+  // The runtime keeps its (now empty) "<prefix>" parent group in each hierarchy; this binary's
+  // prefix is its own, so remove it. rmdir only removes an empty cgroup: anything the runtime
+  // left inside stays for the leftover check to report.
+  for (const char* root : {"/sys/fs/cgroup", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpu",
+                           "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/freezer", "/sys/fs/cgroup/unified"}) {
+    ::rmdir((std::string(root) + "/" + cgroup_prefix_).c_str());
+  }
 }
 
 sandbox::SandboxOptions AttackTest::SmallOptions() {

@@ -48,15 +48,33 @@ std::vector<CgroupDir> AllCgroupDirs(const std::string& top) {
   return found;
 }
 
-bool IsFlotillaName(const std::string& path) {
-  std::string base = path.substr(path.rfind('/') + 1);
-  return base.rfind("flotilla", 0) == 0;
+// The roots of every mounted hierarchy: /sys/fs/cgroup itself on a pure v2 host, otherwise
+// each v1 controller directory and the unified v2 one below it.
+std::vector<std::string> HierarchyRoots() {
+  if (::access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0) return {"/sys/fs/cgroup"};
+  std::vector<std::string> roots;
+  DIR* d = ::opendir("/sys/fs/cgroup");
+  if (d == nullptr) return roots;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (e->d_type == DT_DIR && n != "." && n != "..") roots.push_back("/sys/fs/cgroup/" + n);
+  }
+  ::closedir(d);
+  return roots;
 }
 
+// A runtime keeps its cgroups under "<prefix>/<instance>/<sandbox id>" of each hierarchy.
+// Left over is anything below a flotilla* group, and any flotilla* group with processes; an
+// empty top-level flotilla* group is the runtime's own parent (shared by its instances).
 TEST(LeftoverTest, NoSandboxCgroupRemains) {
   std::vector<std::string> leftovers;
-  for (const CgroupDir& c : AllCgroupDirs("/sys/fs/cgroup")) {
-    if (IsFlotillaName(c.path)) leftovers.push_back(c.path);
+  for (const std::string& root : HierarchyRoots()) {
+    for (const CgroupDir& c : AllCgroupDirs(root)) {
+      std::string rel = c.path.substr(root.size());  // "", "/flotilla", "/flotilla/i1/sbx-..."
+      if (rel.rfind("/flotilla", 0) != 0) continue;
+      bool nested = rel.find('/', 1) != std::string::npos;
+      if (nested || !ReadHostFile(c.path + "/cgroup.procs").empty()) leftovers.push_back(c.path);
+    }
   }
   EXPECT_EQ(leftovers, std::vector<std::string>{});
 }
