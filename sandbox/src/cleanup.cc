@@ -1,7 +1,7 @@
 // Runtime::CleanupLeftovers: what a crashed earlier runtime left behind. Each runtime instance
-// owns <state>/run/<instance>/ (with an owner file naming its pid and start time) and the
-// cgroups <prefix>/<instance>; an instance whose owner is gone is removed: its processes are
-// killed, its cgroups and mounts removed, its directory deleted.
+// owns <state>/run/<instance>/ and the cgroups <prefix>/<instance>, where the instance name
+// holds the owner's pid and start time; an instance whose owner is gone is removed: its
+// processes are killed, its cgroups and mounts removed, its directory deleted.
 #include <sys/mount.h>
 #include <unistd.h>
 
@@ -19,12 +19,14 @@
 namespace flotilla::sandbox {
 namespace {
 
-bool OwnerAlive(const std::string& instance_dir) {
-  auto owner = ReadSmallFile(instance_dir + "/owner");
-  if (!owner.ok()) return false;
-  std::vector<std::string> f = absl::StrSplit(absl::StripAsciiWhitespace(*owner), ' ');
+// Instance names are "i<pid>-<start time>-<n>"; the owner is alive when that pid still has
+// that start time.
+bool OwnerAlive(const std::string& instance) {
+  std::vector<std::string> f = absl::StrSplit(instance, '-');
   int pid = 0;
-  if (f.size() != 2 || !absl::SimpleAtoi(f[0], &pid) || pid <= 0) return false;
+  if (f.size() != 3 || f[0].size() < 2 || f[0][0] != 'i' || !absl::SimpleAtoi(f[0].substr(1), &pid) || pid <= 0) {
+    return true;  // not ours: leave it alone
+  }
   auto stat = ReadSmallFile(absl::StrCat("/proc/", pid, "/stat"));
   if (!stat.ok()) return false;
   size_t p = stat->rfind(')');
@@ -58,12 +60,12 @@ absl::StatusOr<CleanupReport> RuntimeImpl::CleanupLeftovers() {
   for (const auto& e : std::filesystem::directory_iterator(run, ec)) {
     std::string name = e.path().filename().string();
     if (name == instance_ || !e.is_directory(ec)) continue;
-    if (!OwnerAlive(e.path().string())) dead.push_back(name);
+    if (!OwnerAlive(name)) dead.push_back(name);
   }
-  // Cgroups of dead instances, including ones whose directory is already gone.
+  // Cgroups of dead instances (of any state dir: the name says whose they are).
   for (const std::string& name : cgroups_->ListGroup(options_.cgroup_prefix)) {
     if (name == instance_ || std::find(dead.begin(), dead.end(), name) != dead.end()) continue;
-    if (!std::filesystem::exists(run + "/" + name, ec)) dead.push_back(name);
+    if (!OwnerAlive(name)) dead.push_back(name);
   }
   for (const std::string& name : dead) {
     const std::string dir = run + "/" + name;

@@ -209,10 +209,13 @@ absl::StatusOr<ExecResult> RuntimeImpl::Exec(const std::string& id, const ExecOp
   const bool failed = !have_status || result.exit_code != 0;
   if (init_gone || (!have_status && stopped == StopReason::kNone)) {
     std::unique_lock<std::mutex> lock(sb->mu);
-    sb->cv.wait_for(lock, std::chrono::milliseconds(500), [&] { return sb->dead; });
+    sb->cv.wait_for(lock, std::chrono::seconds(2), [&] { return sb->dead; });
     if (sb->destroying) {
       result.reason = StopReason::kDestroyed;
       result.detail = "the sandbox was destroyed";
+    } else if (sb->timed_out) {
+      result.reason = StopReason::kTimeout;
+      result.detail = absl::StrCat("sandbox wall-clock limit of ", sb->limits.timeout_ms, " ms reached");
     } else if (sb->dead && sb->death_reason != StopReason::kSandboxDied) {
       result.reason = sb->death_reason;
       result.detail = sb->death_detail;
@@ -243,7 +246,7 @@ absl::StatusOr<ExecResult> RuntimeImpl::Exec(const std::string& id, const ExecOp
     }
   }
   // A sandbox that removed its own shell is reported broken (once, as an event).
-  if (result.reason != StopReason::kDestroyed && result.reason != StopReason::kSandboxDied && sb->rootfd.valid()) {
+  if (have_status && !init_gone && !sb->timed_out && !sb->destroying && sb->rootfd.valid()) {
     struct open_how how {};
     how.flags = O_PATH | O_CLOEXEC;
     how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;

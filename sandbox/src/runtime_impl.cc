@@ -127,11 +127,12 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
     auto report = rt->CleanupLeftovers();
     if (!report.ok()) FLOG(warn, "leftover cleanup failed", {{"error", std::string(report.status().message())}});
   }
-  rt->instance_ = absl::StrCat("i", ::getpid(), "-", RandomU64() % 0xffffff);
+  // "i<pid>-<start time>-<n>": whether its owner still runs can be told from the name alone.
+  static std::atomic<int> instances{0};
+  rt->instance_ = absl::StrCat("i", ::getpid(), "-", OwnStartTime(), "-", instances.fetch_add(1));
   rt->instance_dir_ = options.state_dir + "/run/" + rt->instance_;
   std::filesystem::create_directories(rt->instance_dir_ + "/sbx", ec);
   if (ec) return absl::InternalError("creating " + rt->instance_dir_ + ": " + ec.message());
-  RETURN_IF_ERROR(WriteNewFile(rt->instance_dir_ + "/owner", absl::StrCat(::getpid(), " ", OwnStartTime(), "\n")));
   rt->cgroup_group_ = options.cgroup_prefix + "/" + rt->instance_;
   RETURN_IF_ERROR(driver.EnsureGroup(rt->cgroup_group_));
 

@@ -68,6 +68,7 @@ absl::Status RuntimeImpl::PutFile(const std::string& id, const std::string& path
     ::fchownat(pfd.get(), parts[i].c_str(), base, base, AT_SYMLINK_NOFOLLOW);
   }
   UniqueFd fd(OpenInRoot(sb->rootfd.get(), path, O_WRONLY | O_CREAT | O_NOCTTY | O_NONBLOCK, mode & 07777));
+  if (!fd.valid() && errno == EROFS) return absl::PermissionDeniedError("path: " + path + " is read-only");
   if (!fd.valid()) return ErrnoStatus("open " + path);
   RETURN_IF_ERROR(CheckOwnFilesystem(fd.get(), path));
   if (::ftruncate(fd.get(), 0) != 0) return ErrnoStatus("truncate " + path);
