@@ -36,6 +36,7 @@ void PrintPolicy(const policies::Policy& p) {
     std::cout << "\n";
   }
   for (const auto& d : p.network.deny) std::cout << "network.deny: " << d.ToString() << "\n";
+  for (const auto& h : p.network.unresolved_hosts) std::cout << "network.unresolved_host: " << h << "\n";
   list("syscalls.deny", p.syscalls.deny);
   std::cout << "syscalls.namespace_flags: " << (p.syscalls.deny_namespace_flags ? "deny" : "allow")
             << "\nsyscalls.personality: " << (p.syscalls.deny_personality ? "deny" : "allow")

@@ -147,8 +147,8 @@ absl::StatusOr<std::vector<std::string>> AptSourceHosts(const std::string& apt_r
   return hosts;
 }
 
-absl::StatusOr<std::vector<Cidr>> ResolveNamedList(std::string_view name,
-                                                   const PolicyLoadOptions& options) {
+absl::StatusOr<std::vector<Cidr>> ResolveNamedList(std::string_view name, const PolicyLoadOptions& options,
+                                                   std::vector<std::string>* unresolved) {
   std::vector<Cidr> out;
   if (name == "loopback") {
     for (const char* t : {"127.0.0.0/8", "::1/128"}) out.push_back(*Cidr::Parse(t));
@@ -165,8 +165,13 @@ absl::StatusOr<std::vector<Cidr>> ResolveNamedList(std::string_view name,
       out.push_back(*literal);
       continue;
     }
-    ASSIGN_OR_RETURN(std::vector<Cidr> addrs, ResolveHost(host));
-    for (const auto& c : addrs) {
+    auto addrs = ResolveHost(host);
+    if (!addrs.ok()) {
+      if (unresolved == nullptr) return addrs.status();
+      unresolved->push_back(host);
+      continue;
+    }
+    for (const auto& c : *addrs) {
       if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
     }
   }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "flotilla/common/logging.h"
 #include "flotilla/common/status.h"
 #include "policy_internal.h"
 
@@ -58,9 +59,15 @@ absl::StatusOr<std::vector<PortRange>> ParsePorts(const ConfigNode& node) {
   return out;
 }
 
-absl::StatusOr<std::vector<Cidr>> NamedList(const ConfigNode& node, const PolicyLoadOptions& options) {
+absl::StatusOr<std::vector<Cidr>> NamedList(const ConfigNode& node, const PolicyLoadOptions& options,
+                                            NetworkPolicy* net) {
   ASSIGN_OR_RETURN(std::string name, node.AsString());
-  auto list = ResolveNamedList(name, options);
+  size_t before = net->unresolved_hosts.size();
+  auto list = ResolveNamedList(name, options, &net->unresolved_hosts);
+  for (size_t i = before; i < net->unresolved_hosts.size(); ++i) {
+    FLOG(warn, "policy: host in a named address list does not resolve; skipped",
+         {{"field", node.path()}, {"list", name}, {"host", net->unresolved_hosts[i]}});
+  }
   if (!list.ok()) {
     absl::Status err = node.Error(std::string(list.status().message()));
     // An unknown list name is bad input; a failed name lookup keeps its own code.
@@ -88,13 +95,13 @@ absl::StatusOr<NetworkPolicy> ParseNetwork(const ConfigNode& node, const PolicyL
       if (!c.ok()) return rule["cidr"].Error(std::string(c.status().message()));
       cidrs.push_back(*c);
     } else {
-      ASSIGN_OR_RETURN(cidrs, NamedList(rule["list"], options));
+      ASSIGN_OR_RETURN(cidrs, NamedList(rule["list"], options, &net));
     }
     for (const auto& c : cidrs) net.allow.push_back(NetworkRule{c, ports});
   }
   ASSIGN_OR_RETURN(std::vector<ConfigNode> lists, node["deny_lists"].Items());
   for (const auto& item : lists) {
-    ASSIGN_OR_RETURN(std::vector<Cidr> cidrs, NamedList(item, options));
+    ASSIGN_OR_RETURN(std::vector<Cidr> cidrs, NamedList(item, options, &net));
     net.deny_lists.push_back(*item.AsString());
     for (const auto& c : cidrs) {
       if (std::find(net.deny.begin(), net.deny.end(), c) == net.deny.end()) net.deny.push_back(c);

@@ -205,6 +205,21 @@ TEST(AptMirrorTest, ReadsListAndDeb822SourcesAndSkipsDisabledOnes) {
   EXPECT_EQ(p->network.deny_lists, (std::vector<std::string>{"package_mirrors"}));
 }
 
+TEST(AptMirrorTest, UnresolvableMirrorIsSkippedAndReported) {
+  testing::TempDir root;
+  std::filesystem::create_directories(root.path() / "etc/apt");
+  WriteFile(root.file("etc/apt/sources.list"),
+            "deb http://no-such-host.invalid/debian stable main\ndeb http://192.0.2.5/debian stable main\n");
+  PolicyLoadOptions opts{.apt_root = root.path().string()};
+  auto p = ParsePolicyText("network:\n  deny_lists: [package_mirrors]\n", "p.yaml", opts);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->network.deny.size(), 1u);
+  EXPECT_EQ(p->network.deny[0].ToString(), "192.0.2.5/32");
+  EXPECT_EQ(p->network.unresolved_hosts, (std::vector<std::string>{"no-such-host.invalid"}));
+  auto strict = ResolveNamedList("package_mirrors", opts);
+  EXPECT_EQ(strict.status().code(), absl::StatusCode::kUnavailable);
+}
+
 TEST(AptMirrorTest, NoAptConfigurationMeansAnEmptyList) {
   testing::TempDir root;
   auto hosts = AptSourceHosts(root.path().string());

@@ -123,6 +123,85 @@ TEST(SeccompTest, DeniedCallsGetEpermAndAreCounted) {
   watch.reset();
 }
 
+// Forks a child that installs `program` and makes `denied_calls` bpf() calls; returns its pid
+// and hands its listener to `supervisor` as `id`.
+pid_t StartBpfCaller(const SeccompProgram& program, int denied_calls, SeccompSupervisor* supervisor,
+                     const std::string& id, std::unique_ptr<SeccompWatch>* watch) {
+  int sv[2];
+  EXPECT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(sv[0]);
+    if (InstallSeccompInChild(program, sv[1]) != 0) _exit(90);
+    for (int i = 0; i < denied_calls; ++i) {
+      if (syscall(SYS_bpf, 0, nullptr, 0) != -1 || errno != EPERM) _exit(91);
+    }
+    _exit(0);
+  }
+  close(sv[1]);
+  auto fd = ReceiveListenerFd(sv[0]);
+  close(sv[0]);
+  EXPECT_TRUE(fd.ok()) << fd.status();
+  auto w = supervisor->Watch(id, std::move(*fd));
+  EXPECT_TRUE(w.ok()) << w.status();
+  *watch = std::move(*w);
+  return pid;
+}
+
+TEST(SeccompTest, EachSandboxHasItsOwnCounter) {
+  auto program = CompileSeccomp(DefaultSyscalls());
+  ASSERT_TRUE(program.ok()) << program.status();
+  auto supervisor = SeccompSupervisor::Start();
+  ASSERT_TRUE(supervisor.ok());
+  std::unique_ptr<SeccompWatch> a;
+  std::unique_ptr<SeccompWatch> b;
+  pid_t pa = StartBpfCaller(**program, 3, supervisor->get(), "sbx-a", &a);
+  pid_t pb = StartBpfCaller(**program, 1, supervisor->get(), "sbx-b", &b);
+  int status_a = 0;
+  int status_b = 0;
+  waitpid(pa, &status_a, 0);
+  waitpid(pb, &status_b, 0);
+  EXPECT_TRUE(WIFEXITED(status_a) && WEXITSTATUS(status_a) == 0) << status_a;
+  EXPECT_TRUE(WIFEXITED(status_b) && WEXITSTATUS(status_b) == 0) << status_b;
+  EXPECT_EQ(a->sandbox_id(), "sbx-a");
+  EXPECT_EQ(a->violations(), 3u);
+  EXPECT_EQ(b->violations(), 1u);
+  EXPECT_EQ(a->last_syscall(), SYS_bpf);
+  EXPECT_EQ((*supervisor)->total_violations(), 4u);
+}
+
+TEST(SeccompTest, WithoutASupervisorDeniedCallsFailWithEnosys) {
+  auto program = CompileSeccomp(DefaultSyscalls());
+  ASSERT_TRUE(program.ok());
+  int sv[2];
+  int out[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(sv[0]);
+    close(out[0]);
+    if (InstallSeccompInChild(**program, sv[1]) != 0) _exit(90);
+    char go;
+    (void)!read(sv[1], &go, 1);  // the parent has dropped the listener
+    int err = syscall(SYS_bpf, 0, nullptr, 0) == -1 ? errno : 0;
+    (void)!write(out[1], &err, sizeof(err));
+    _exit(0);
+  }
+  close(sv[1]);
+  close(out[1]);
+  auto fd = ReceiveListenerFd(sv[0]);
+  ASSERT_TRUE(fd.ok());
+  fd->reset();
+  ASSERT_EQ(write(sv[0], "g", 1), 1);
+  int err = -1;
+  EXPECT_EQ(read(out[0], &err, sizeof(err)), static_cast<ssize_t>(sizeof(err)));
+  EXPECT_EQ(err, ENOSYS);
+  waitpid(pid, nullptr, 0);
+  close(sv[0]);
+  close(out[0]);
+}
+
 TEST(SeccompTest, WithoutCountingDeniedCallsStillGetEperm) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (mount/bpf must fail only because of the filter)";
   auto program = CompileSeccomp(DefaultSyscalls(), SeccompOptions{.count_violations = false});

@@ -34,7 +34,9 @@
 //
 // Named lists: `package_mirrors` = the hosts named in the machine's apt sources
 // (<apt_root>/etc/apt/sources.list, sources.list.d/*.list and *.sources), each resolved to its
-// addresses by name lookup when the policy is loaded. `loopback` = 127.0.0.0/8 and ::1/128.
+// addresses by name lookup when the policy is loaded (a host that does not resolve is skipped
+// and listed in NetworkPolicy::unresolved_hosts). `loopback` = 127.0.0.0/8 and ::1/128.
+// Loading does name lookups: load a policy once and reuse the value, not once per sandbox.
 #pragma once
 
 #include <array>
@@ -88,6 +90,8 @@ struct NetworkPolicy {
   std::vector<NetworkRule> allow;       // named lists in allow rules already expanded
   std::vector<Cidr> deny;               // from deny_lists, expanded; deny wins over allow
   std::vector<std::string> deny_lists;  // the names, for display
+  // Host names of named lists that did not resolve at load time (skipped, and logged).
+  std::vector<std::string> unresolved_hosts;
 };
 
 struct SyscallPolicy {
@@ -146,9 +150,11 @@ std::vector<std::string> BuiltinPolicyNames();
 
 // The host names in an apt configuration, deduplicated, in file order.
 absl::StatusOr<std::vector<std::string>> AptSourceHosts(const std::string& apt_root = "/");
-// A named address list ("package_mirrors", "loopback"), resolved now. NotFound for unknown names.
-absl::StatusOr<std::vector<Cidr>> ResolveNamedList(std::string_view name,
-                                                   const PolicyLoadOptions& options = {});
+// A named address list ("package_mirrors", "loopback"), resolved now. NotFound for unknown
+// names. A host name that does not resolve is Unavailable, or, when `unresolved` is given,
+// appended there and skipped.
+absl::StatusOr<std::vector<Cidr>> ResolveNamedList(std::string_view name, const PolicyLoadOptions& options = {},
+                                                   std::vector<std::string>* unresolved = nullptr);
 
 // "CIDR:PORT", "CIDR:LO-HI", "CIDR" (every port), "[v6addr/len]:PORT" — the --allow flag syntax.
 absl::StatusOr<NetworkRule> ParseAllowFlag(std::string_view text);
