@@ -158,8 +158,9 @@ int Userns(const Args&) {
     if (pid > 0) ::waitpid(static_cast<pid_t>(pid), nullptr, 0);
     return pid;
   });
-  Attempt("setns_host_net", [] {
-    int fd = ::open("/proc/1/ns/net", O_RDONLY | O_CLOEXEC);
+  // Its own namespace, so the open always succeeds and only setns itself can refuse.
+  Attempt("setns_net", [] {
+    int fd = ::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1L;
     long rc = ::setns(fd, CLONE_NEWNET);
     int saved = errno;

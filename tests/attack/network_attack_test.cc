@@ -83,6 +83,8 @@ TEST_F(NetworkAttackTest, DeniedCidrsAndPortsAreRefused) {
   options.policy_name.clear();
   options.policy_yaml =
       "name: attack-one-port\n"
+      "filesystem:\n"
+      "  read_write: [/]\n"
       "network:\n"
       "  allow:\n"
       "    - cidr: 127.0.0.1\n"

@@ -36,7 +36,7 @@ std::vector<SyscallCase> Cases() {
       {"Keyctl", "keyctl", "keyctl_join errno=EPERM\nadd_key errno=EPERM\nrequest_key errno=EPERM\n"},
       {"NestedUserNamespace", "userns",
        "unshare_user errno=EPERM\nunshare_mnt errno=EPERM\nclone_newuser errno=EPERM\n"
-       "clone3_newuser errno=ENOSYS\nsetns_host_net errno=EPERM\n"},
+       "clone3_newuser errno=ENOSYS\nsetns_net errno=EPERM\n"},
       {"OpenByHandleAt", "handle", "open_by_handle_at errno=EPERM\n"},
   };
 }
