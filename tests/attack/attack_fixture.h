@@ -120,6 +120,8 @@ class AttackTest : public ::testing::Test {
   const std::string& bystander_secret() const { return bystander_secret_; }
   const std::string& host_dir() const { return host_dir_->path().native(); }
   static const std::string& cgroup_prefix() { return cgroup_prefix_; }
+  // The runtime's state directory on the host (layers, images, per-sandbox dirs).
+  static std::string state_path() { return (state_dir_->path() / "state").string(); }
 
  private:
   static std::unique_ptr<sandbox::Runtime> runtime_;

@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -254,6 +256,74 @@ TEST_F(FilesystemAttackTest, SetuidBinariesGainNothing) {
   ASSERT_EQ(::stat(("/proc/" + std::to_string(init) + "/root/attack/suid").c_str(), &st), 0);
   EXPECT_NE(st.st_uid, 0u);
   EXPECT_EQ(st.st_mode & 04000, 04000u);
+}
+
+// Snapshot commits the writable layer to <state>/layers/<hash>, storing owners as seen inside
+// (root inside -> uid 0). A setuid-root binary made inside must not become a host-root-owned
+// setuid file that unprivileged host users can reach: that would be a local root on the host.
+TEST_F(FilesystemAttackTest, SnapshotDoesNotPlantReachableSetuidRootFilesOnTheHost) {
+  std::string id = NewSandbox();
+  ASSERT_FALSE(id.empty());
+  ASSERT_NO_FATAL_FAILURE(InstallHelper(id));
+  const std::string h = kHelperPath;
+  RunOutput r = Attack(id, "cp " + h + " /attack/suid && chmod 4755 /attack/suid && cp " + h +
+                               " /attack/sgid && chmod 2755 /attack/sgid && echo planted");
+  ASSERT_TRUE(r.exec_ok) << r.error;
+  ASSERT_EQ(r.out, "planted\n") << r.err;
+  auto snap = runtime().Snapshot(id, "");
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  ASSERT_EQ(snap->layer_id.rfind("sha256:", 0), 0u) << snap->layer_id;
+  const std::string state = state_path();
+  const std::string layer = state + "/layers/" + snap->layer_id.substr(7);
+  struct stat planted {};
+  ASSERT_EQ(::lstat((layer + "/root/attack/suid").c_str(), &planted), 0) << "positive control: " << layer;
+
+  // Reachable by an unprivileged host user: every directory from the state dir down to the
+  // file grants search to others (the state dir's own parents are the host's business:
+  // /var/lib is 0755 on a stock host).
+  auto reachable = [&](const std::filesystem::path& file) {
+    for (std::filesystem::path dir = file.parent_path(); dir.string().size() >= state.size(); dir = dir.parent_path()) {
+      struct stat st {};
+      if (::stat(dir.c_str(), &st) != 0 || (st.st_mode & S_IXOTH) == 0) return false;
+      if (dir == state) break;
+    }
+    return true;
+  };
+  std::vector<std::string> dangerous;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(layer, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    bool setuid_root = (st.st_mode & S_ISUID) != 0 && st.st_uid == 0;
+    bool setgid_root = (st.st_mode & S_ISGID) != 0 && st.st_gid == 0;
+    if ((setuid_root || setgid_root) && (st.st_mode & S_IXOTH) != 0 && reachable(it->path())) {
+      char mode[8];
+      std::snprintf(mode, sizeof(mode), "%04o", st.st_mode & 07777);
+      dangerous.push_back(it->path().string() + " mode " + mode + " uid " + std::to_string(st.st_uid));
+    }
+  }
+  EXPECT_EQ(dangerous, std::vector<std::string>{})
+      << "host-root-owned setuid/setgid files any host user can execute";
+  // What such a file gives: executed on the host by uid 65534 (through an fd, since this
+  // test's own temp dir is private), it runs with euid 0.
+  if (!dangerous.empty()) {
+    std::string out;
+    int status = RunOnHost({"/bin/sh", "-c",
+                            "exec 3<'" + layer + "/root/attack/suid' && exec /usr/bin/setpriv --reuid=65534 "
+                            "--regid=65534 --clear-groups /proc/self/fd/3 ids"},
+                           &out);
+    ADD_FAILURE() << "uid 65534 running " << layer << "/root/attack/suid: exit " << status << ": " << out;
+  }
+
+  // Inside a sandbox started from the layer, the copy still gains nothing (no_new_privs).
+  sandbox::SandboxOptions from_layer = SmallOptions();
+  from_layer.image = snap->layer_id;
+  std::string child = NewSandbox(from_layer);
+  ASSERT_FALSE(child.empty());
+  RunOutput c = Attack(child, h + " as_user 1000 /attack/suid ids");
+  ASSERT_TRUE(c.exec_ok) << c.error;
+  EXPECT_EQ(c.out, "ids ruid=1000 euid=1000 suid=1000 nnp=1\n") << c.err;
 }
 
 }  // namespace
