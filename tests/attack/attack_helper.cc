@@ -402,6 +402,32 @@ int Kill(const Args& args) {
   return 0;
 }
 
+// Lists the open descriptors of this process and of the sandbox's init, with what they point
+// at ("fd <owner> <n> <target>"): a descriptor inherited from the host (a directory, a cgroup
+// file) would let openat() walk out of the sandbox.
+int FdScan(const Args&) {
+  for (const char* owner : {"self", "1"}) {
+    std::string dir = std::string("/proc/") + owner + "/fd";
+    std::error_code ec;
+    std::filesystem::directory_iterator it(dir, ec);
+    if (ec) {
+      std::printf("fd %s unreadable errno=%s\n", owner, strerrorname_np(ec.value()));
+      continue;
+    }
+    for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+      char target[4096];
+      ssize_t n = ::readlink(it->path().c_str(), target, sizeof(target) - 1);
+      target[n > 0 ? n : 0] = '\0';
+      std::printf("fd %s %s %s\n", owner, it->path().filename().c_str(), target);
+    }
+  }
+  char cwd[4096];
+  ssize_t n = ::readlink("/proc/self/cwd", cwd, sizeof(cwd) - 1);
+  cwd[n > 0 ? n : 0] = '\0';
+  std::printf("cwd %s\n", cwd);
+  return 0;
+}
+
 // Leaves a daemon behind: fork, setsid, fork again; the grandchild sleeps args[0] seconds
 // with every standard stream closed. Prints the grandchild's pid as seen inside.
 int Daemon(const Args& args) {
@@ -445,6 +471,7 @@ int main(int argc, char** argv) {
       {"handle", OpenByHandle}, {"raw", RawSocket},    {"connect", Connect}, {"udp", Udp},
       {"tiocsti", Tiocsti}, {"write", Write},          {"fds", Fds},         {"ids", Ids},
       {"as_user", AsUser},  {"cgroup", CgroupEscape},  {"kill", Kill},       {"daemon", Daemon},
+      {"fdscan", FdScan},
   };
   if (argc < 2 || kOps.count(argv[1]) == 0) {
     std::fprintf(stderr, "usage: flotilla_attack_helper OP [ARGS...]\n");

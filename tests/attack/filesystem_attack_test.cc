@@ -232,6 +232,22 @@ TEST_F(FilesystemAttackTest, SysIsNotWritable) {
   EXPECT_EQ(ReadHostFile("/sys/module/printk/parameters/time"), printk_time);
 }
 
+// Kernel and disk interfaces: no block device, no kernel memory or log, and no way to make a
+// device node (mknod needs CAP_MKNOD in the host's user namespace).
+TEST_F(FilesystemAttackTest, DevicesAndKernelInterfacesAreOutOfReach) {
+  std::string id = NewSandbox();
+  ASSERT_FALSE(id.empty());
+  RunOutput r = Attack(id,
+                       "echo blocks=$(find /dev /tmp -xdev -type b 2>/dev/null | wc -l)\n"
+                       "for f in /dev/mem /dev/kmem /dev/port /dev/kmsg /dev/vda /dev/sda /proc/kcore /proc/kmsg; do "
+                       "head -c 1 $f >/dev/null 2>&1 && echo \"read $f\"; done\n"
+                       "mknod /tmp/disk b 254 0 2>/dev/null; echo mknod_block=$?\n"
+                       "mknod /tmp/mem c 1 1 2>/dev/null; echo mknod_char=$?\n"
+                       "cat /proc/keys 2>/dev/null | wc -c | sed 's/^/keys_bytes=/'\n");
+  ASSERT_TRUE(r.exec_ok) << r.error;
+  EXPECT_EQ(r.out, "blocks=0\nmknod_block=1\nmknod_char=1\nkeys_bytes=0\n") << r.err;
+}
+
 TEST_F(FilesystemAttackTest, SetuidBinariesGainNothing) {
   std::string id = NewSandbox();
   ASSERT_FALSE(id.empty());

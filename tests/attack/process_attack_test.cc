@@ -114,6 +114,31 @@ TEST_F(AttackTest, ProcessesCannotLeaveTheSandboxCgroups) {
   EXPECT_EQ(LinesStartingWith(r.out, "slept"), std::vector<std::string>{"slept"});
 }
 
+// A descriptor the runtime leaks into the sandbox (a host directory, a cgroup file, the
+// runtime's state) lets openat() walk out: the runc "leaky vessels" class of escape.
+TEST_F(AttackTest, NoHostDescriptorLeaksIntoTheSandbox) {
+  std::string id = NewSandbox();
+  ASSERT_FALSE(id.empty());
+  ASSERT_NO_FATAL_FAILURE(InstallHelper(id));
+  RunOutput r = Attack(id, std::string("exec ") + kHelperPath + " fdscan </dev/null");
+  ASSERT_TRUE(r.exec_ok) << r.error;
+  std::vector<std::string> self = LinesStartingWith(r.out, "fd self ");
+  ASSERT_GE(self.size(), 3u) << r.out;
+  for (const std::string& line : LinesStartingWith(r.out, "fd ")) {
+    std::istringstream in(line);
+    std::string fd, owner, number, target;
+    in >> fd >> owner >> number >> target;
+    if (number == "unreadable") continue;  // the init's table is closed to the sandbox
+    // Pipes, sockets and anonymous inodes are fine; a path must be one of the sandbox's own.
+    bool anonymous = target.find(":[") != std::string::npos || target.rfind("anon_inode:", 0) == 0;
+    bool own = target == "/dev/null" || target.rfind("/proc/", 0) == 0 || target == kHelperPath;
+    EXPECT_TRUE(anonymous || own) << "descriptor from outside: " << line;
+    EXPECT_EQ(target.find(state_path()), std::string::npos) << line;
+    EXPECT_EQ(target.find("/sys/fs/cgroup"), std::string::npos) << line;
+  }
+  EXPECT_EQ(LinesStartingWith(r.out, "cwd "), std::vector<std::string>{"cwd /"});
+}
+
 TEST_F(AttackTest, NoProcessOrResourceIsLeftAfterDestroy) {
   std::string id = NewSandbox();
   ASSERT_FALSE(id.empty());

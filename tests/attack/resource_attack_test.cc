@@ -111,6 +111,18 @@ TEST_F(ResourceAttackTest, DiskFillStopsAtTheWritableLayerLimit) {
   EXPECT_EQ(after.out, "ok\n");
 }
 
+// An endless writer must not make the runtime buffer unbounded output in the host process.
+TEST_F(ResourceAttackTest, OutputFloodIsCapped) {
+  std::string id = NewSandbox();
+  ASSERT_FALSE(id.empty());
+  RunOutput r = Attack(id, "exec /usr/bin/yes flotilla-output-flood", 20000);  // Exec caps output at 4 MiB
+  ASSERT_TRUE(r.exec_ok) << r.error;
+  EXPECT_EQ(r.result.reason, StopReason::kOutputLimit) << r.result.detail;
+  EXPECT_LE(r.out.size() + r.err.size(), 4u << 20);
+  EXPECT_GT(r.out.size(), 1u << 20) << "the flood never ran";
+  EXPECT_LT(r.host_wall_ms, 20000);
+}
+
 TEST_F(ResourceAttackTest, FdExhaustionStaysWithinTheSandbox) {
   std::string id = NewSandbox();
   ASSERT_FALSE(id.empty());
