@@ -12,6 +12,8 @@ void AddPolicyCommand(CLI::App& app, int* exit_code);
 
 // `flotilla sandbox run|image build` (cli/sandbox_command.cc).
 void AddSandboxCommand(CLI::App& app, int* exit_code);
+// `flotilla node` (cli/node_command.cc).
+void AddNodeCommand(CLI::App& app, int* exit_code);
 
 // `flotilla bench NAME` (cli/bench_command.cc): one line per benchmark there.
 void AddBenchCommand(CLI::App& app, int* exit_code);

@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
   AddPlaceholderCommand(app, "up", "Run every service in one process (the embedded default)", &exit_code);
   flotilla::cli::AddSandboxCommand(app, &exit_code);
   AddPlaceholderCommand(app, "scheduler", "Run the scheduler daemon", &exit_code);
-  AddPlaceholderCommand(app, "node", "Run the node agent daemon", &exit_code);
+  flotilla::cli::AddNodeCommand(app, &exit_code);
   AddPlaceholderCommand(app, "engine", "Run the inference engine daemon", &exit_code);
   AddPlaceholderCommand(app, "worker", "Run the worker (OpenAI/Anthropic endpoints, scaffolds)", &exit_code);
   AddPlaceholderCommand(app, "bridge", "Run or reconfigure the trainer bridge", &exit_code);

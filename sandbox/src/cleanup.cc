@@ -69,13 +69,8 @@ absl::StatusOr<CleanupReport> RuntimeImpl::CleanupLeftovers() {
   }
   for (const std::string& name : dead) {
     const std::string dir = run + "/" + name;
-    std::error_code ec2;
-    if (std::filesystem::exists(dir + "/sbx", ec2)) {
-      for (const auto& s : std::filesystem::directory_iterator(dir + "/sbx", ec2)) {
-        (void)s;
-        ++report.sandboxes;
-      }
-    }
+    // Sandboxes of the instance: its cgroups (one directory per sandbox).
+    report.sandboxes += static_cast<int>(cgroups_->ListGroup(options_.cgroup_prefix + "/" + name).size());
     int killed = 0, removed = 0;
     cgroups_->RemoveGroup(options_.cgroup_prefix + "/" + name, &killed, &removed);
     report.processes += killed;

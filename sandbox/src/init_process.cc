@@ -219,18 +219,60 @@ ExecSlot g_slots[kInitMaxExecs];
 char g_msg[kInitMaxMessage];
 char* g_ptrs[kInitMaxArgs + 2];
 
-[[noreturn]] void StartExec(const InitHeader& h, char* payload, const int* fds, const sigset_t& old_mask) {
+struct ExecArgs {
+  const InitHeader* h;
+  char* payload;
+  const int* fds;
+  const sigset_t* mask;
+};
+
+// execve with a PATH search over the environment the exec was given (execvp would read init's
+// own environment).
+void ExecSearchingPath(char** argv, char** envp) {
+  if (std::strchr(argv[0], '/') != nullptr) {
+    ::execve(argv[0], argv, envp);
+    return;
+  }
+  const char* path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  for (char** e = envp; *e; ++e) {
+    if (std::strncmp(*e, "PATH=", 5) == 0) path = *e + 5;
+  }
+  static char candidate[4096];
+  int first_err = ENOENT;
+  const size_t name_len = std::strlen(argv[0]);
+  for (const char* p = path;; ++p) {
+    const char* end = std::strchr(p, ':');
+    size_t dir_len = end ? static_cast<size_t>(end - p) : std::strlen(p);
+    if (dir_len + name_len + 2 < sizeof(candidate)) {
+      std::memcpy(candidate, p, dir_len);
+      size_t n = dir_len;
+      if (n == 0) candidate[n++] = '.';
+      candidate[n++] = '/';
+      std::memcpy(candidate + n, argv[0], name_len + 1);
+      ::execve(candidate, argv, envp);
+      if (errno != ENOENT && errno != ENOTDIR) first_err = errno;
+    }
+    if (end == nullptr) break;
+    p = end;
+  }
+  errno = first_err;
+}
+
+// The exec child: runs on its own stack in init's memory while init waits (CLONE_VFORK), so it
+// must not return into init's frames; it ends in execve or _exit.
+int StartExec(void* raw) {
+  const ExecArgs& a = *static_cast<ExecArgs*>(raw);
   ::setsid();
   for (int i = 0; i < 3; ++i) {
-    if (::dup2(fds[i], i) < 0) ::_exit(126);
+    if (::dup2(a.fds[i], i) < 0) ::_exit(126);
   }
   ::close_range(3, ~0u, 0);
-  ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  ::sigprocmask(SIG_SETMASK, a.mask, nullptr);
   ::signal(SIGPIPE, SIG_DFL);
-  char* end = payload + h.payload_len;
-  char* cwd = payload;
+  char* end = a.payload + a.h->payload_len;
+  char* cwd = a.payload;
   char* q = cwd + std::strlen(cwd) + 1;
-  uint32_t argc = h.argc, envc = h.envc;
+  uint32_t argc = a.h->argc, envc = a.h->envc;
   if (argc == 0 || argc + envc + 2 > kInitMaxArgs) ::_exit(126);
   char** argv = g_ptrs;
   for (uint32_t i = 0; i < argc && q < end; ++i, q += std::strlen(q) + 1) argv[i] = q;
@@ -243,8 +285,7 @@ char* g_ptrs[kInitMaxArgs + 2];
     (void)WriteAll(2, msg, sizeof(msg) - 1);
     ::_exit(127);
   }
-  environ = envp;
-  ::execvp(argv[0], argv);
+  ExecSearchingPath(argv, envp);
   int err = errno;
   const char pre[] = "flotilla: cannot execute ";
   (void)WriteAll(2, pre, sizeof(pre) - 1);
@@ -255,6 +296,8 @@ char* g_ptrs[kInitMaxArgs + 2];
   (void)WriteAll(2, "\n", 1);
   ::_exit(err == ENOENT ? 127 : 126);
 }
+
+alignas(64) char g_exec_stack[64 * 1024];
 
 void HandleMessage(int ctl, const sigset_t& old_mask) {
   struct iovec iov {g_msg, sizeof(g_msg)};
@@ -316,8 +359,9 @@ void HandleMessage(int ctl, const sigset_t& old_mask) {
     return;
   }
   g_msg[sizeof(h) + h.payload_len] = '\0';
-  pid_t pid = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
-  if (pid == 0) StartExec(h, g_msg + sizeof(h), fds, old_mask);
+  // vfork-style: the child borrows init's memory until it execs, so nothing is copied.
+  ExecArgs args{&h, g_msg + sizeof(h), fds, &old_mask};
+  pid_t pid = ::clone(&StartExec, g_exec_stack + sizeof(g_exec_stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
   if (pid < 0) {
     int status = 126 << 8;
     (void)WriteAll(fds[3], reinterpret_cast<const char*>(&status), sizeof(status));

@@ -131,7 +131,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
   static std::atomic<int> instances{0};
   rt->instance_ = absl::StrCat("i", ::getpid(), "-", OwnStartTime(), "-", instances.fetch_add(1));
   rt->instance_dir_ = options.state_dir + "/run/" + rt->instance_;
-  std::filesystem::create_directories(rt->instance_dir_ + "/sbx", ec);
+  std::filesystem::create_directories(rt->instance_dir_ + "/layer", ec);
+  std::filesystem::create_directories(rt->instance_dir_ + "/root", ec);
   if (ec) return absl::InternalError("creating " + rt->instance_dir_ + ": " + ec.message());
   rt->cgroup_group_ = options.cgroup_prefix + "/" + rt->instance_;
   RETURN_IF_ERROR(driver.EnsureGroup(rt->cgroup_group_));
@@ -302,11 +303,9 @@ absl::StatusOr<CreateResult> RuntimeImpl::Create(const SandboxOptions& options) 
 }
 
 absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image) {
-  sb.dir = instance_dir_ + "/sbx/" + sb.id;
-  const std::string rw = sb.dir + "/rw", root = sb.dir + "/root";
-  for (const std::string& d : {sb.dir, rw, root}) {
-    if (::mkdir(d.c_str(), 0700) != 0) return ErrnoStatus("mkdir " + d);
-  }
+  // Every sandbox mounts its layers on the same two directories, each in its own mount
+  // namespace: nothing per sandbox is created on the host's filesystem.
+  const std::string rw = instance_dir_ + "/layer", root = instance_dir_ + "/root";
   // The writable layer: a size-limited tmpfs, created detached so it never shows in the host's
   // mount table; init attaches it inside its own mount namespace.
   {
@@ -479,7 +478,6 @@ void RuntimeImpl::Teardown(Sandbox& sb) {
   sb.control.Reset();
   sb.layer.Reset();
   sb.pidfd.Reset();
-  if (!sb.dir.empty()) RemoveTree(sb.dir);
 }
 
 absl::Status RuntimeImpl::Destroy(const std::string& id) {

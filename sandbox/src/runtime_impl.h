@@ -35,7 +35,6 @@ struct Sandbox {
   ResourceLimits limits;  // effective
   PolicyLimits policy;
   ExecutionClass execution_class = ExecutionClass::kBestEffort;
-  std::string dir;        // <instance>/sbx/<id>
   std::string image_top;  // parent recorded by snapshots
   bool has_usr_layer = false;
   int64_t created_unix_ms = 0;
