@@ -15,4 +15,7 @@ void AddSandboxCommand(CLI::App& app, int* exit_code);
 // `flotilla node` (cli/node_command.cc).
 void AddNodeCommand(CLI::App& app, int* exit_code);
 
+// `flotilla bench NAME` (cli/bench_command.cc): one line per benchmark there.
+void AddBenchCommand(CLI::App& app, int* exit_code);
+
 }  // namespace flotilla::cli

@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   AddPlaceholderCommand(app, "bridge", "Run or reconfigure the trainer bridge", &exit_code);
   AddPlaceholderCommand(app, "run", "Run an RL experiment from its YAML", &exit_code);
   AddPlaceholderCommand(app, "eval", "Evaluate a model across scaffolds", &exit_code);
-  AddPlaceholderCommand(app, "bench", "Run a benchmark (sandbox, scheduler, engine, rollout)", &exit_code);
+  flotilla::cli::AddBenchCommand(app, &exit_code);
   AddPlaceholderCommand(app, "trajectories", "Export stored trajectories", &exit_code);
   flotilla::cli::AddPolicyCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);

@@ -1,0 +1,201 @@
+#include "flotilla/bench/sandbox_bench.h"
+
+#include <limits.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "child_process.h"
+#include "flotilla/common/ids.h"
+#include "flotilla/common/status.h"
+#include "flotilla/sandbox/runtime.h"
+#include "idle_density.h"
+#include "latency_stats.h"
+#include "runc_bundle.h"
+
+namespace flotilla::bench {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr int kWarmup = 5;
+
+// A directory owned for the run: removed with everything in it when the value dies.
+class ScratchDir {
+ public:
+  explicit ScratchDir(fs::path path) : path_(std::move(path)) {}
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::function<void(int)> Progress(const std::string& what, int n) {
+  if (!::isatty(2)) return nullptr;
+  return [what, n](int done) {
+    if (done % 10 == 0 || done == n) std::fprintf(stderr, "\r%s: %d/%d%s", what.c_str(), done, n, done == n ? "\n" : "");
+  };
+}
+
+// create -> exec /bin/true -> destroy, the figure the scheduler pays per rollout.
+absl::Status SandboxCycle(sandbox::Runtime& runtime) {
+  sandbox::SandboxOptions options;
+  options.policy_name = "default";
+  ASSIGN_OR_RETURN(sandbox::CreateResult created, runtime.Create(options));
+  sandbox::ExecOptions exec;
+  exec.argv = {"/bin/true"};
+  absl::StatusOr<sandbox::ExecResult> result = runtime.Exec(created.id, exec, nullptr);
+  absl::Status destroyed = runtime.Destroy(created.id);
+  RETURN_IF_ERROR(result);
+  if (result->exit_code != 0) {
+    return absl::InternalError(absl::StrCat("/bin/true in ", created.id, " exited ", result->exit_code, " (",
+                                            std::string(sandbox::StopReasonName(result->reason)), ": ", result->detail, ")"));
+  }
+  return destroyed;
+}
+
+// Sequential, then each concurrency level; prints <prefix>.* lines and returns the sequential
+// summary and the last (highest) concurrency level's.
+absl::Status MeasureModes(const std::string& prefix, const SandboxBenchOptions& o,
+                          const std::function<absl::Status(int worker, int i)>& op, LatencySummary* sequential,
+                          LatencySummary* concurrent) {
+  LatencySummary warm;
+  RETURN_IF_ERROR(RunTimed(kWarmup, 1, op, &warm));
+  RETURN_IF_ERROR(RunTimed(o.n, 1, op, sequential, Progress(prefix + " sequential", o.n)));
+  PrintSummary(prefix, *sequential);
+  for (int c : o.concurrency) {
+    LatencySummary s;
+    RETURN_IF_ERROR(RunTimed(o.n, c, op, &s, Progress(absl::StrCat(prefix, " concurrency ", c), o.n)));
+    PrintSummary(absl::StrCat(prefix, ".c", c), s);
+    *concurrent = s;
+  }
+  std::printf("%s.per_s_concurrent=%.1f\n", prefix.c_str(), concurrent->per_s);
+  return absl::OkStatus();
+}
+
+std::string SelfExecutable() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+}  // namespace
+
+absl::Status RunSandboxBench(const SandboxBenchOptions& o) {
+  if (o.n <= 0) return absl::InvalidArgumentError("--n: must be positive");
+  // Always a fresh directory of our own, so removing it afterwards removes nothing else.
+  ScratchDir scratch(fs::path(o.state_dir.empty() ? "/var/tmp" : o.state_dir) / NewId("flotilla-bench"));
+  std::error_code ec;
+  fs::create_directories(scratch.path(), ec);
+  if (ec) return absl::InternalError(absl::StrCat("--state-dir ", scratch.path().string(), ": ", ec.message()));
+
+  sandbox::RuntimeOptions runtime_options;
+  runtime_options.state_dir = (scratch.path() / "state").string();
+  runtime_options.cgroup_prefix = "flotilla-bench";
+  ASSIGN_OR_RETURN(std::unique_ptr<sandbox::Runtime> runtime, sandbox::Runtime::Open(runtime_options));
+  {
+    sandbox::SandboxOptions probe_options;
+    probe_options.policy_name = "default";
+    ASSIGN_OR_RETURN(sandbox::CreateResult probe, runtime->Create(probe_options));
+    RETURN_IF_ERROR(runtime->Destroy(probe.id));
+    std::printf("sandbox.enforcers_active=%s\n", absl::StrJoin(probe.enforcers_active, ",").c_str());
+    std::printf("sandbox.enforcers_inactive=%s\n", absl::StrJoin(probe.enforcers_inactive, "; ").c_str());
+  }
+
+  LatencySummary sandbox_seq, sandbox_conc;
+  RETURN_IF_ERROR(MeasureModes(
+      "sandbox", o, [&](int, int) { return SandboxCycle(*runtime); }, &sandbox_seq, &sandbox_conc));
+
+  std::string runc = o.runc ? FindProgram("runc") : "";
+  LatencySummary runc_seq, runc_conc;
+  if (o.runc && runc.empty()) {
+    std::printf("runc.skipped=runc not found (scripts/install-deps.sh installs it)\n");
+  } else if (o.runc) {
+    // One bundle per worker, same image and limits as the sandbox's default policy.
+    int workers = 1;
+    for (int c : o.concurrency) workers = std::max(workers, c);
+    std::vector<std::unique_ptr<RuncBundle>> bundles;
+    for (int w = 0; w < workers; ++w) {
+      RuncBundleOptions b;
+      b.runc = runc;
+      b.dir = (scratch.path() / absl::StrCat("runc-bundle-", w)).string();
+      b.args = {"/bin/true"};
+      b.memory_bytes = 4ull << 30;
+      b.pids = 1024;
+      ASSIGN_OR_RETURN(std::unique_ptr<RuncBundle> bundle, RuncBundle::Create(b));
+      bundles.push_back(std::move(bundle));
+    }
+    std::string run_tag = NewId("bench");
+    RETURN_IF_ERROR(MeasureModes(
+        "runc", o, [&](int w, int i) { return bundles[w]->Run(absl::StrCat(run_tag, "-", w, "-", i)); },
+        &runc_seq, &runc_conc));
+    std::printf("sandbox.p50_vs_runc=%.3f\n", sandbox_seq.p50_ms / runc_seq.p50_ms);
+    std::printf("sandbox.per_s_concurrent_vs_runc=%.2f\n", sandbox_conc.per_s / runc_conc.per_s);
+  }
+  std::fflush(stdout);
+
+  // The whole-process figure: the CLI against `runc run`, each a fresh process per sandbox.
+  if (o.cli_n > 0) {
+    std::string flotilla = o.flotilla_binary.empty() ? SelfExecutable() : o.flotilla_binary;
+    SandboxBenchOptions cli = o;
+    cli.n = o.cli_n;
+    LatencySummary cli_seq;
+    auto run_cli = [&](int, int) { return RunChild({flotilla, "sandbox", "run", "--", "/bin/true"}); };
+    absl::Status s = RunTimed(kWarmup, 1, run_cli, &cli_seq);
+    if (s.ok()) s = RunTimed(cli.n, 1, run_cli, &cli_seq, Progress("cli sandbox run", cli.n));
+    if (!s.ok()) {
+      // The other figures still stand; say why this one is missing.
+      std::printf("cli.error=%s\n", s.ToString().c_str());
+    } else {
+      PrintSummary("cli.sandbox_run", cli_seq);
+    }
+    if (s.ok() && runc_seq.count > 0) {
+      // runc's sequential figure above is already `runc run` as a whole process.
+      std::printf("cli.runc_run.p50_ms=%.3f\n", runc_seq.p50_ms);
+      std::printf("cli.p50_vs_runc=%.3f\n", cli_seq.p50_ms / runc_seq.p50_ms);
+    }
+  }
+  std::fflush(stdout);
+
+  if (o.idle_target > 0) {
+    ASSIGN_OR_RETURN(IdleDensity d, MeasureIdleDensity(*runtime, o.idle_target));
+    std::printf("sandbox.idle_target=%d\n", o.idle_target);
+    std::printf("sandbox.idle_count=%d\n", d.count);
+    if (!d.stopped_by.empty()) std::printf("sandbox.idle_stopped_by=%s\n", d.stopped_by.c_str());
+    std::printf("sandbox.idle_create_s=%.1f\n", d.create_s);
+    std::printf("sandbox.idle_host_kib_per_sandbox=%.0f\n", d.host_kib_per_sandbox);
+    std::printf("sandbox.idle_cgroup_kib_per_sandbox=%.0f\n", d.cgroup_kib_per_sandbox);
+    std::printf("sandbox.idle_destroy_s=%.1f\n", d.destroy_s);
+  }
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+void RegisterSandboxBench(CLI::App& bench, int* exit_code) {
+  auto options = std::make_shared<SandboxBenchOptions>();
+  CLI::App* sub = bench.add_subcommand("sandbox", "Sandbox create->exec->destroy latency vs runc, and idle density");
+  sub->add_option("--n", options->n, "create->exec->destroy cycles per mode")->check(CLI::PositiveNumber);
+  sub->add_option("--concurrency", options->concurrency, "concurrency levels after the sequential run");
+  sub->add_option("--cli-n", options->cli_n, "whole-process `flotilla sandbox run` runs (0: skip)");
+  sub->add_option("--idle", options->idle_target, "idle sandboxes to hold at once (0: skip)");
+  sub->add_flag("!--no-runc", options->runc, "skip the runc comparison");
+  sub->add_option("--state-dir", options->state_dir, "where the run's own fresh state directory goes (default /var/tmp)");
+  sub->callback([options, exit_code] {
+    absl::Status s = RunSandboxBench(*options);
+    if (!s.ok()) {
+      std::fprintf(stderr, "flotilla bench sandbox: %s\n", s.ToString().c_str());
+      *exit_code = 1;
+    }
+  });
+}
+
+}  // namespace flotilla::bench

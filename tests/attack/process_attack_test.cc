@@ -1,0 +1,174 @@
+// Attacks on processes and cgroups: signalling processes outside, escaping the sandbox's
+// cgroups, and leaving a daemon behind after Destroy.
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <sstream>
+#include <thread>
+
+#include "attack_fixture.h"
+#include "host_probe.h"
+
+namespace flotilla::attack {
+namespace {
+
+// True when a /proc/<pid>/cgroup line names the sandbox's own cgroup: the runtime nests each
+// sandbox's cgroup, named by its id, under "<cgroup prefix>/<runtime instance>/".
+bool InSandboxCgroup(const std::string& line, const std::string& prefix, const std::string& id) {
+  return line.find("/" + prefix + "/") != std::string::npos && line.ends_with("/" + id);
+}
+
+// Directories named `name` anywhere under /sys/fs/cgroup (every hierarchy), depth-limited.
+std::vector<std::string> CgroupDirsNamed(const std::string& name) {
+  std::vector<std::string> found;
+  std::vector<std::pair<std::string, int>> stack = {{"/sys/fs/cgroup", 0}};
+  while (!stack.empty()) {
+    auto [dir, depth] = stack.back();
+    stack.pop_back();
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) continue;
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (e->d_type != DT_DIR || n == "." || n == "..") continue;
+      if (n == name) found.push_back(dir + "/" + n);
+      if (depth < 6) stack.push_back({dir + "/" + n, depth + 1});
+    }
+    ::closedir(d);
+  }
+  return found;
+}
+
+TEST_F(AttackTest, SignalsDoNotReachProcessesOutside) {
+  HostSleeper sleeper;
+  ASSERT_GT(sleeper.pid(), 0);
+  ASSERT_TRUE(sleeper.Alive());
+  std::string id = NewSandbox();
+  ASSERT_FALSE(id.empty());
+  ASSERT_NO_FATAL_FAILURE(InstallHelper(id));
+  std::string host_pids = std::to_string(sleeper.pid()) + " " + std::to_string(::getpid());
+  RunOutput r = Attack(id, std::string(kHelperPath) + " kill 9 " + host_pids +
+                               "; kill -9 -1; kill -9 1; kill -KILL " + host_pids + " 2>/dev/null; echo survived");
+  ASSERT_TRUE(r.exec_ok) << r.error;
+  EXPECT_EQ(LinesStartingWith(r.out, "kill_"),
+            (std::vector<std::string>{"kill_" + std::to_string(sleeper.pid()) + " errno=ESRCH",
+                                      "kill_" + std::to_string(::getpid()) + " errno=ESRCH"}));
+  EXPECT_EQ(LinesStartingWith(r.out, "survived"), std::vector<std::string>{"survived"});
+  EXPECT_TRUE(sleeper.Alive()) << "the host-side sleeper was killed from inside the sandbox";
+  // The sandbox's own init ignores SIGKILL from inside: the sandbox still runs.
+  RunOutput after = Exec(id, {"/bin/true"});
+  ASSERT_TRUE(after.exec_ok) << after.error;
+  EXPECT_EQ(after.result.exit_code, 0);
+}
+
+TEST_F(AttackTest, ProcessesCannotLeaveTheSandboxCgroups) {
+  std::string id = NewSandbox();
+  ASSERT_FALSE(id.empty());
+  ASSERT_NO_FATAL_FAILURE(InstallHelper(id));
+  InsideView view;
+  ASSERT_TRUE(VerifyIsolated(id, &view));
+  RunOutput r;
+  std::thread attack([&] {
+    r = Attack(id,
+               std::string(kHelperPath) + " cgroup\n"
+               "for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/memory/cgroup.procs /sys/fs/cgroup/pids/tasks "
+               "/proc/1/root/sys/fs/cgroup/cgroup.procs $(find / -xdev -name cgroup.procs 2>/dev/null); do "
+               "echo $$ 2>/dev/null > $f && echo \"escaped $f\"; done\n"
+               "mkdir -p /tmp/cg; mount -t cgroup2 none /tmp/cg 2>/dev/null; echo mount2=$?\n"
+               "mount -t cgroup -o memory none /tmp/cg 2>/dev/null; echo mount1=$?\n"
+               "sleep 3; echo slept");
+  });
+  // While the attacker's shell is still alive, every process of the sandbox must sit in the
+  // sandbox's own cgroups (memory, pids and the unified hierarchy that carries the eBPF net).
+  std::vector<std::string> checked;
+  for (int i = 0; i < 100 && checked.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::vector<pid_t> pids = ProcessesInPidNamespace(view.pid_ns);
+    bool sleeping = false;
+    for (pid_t pid : pids) sleeping |= ReadHostFile("/proc/" + std::to_string(pid) + "/comm") == "sleep\n";
+    if (!sleeping) continue;
+    for (pid_t pid : pids) {
+      std::istringstream lines(ReadHostFile("/proc/" + std::to_string(pid) + "/cgroup"));
+      for (std::string line; std::getline(lines, line);) {
+        bool watched = line.find(":memory:") != std::string::npos || line.find(":pids:") != std::string::npos ||
+                       (line.rfind("0::", 0) == 0 && runtime().features().cgroup_v2_unified);
+        if (!watched) continue;
+        checked.push_back(line);
+        EXPECT_TRUE(InSandboxCgroup(line, cgroup_prefix(), id)) << "pid " << pid << " escaped its cgroup: " << line;
+      }
+    }
+  }
+  attack.join();
+  ASSERT_TRUE(r.exec_ok) << r.error;
+  EXPECT_GE(checked.size(), 4u) << "never saw the attacker's processes from the host";
+  EXPECT_EQ(LinesStartingWith(r.out, "escaped"), std::vector<std::string>{});
+  EXPECT_EQ(LinesStartingWith(r.out, "mount"), (std::vector<std::string>{"mount2=32", "mount1=32"}));
+  for (const std::string& line : LinesStartingWith(r.out, "cgroup_procs ")) {
+    EXPECT_FALSE(line.ends_with(" ok")) << line;
+  }
+  // Inside its cgroup namespace the sandbox sees itself at the root, never above it.
+  for (const std::string& line : LinesStartingWith(r.out, "cgroup ")) {
+    EXPECT_EQ(line.find(".."), std::string::npos) << line;
+  }
+  EXPECT_EQ(LinesStartingWith(r.out, "slept"), std::vector<std::string>{"slept"});
+}
+
+// A descriptor the runtime leaks into the sandbox (a host directory, a cgroup file, the
+// runtime's state) lets openat() walk out: the runc "leaky vessels" class of escape.
+TEST_F(AttackTest, NoHostDescriptorLeaksIntoTheSandbox) {
+  std::string id = NewSandbox();
+  ASSERT_FALSE(id.empty());
+  ASSERT_NO_FATAL_FAILURE(InstallHelper(id));
+  RunOutput r = Attack(id, std::string("exec ") + kHelperPath + " fdscan </dev/null");
+  ASSERT_TRUE(r.exec_ok) << r.error;
+  std::vector<std::string> self = LinesStartingWith(r.out, "fd self ");
+  ASSERT_GE(self.size(), 3u) << r.out;
+  for (const std::string& line : LinesStartingWith(r.out, "fd ")) {
+    std::istringstream in(line);
+    std::string fd, owner, number, target;
+    in >> fd >> owner >> number >> target;
+    if (number == "unreadable") continue;  // the init's table is closed to the sandbox
+    // Pipes, sockets and anonymous inodes are fine; a path must be one of the sandbox's own.
+    bool anonymous = target.find(":[") != std::string::npos || target.rfind("anon_inode:", 0) == 0;
+    bool own = target == "/dev/null" || target.rfind("/proc/", 0) == 0 || target == kHelperPath;
+    EXPECT_TRUE(anonymous || own) << "descriptor from outside: " << line;
+    EXPECT_EQ(target.find(state_path()), std::string::npos) << line;
+    EXPECT_EQ(target.find("/sys/fs/cgroup"), std::string::npos) << line;
+  }
+  EXPECT_EQ(LinesStartingWith(r.out, "cwd "), std::vector<std::string>{"cwd /"});
+}
+
+TEST_F(AttackTest, NoProcessOrResourceIsLeftAfterDestroy) {
+  std::string id = NewSandbox();
+  ASSERT_FALSE(id.empty());
+  ASSERT_NO_FATAL_FAILURE(InstallHelper(id));
+  InsideView view;
+  ASSERT_TRUE(VerifyIsolated(id, &view));
+  const std::string cgroup_name = "/" + id;
+  RunOutput r = Attack(id, std::string("exec ") + kHelperPath + " daemon 600");
+  ASSERT_TRUE(r.exec_ok) << r.error;
+  ASSERT_EQ(LinesStartingWith(r.out, "daemon pid=").size(), 1u) << r.out << r.err;
+  // Positive controls: the daemon (setsid, double fork, streams closed) is alive, and the
+  // host sees the sandbox's cgroups and mounts.
+  std::vector<pid_t> before = ProcessesInPidNamespace(view.pid_ns);
+  EXPECT_GE(before.size(), 2u) << "init and the daemon";
+  EXPECT_FALSE(ProcessesInCgroupsNamed(cgroup_name).empty());
+  EXPECT_FALSE(CgroupDirsNamed(id).empty());
+
+  ASSERT_TRUE(DestroySandbox(id).ok());
+  EXPECT_EQ(ProcessesInPidNamespace(view.pid_ns), std::vector<pid_t>{}) << "a process of the sandbox survived";
+  EXPECT_EQ(ProcessesInCgroupsNamed(cgroup_name), std::vector<pid_t>{});
+  for (pid_t pid : before) {
+    EXPECT_NE(::kill(pid, 0), 0) << "pid " << pid << " still exists";
+  }
+  EXPECT_EQ(CgroupDirsNamed(id), std::vector<std::string>{});
+  EXPECT_EQ(MountsContaining(id), std::vector<std::string>{});
+  EXPECT_TRUE(absl::IsNotFound(runtime().Info(id).status()));
+  RunOutput after = Exec(id, {"/bin/true"});
+  EXPECT_FALSE(after.exec_ok);
+  EXPECT_NE(after.error.find("NOT_FOUND"), std::string::npos) << after.error;
+}
+
+}  // namespace
+}  // namespace flotilla::attack
