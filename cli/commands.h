@@ -9,4 +9,9 @@ namespace flotilla::cli {
 // Subcommands whose component has not landed yet: each says so and exits 2.
 void AddPlaceholderCommand(CLI::App& app, const char* name, const char* description, int* exit_code);
 
+// `flotilla bench <name>` (bench_command.cc).
+void AddBenchCommand(CLI::App& app, int* exit_code);
+// `flotilla scheduler` (scheduler_command.cc).
+void AddSchedulerCommand(CLI::App& app, int* exit_code);
+
 }  // namespace flotilla::cli
