@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "flotilla/common/clock.h"
 #include "flotilla/scheduler/front_door.h"
@@ -224,6 +225,8 @@ int RunSchedulerBench(const SchedulerBenchOptions& o, std::ostream& out) {
     out << "error: fit: expected 'spread' or 'best-fit', got '" << o.fit << "'\n";
     return 2;
   }
+  // The simulator measures placement, not absl's debug-build lock-order bookkeeping.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   const uint32_t threads = o.threads != 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   out << "sched.nodes=" << o.nodes << "\nsched.slots_per_node=" << o.slots_per_node << "\nsched.units=" << o.units
       << "\nsched.replicas_per_unit=" << o.replicas << "\nsched.threads=" << threads << "\nsched.fit=" << o.fit << "\n";

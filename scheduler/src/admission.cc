@@ -63,9 +63,13 @@ ResourceVector AdmissionCheck::Limits(const ResourceVector& capacity) const {
 
 AdmissionVerdict AdmissionCheck::Check(const ResourceVector& capacity, const ResourceVector& used,
                                        const ResourceVector& request) const {
+  return CheckLimits(Limits(capacity), used, request);
+}
+
+AdmissionVerdict AdmissionCheck::CheckLimits(const ResourceVector& lim, const ResourceVector& used,
+                                             const ResourceVector& request) {
   ResourceVector after = used;
   after += request;
-  ResourceVector lim = Limits(capacity);
   if (after.slots > lim.slots) return AdmissionVerdict::kSlots;
   if (after.memory_bytes > lim.memory_bytes) return AdmissionVerdict::kMemory;
   if (request.cpu_millicores != 0 && after.cpu_millicores > lim.cpu_millicores) return AdmissionVerdict::kCpu;

@@ -38,7 +38,19 @@ size_t FrontDoor::UnitFor(const std::string& tenant) const { return absl::HashOf
 
 absl::StatusOr<v1::SandboxPlacement> FrontDoor::CreateSandbox(const v1::CreateSandboxRequest& request,
                                                               uint32_t* attempts) {
-  const size_t home = UnitFor(request.tenant());
+  size_t home = UnitFor(request.tenant());
+  if (units_.size() > 1 && units_[home]->Fill() > options_.spill_over_fill) {
+    size_t least = home;
+    double least_fill = units_[home]->Fill();
+    for (size_t k = 0; k < units_.size(); ++k) {
+      double f = units_[k]->Fill();
+      if (f < least_fill) {
+        least = k;
+        least_fill = f;
+      }
+    }
+    home = least;
+  }
   absl::Status last;
   for (size_t k = 0; k < units_.size(); ++k) {
     ScaleUnit& unit = *units_[(home + k) % units_.size()];

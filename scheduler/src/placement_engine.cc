@@ -165,7 +165,7 @@ absl::StatusOr<PlacementEngine::Choice> PlacementEngine::Choose(const ResourceVe
     for (uint32_t pi = 0; pi < v.partitions.size(); ++pi) {
       const PartitionView& p = v.partitions[pi];
       ResourceVector pred = Predict(v, p, now);
-      if (check_.Check(p.capacity, pred, request) != AdmissionVerdict::kAdmitted) continue;
+      if (check_.CheckLimits(p.limits, pred, request) != AdmissionVerdict::kAdmitted) continue;
       node_feasible = true;
       double slot_frac = Frac(static_cast<double>(pred.slots + request.slots), p.limits.slots);
       double mem_frac = Frac(static_cast<double>(pred.memory_bytes + request.memory_bytes),
@@ -174,7 +174,10 @@ absl::StatusOr<PlacementEngine::Choice> PlacementEngine::Choose(const ResourceVe
       double fit = best_fit ? util : 1.0 - util;
       double partition_fit = 1.0 - std::fabs(slot_frac - mem_frac);
       double score = options_.fit_weight * fit + options_.partition_weight * partition_fit +
-                     options_.class_mix_weight * class_score + jitter(rng_);
+                     options_.class_mix_weight * class_score;
+      // The random tie-break can only matter within tie_break of the best so far.
+      if (score + options_.tie_break <= best_score) continue;
+      score += jitter(rng_);
       if (score > best_score) {
         best_score = score;
         best_node = i;

@@ -76,6 +76,7 @@ absl::Status ScaleUnit::Restore() {
         e.node = it->second.handle;
         e.node->sandboxes.fetch_add(1, std::memory_order_relaxed);
         if (e.execution_class == v1::LATENCY_SENSITIVE) e.node->latency_sensitive.fetch_add(1);
+        used_slots_.fetch_add(e.request.slots, std::memory_order_relaxed);
         absl::MutexLock nl(&e.node->mu);
         e.node->sandbox_ids.insert(p.sandbox_id());
       }
@@ -107,7 +108,9 @@ absl::Status ScaleUnit::AddNode(const std::string& node_id, const std::string& a
       handle->address = address;
       handle->client = std::move(client);
     }
+    handle->slots_capacity.store(usage.TotalCapacity().slots);
     nodes_[node_id] = NodeState{handle, clock_.NowNanos(), /*in_views=*/true};
+    RecountCapacity();
   }
   if (journal_ != nullptr) RETURN_IF_ERROR(journal_->RecordNode({node_id, address}));
   for (auto& r : replicas_) r->AddNode(handle, usage);
@@ -136,6 +139,10 @@ absl::StatusOr<std::vector<std::string>> ScaleUnit::Heartbeat(const std::string&
     handle = it->second.handle;
     join_views = !it->second.in_views;
     it->second.in_views = true;
+    if (join_views) {
+      handle->slots_capacity.store(usage.TotalCapacity().slots);
+      RecountCapacity();
+    }
   }
   for (auto& r : replicas_) {
     if (join_views) {
@@ -192,6 +199,7 @@ size_t ScaleUnit::CheckLiveness() {
         ++dead_nodes_;
       }
     }
+    if (!dead.empty()) RecountCapacity();
   }
   for (auto& [node, silent_ms] : dead) {
     KillNode(node, absl::StrCat("node ", node->id, " silent for ", silent_ms, " ms"));
@@ -232,6 +240,7 @@ void ScaleUnit::MarkLost(const std::string& id, v1::StopReason reason, const std
     copy.node->sandbox_ids.erase(id);
   }
   lost_.fetch_add(1, std::memory_order_relaxed);
+  if (copy.node != nullptr) used_slots_.fetch_sub(copy.request.slots, std::memory_order_relaxed);
   Publish(id, copy, v1::SandboxEvent::LOST, detail);
 }
 
@@ -295,6 +304,7 @@ absl::StatusOr<v1::SandboxPlacement> ScaleUnit::CreateSandbox(const v1::CreateSa
   e.created_unix_ms = clock_.WallMillis();
   e.node->sandboxes.fetch_add(1, std::memory_order_relaxed);
   if (e.execution_class == v1::LATENCY_SENSITIVE) e.node->latency_sensitive.fetch_add(1, std::memory_order_relaxed);
+  used_slots_.fetch_add(e.request.slots, std::memory_order_relaxed);
   {
     absl::MutexLock lock(&e.node->mu);
     e.node->sandbox_ids.insert(id);
@@ -325,6 +335,7 @@ absl::StatusOr<v1::SandboxPlacement> ScaleUnit::CreateSandbox(const v1::CreateSa
 
 void ScaleUnit::Forget(const std::string& id, const Entry& e) {
   if (e.node != nullptr) {
+    used_slots_.fetch_sub(e.request.slots, std::memory_order_relaxed);
     e.node->sandboxes.fetch_sub(1, std::memory_order_relaxed);
     if (e.execution_class == v1::LATENCY_SENSITIVE) e.node->latency_sensitive.fetch_sub(1, std::memory_order_relaxed);
     absl::MutexLock lock(&e.node->mu);
@@ -386,6 +397,20 @@ std::vector<v1::SandboxPlacement> ScaleUnit::ListSandboxes(const v1::ListSandbox
     }
   }
   return out;
+}
+
+void ScaleUnit::RecountCapacity() {
+  int64_t total = 0;
+  for (const auto& [id, st] : nodes_) {
+    if (st.handle->alive.load() && st.in_views) total += st.handle->slots_capacity.load();
+  }
+  capacity_slots_.store(total, std::memory_order_relaxed);
+}
+
+double ScaleUnit::Fill() const {
+  int64_t cap = capacity_slots_.load(std::memory_order_relaxed);
+  if (cap <= 0) return 1.0;
+  return static_cast<double>(used_slots_.load(std::memory_order_relaxed)) / static_cast<double>(cap);
 }
 
 bool ScaleUnit::HasNode(const std::string& node_id) const {

@@ -62,6 +62,9 @@ class AdmissionCheck {
   // The same check without the reason text (the engines' hot path).
   [[nodiscard]] AdmissionVerdict Check(const ResourceVector& capacity, const ResourceVector& used,
                                        const ResourceVector& request) const;
+  // The same against precomputed Limits(capacity).
+  [[nodiscard]] static AdmissionVerdict CheckLimits(const ResourceVector& limits, const ResourceVector& used,
+                                                    const ResourceVector& request);
 
   // Largest usage each resource may reach in a partition of this capacity.
   [[nodiscard]] ResourceVector Limits(const ResourceVector& capacity) const;

@@ -25,6 +25,9 @@ struct FrontDoorOptions {
   // Directory for the units' journals (unit-<k>.db); empty: no journals.
   std::string state_dir;
   uint64_t seed = 0;  // 0: random
+  // A tenant's home unit filled past this share of its slots sends new sandboxes to the
+  // least-filled unit first (and any unit that is full spills over to the next).
+  double spill_over_fill = 0.95;
 };
 
 class FrontDoor {

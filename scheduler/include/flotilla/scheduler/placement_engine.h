@@ -38,6 +38,7 @@ struct NodeHandle {
   std::atomic<uint32_t> sandboxes{0};
   std::atomic<uint32_t> latency_sensitive{0};
   std::atomic<bool> alive{true};
+  std::atomic<uint32_t> slots_capacity{0};
   absl::Mutex mu;
   absl::flat_hash_set<std::string> sandbox_ids ABSL_GUARDED_BY(mu);
 };

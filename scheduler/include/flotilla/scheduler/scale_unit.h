@@ -85,6 +85,8 @@ class ScaleUnit {
   // Sandboxes matching every non-empty filter.
   std::vector<v1::SandboxPlacement> ListSandboxes(const v1::ListSandboxesRequest& filter) const;
 
+  // Share of the live nodes' slots held by this unit's sandboxes (0 with no nodes: 1).
+  [[nodiscard]] double Fill() const;
   [[nodiscard]] bool HasNode(const std::string& node_id) const;
   [[nodiscard]] std::vector<std::string> NodeIds() const;
   [[nodiscard]] UnitStats Stats() const;
@@ -127,6 +129,7 @@ class ScaleUnit {
   void MarkLost(const std::string& id, v1::StopReason reason, const std::string& detail);
   void KillNode(const std::shared_ptr<NodeHandle>& node, const std::string& detail);
   void Forget(const std::string& id, const Entry& e);
+  void RecountCapacity() ABSL_EXCLUSIVE_LOCKS_REQUIRED(nodes_mu_);
 
   const ScaleUnitOptions options_;
   const Clock& clock_;
@@ -136,6 +139,8 @@ class ScaleUnit {
   std::vector<std::unique_ptr<PlacementEngine>> replicas_;
   std::atomic<uint64_t> next_replica_{0};
   std::atomic<uint64_t> lost_{0};
+  std::atomic<int64_t> used_slots_{0};
+  std::atomic<int64_t> capacity_slots_{0};
   mutable std::array<Stripe, kStripes> stripes_;
 
   mutable absl::Mutex nodes_mu_;
