@@ -1,5 +1,7 @@
 #include "flotilla/scheduler/scale_unit.h"
 
+#include <limits>
+
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/ids.h"
@@ -68,7 +70,7 @@ absl::Status ScaleUnit::Restore() {
     e.reason = p.lost_reason();
     for (const auto& [k, v] : p.labels()) e.labels.emplace_back(k, v);
     e.created_unix_ms = p.created_unix_ms();
-    e.placed_ns = 0;
+    e.placed_ns = std::numeric_limits<int64_t>::min() / 4;  // long before any heartbeat
     if (live) {
       absl::MutexLock lock(&nodes_mu_);
       auto it = nodes_.find(e.node_id);
