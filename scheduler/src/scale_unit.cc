@@ -161,7 +161,9 @@ absl::StatusOr<std::vector<std::string>> ScaleUnit::Heartbeat(const std::string&
     Stripe& s = StripeFor(id);
     absl::MutexLock lock(&s.mu);
     auto it = s.map.find(id);
-    if (it == s.map.end() || it->second.node_id != node_id || it->second.state == v1::SandboxPlacement::LOST) {
+    // A PENDING entry is being placed right now (maybe on this node): not unknown.
+    if (it == s.map.end() || it->second.state == v1::SandboxPlacement::LOST ||
+        (it->second.state != v1::SandboxPlacement::PENDING && it->second.node_id != node_id)) {
       unknown.push_back(id);
     }
   }
