@@ -1,5 +1,7 @@
 #include "scheduler_bench.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -28,6 +30,7 @@ using scheduler::SimulatedNode;
 
 struct RunResult {
   double seconds = 0;
+  double cpu_seconds = 0;   // CPU the whole process used meanwhile (clients, engines, nodes, reports)
   uint64_t placed = 0;
   uint64_t failed = 0;      // requests the scheduler could not place
   std::vector<uint32_t> latencies_ns;
@@ -42,6 +45,13 @@ struct Departure {
   uint32_t unit;
   bool operator>(const Departure& o) const { return at > o.at; }
 };
+
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
 
 uint32_t UnitIndex(const std::string& name) {
   uint32_t k = 0;
@@ -105,10 +115,13 @@ RunResult RunOnce(const SchedulerBenchOptions& o, bool global_lock) {
   });
 
   const uint32_t threads = o.threads != 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::string> tenants;
+  for (uint32_t i = 0; i < std::max(1u, o.tenants); ++i) tenants.push_back(absl::StrCat("exp-", i));
   std::mutex global;
   std::vector<std::vector<uint32_t>> latencies(threads);
   std::atomic<uint64_t> placed{0}, failed{0};
   Stopwatch wall(clock);
+  const double cpu_start = ProcessCpuSeconds();
   std::vector<std::thread> workers;
   for (uint32_t t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
@@ -139,7 +152,7 @@ RunResult RunOnce(const SchedulerBenchOptions& o, bool global_lock) {
           depart();
           continue;
         }
-        req.set_tenant(absl::StrCat("exp-", rng() % o.tenants));
+        req.set_tenant(tenants[rng() % tenants.size()]);
         bool ls = uni(rng) < o.ls_fraction;
         req.set_execution_class(ls ? v1::LATENCY_SENSITIVE : v1::BEST_EFFORT);
         double m = uni(rng);
@@ -169,6 +182,7 @@ RunResult RunOnce(const SchedulerBenchOptions& o, bool global_lock) {
   for (auto& w : workers) w.join();
   RunResult r;
   r.seconds = wall.ElapsedMillis() / 1000.0;
+  r.cpu_seconds = ProcessCpuSeconds() - cpu_start;
   stop.Notify();
   reporter.join();
   r.placed = placed.load();
@@ -194,6 +208,9 @@ void Print(std::ostream& out, const std::string& prefix, RunResult& r) {
   out << prefix << "placed=" << r.placed << "\n";
   out << prefix << "seconds=" << r.seconds << "\n";
   out << prefix << "placements_per_s=" << std::setprecision(0) << rate << std::setprecision(3) << "\n";
+  out << prefix << "cpu_seconds=" << r.cpu_seconds << "\n";
+  out << prefix << "placements_per_cpu_s=" << std::setprecision(0)
+      << (r.cpu_seconds > 0 ? static_cast<double>(r.placed) / r.cpu_seconds : 0) << std::setprecision(3) << "\n";
   out << prefix << "p50_us=" << Percentile(r.latencies_ns, 0.50) << "\n";
   out << prefix << "p99_us=" << Percentile(r.latencies_ns, 0.99) << "\n";
   out << prefix << "rejection_rate=" << std::setprecision(5)
@@ -239,6 +256,9 @@ int RunSchedulerBench(const SchedulerBenchOptions& o, std::ostream& out) {
     double a = sharded.seconds > 0 ? static_cast<double>(sharded.placed) / sharded.seconds : 0;
     double b = global.seconds > 0 ? static_cast<double>(global.placed) / global.seconds : 0;
     out << "sched.speedup_vs_global_lock=" << std::setprecision(2) << (b > 0 ? a / b : 0) << "\n";
+    double ca = sharded.cpu_seconds > 0 ? static_cast<double>(sharded.placed) / sharded.cpu_seconds : 0;
+    double cb = global.cpu_seconds > 0 ? static_cast<double>(global.placed) / global.cpu_seconds : 0;
+    out << "sched.cpu_efficiency_vs_global_lock=" << (cb > 0 ? ca / cb : 0) << "\n";
   }
   return 0;
 }

@@ -140,7 +140,7 @@ absl::StatusOr<PlacementEngine::Choice> PlacementEngine::Choose(const ResourceVe
   }
   const bool ls = cls == v1::LATENCY_SENSITIVE;
   const bool best_fit = options_.fit == FitPolicy::kBestFit;
-  std::uniform_real_distribution<double> jitter(0.0, options_.tie_break);
+  const double jitter_scale = options_.tie_break * 0x1.0p-53;
   size_t start = static_cast<size_t>(rng_() % n);
   double best_score = -1e300;
   size_t best_node = n;
@@ -177,7 +177,7 @@ absl::StatusOr<PlacementEngine::Choice> PlacementEngine::Choose(const ResourceVe
                      options_.class_mix_weight * class_score;
       // The random tie-break can only matter within tie_break of the best so far.
       if (score + options_.tie_break <= best_score) continue;
-      score += jitter(rng_);
+      score += static_cast<double>(rng_() >> 11) * jitter_scale;
       if (score > best_score) {
         best_score = score;
         best_node = i;

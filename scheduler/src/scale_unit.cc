@@ -331,7 +331,14 @@ absl::StatusOr<v1::SandboxPlacement> ScaleUnit::CreateSandbox(const v1::CreateSa
   {
     absl::MutexLock lock(&stripe.mu);
     auto it = stripe.map.find(id);
-    if (it != stripe.map.end() && it->second.state == v1::SandboxPlacement::PENDING) it->second = e;
+    if (it != stripe.map.end() && it->second.state == v1::SandboxPlacement::PENDING) {
+      Entry& stored = it->second;
+      stored.node = e.node;
+      stored.node_id = e.node_id;
+      stored.partition = e.partition;
+      stored.state = e.state;
+      stored.created_unix_ms = e.created_unix_ms;
+    }
   }
   Publish(id, e, v1::SandboxEvent::CREATED, "");
   return out;

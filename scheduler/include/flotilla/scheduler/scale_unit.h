@@ -20,6 +20,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "flotilla/common/clock.h"
@@ -111,7 +112,7 @@ class ScaleUnit {
   };
   struct Stripe {
     mutable absl::Mutex mu;
-    absl::flat_hash_map<std::string, Entry> map ABSL_GUARDED_BY(mu);
+    absl::node_hash_map<std::string, Entry> map ABSL_GUARDED_BY(mu);
   };
   struct NodeState {
     std::shared_ptr<NodeHandle> handle;
