@@ -11,9 +11,9 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   using flotilla::cli::AddPlaceholderCommand;
   AddPlaceholderCommand(app, "up", "Run every service in one process (the embedded default)", &exit_code);
-  AddPlaceholderCommand(app, "sandbox", "Run commands in sandboxes; build images", &exit_code);
+  flotilla::cli::AddSandboxCommand(app, &exit_code);
   flotilla::cli::AddSchedulerCommand(app, &exit_code);
-  AddPlaceholderCommand(app, "node", "Run the node agent daemon", &exit_code);
+  flotilla::cli::AddNodeCommand(app, &exit_code);
   AddPlaceholderCommand(app, "engine", "Run the inference engine daemon", &exit_code);
   AddPlaceholderCommand(app, "worker", "Run the worker (OpenAI/Anthropic endpoints, scaffolds)", &exit_code);
   AddPlaceholderCommand(app, "bridge", "Run or reconfigure the trainer bridge", &exit_code);
@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   AddPlaceholderCommand(app, "eval", "Evaluate a model across scaffolds", &exit_code);
   flotilla::cli::AddBenchCommand(app, &exit_code);
   AddPlaceholderCommand(app, "trajectories", "Export stored trajectories", &exit_code);
+  flotilla::cli::AddPolicyCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }
