@@ -59,14 +59,14 @@ uint32_t UnitIndex(const std::string& name) {
   return k;
 }
 
-// One simulated node: `domains` NUMA domains of 32 CPUs each, 512 MiB of memory per slot.
+// One simulated node: `domains` NUMA domains of 128 CPUs each, 512 MiB of memory per slot.
 std::vector<scheduler::PartitionUsage> NodeShape(const SchedulerBenchOptions& o) {
   std::vector<scheduler::NumaDomain> domains;
   for (uint32_t d = 0; d < o.numa_domains; ++d) {
     scheduler::NumaDomain nd;
     nd.node = d;
-    nd.cpus = absl::StrCat(d * 32, "-", d * 32 + 31);
-    nd.cpu_count = 32;
+    nd.cpus = absl::StrCat(d * 128, "-", d * 128 + 127);
+    nd.cpu_count = 128;
     nd.memory_bytes = uint64_t{o.slots_per_node / o.numa_domains} * (512ull << 20);
     domains.push_back(nd);
   }
@@ -84,6 +84,7 @@ RunResult RunOnce(const SchedulerBenchOptions& o, bool global_lock) {
   fo.unit.engine.fit = o.fit == "best-fit" ? scheduler::FitPolicy::kBestFit : scheduler::FitPolicy::kSpread;
   fo.unit.engine.retry_backoff_us = 20;
   fo.unit.engine.max_attempts = 8;
+  fo.unit.engine.admission.memory_overcommit = 1.25;
   std::unique_ptr<FrontDoor> front = *FrontDoor::Open(fo, clock, nullptr);
 
   std::vector<std::shared_ptr<SimulatedNode>> nodes;
@@ -157,7 +158,7 @@ RunResult RunOnce(const SchedulerBenchOptions& o, bool global_lock) {
         req.set_execution_class(ls ? v1::LATENCY_SENSITIVE : v1::BEST_EFFORT);
         double m = uni(rng);
         req.mutable_resources()->set_memory_bytes(m < 0.3 ? (256ull << 20) : m < 0.8 ? (512ull << 20) : (1ull << 30));
-        req.mutable_resources()->set_cpu_quota_millicores(ls ? 250 : 0);
+        req.mutable_resources()->set_cpu_quota_millicores(ls ? 250 : 20);
         int64_t t0 = clock.NowNanos();
         absl::StatusOr<v1::SandboxPlacement> p;
         if (global_lock) {

@@ -24,9 +24,11 @@ struct SchedulerFlags {
   std::string heartbeat_timeout = "5s";
   std::string fit = "spread";
   double memory_warning = 0.90;
-  double memory_overcommit = 1.25;
+  double memory_overcommit = 1.0;
   double cpu_warning = 0.95;
   double slots_warning = 1.0;
+  std::string default_memory = "1G";
+  uint32_t default_cpu_millicores = 1000;
   uint32_t max_attempts = 5;
   std::string port_file;
 };
@@ -55,7 +57,11 @@ int Run(const SchedulerFlags& f) {
   o.front.unit.engine.admission.memory_overcommit = f.memory_overcommit;
   o.front.unit.engine.admission.cpu_warning = f.cpu_warning;
   o.front.unit.engine.admission.slots_warning = f.slots_warning;
-  if (absl::Status s = o.front.unit.engine.admission.Validate(); !s.ok()) {
+  auto default_memory = ParseBytes(f.default_memory);
+  if (!default_memory.ok()) return std::cerr << "--default-memory: " << default_memory.status().message() << "\n", 2;
+  o.front.unit.engine.admission.default_memory_bytes = *default_memory;
+  o.front.unit.engine.admission.default_cpu_millicores = f.default_cpu_millicores;
+  if (absl::Status s = scheduler::AdmissionLimits::Validate(o.front.unit.engine.admission); !s.ok()) {
     std::cerr << "admission: " << s.message() << "\n";
     return 2;
   }
@@ -104,6 +110,10 @@ void AddSchedulerCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--memory-overcommit", f->memory_overcommit, "memory overcommit factor")->capture_default_str();
   sub->add_option("--cpu-warning", f->cpu_warning, "node CPU warning threshold")->capture_default_str();
   sub->add_option("--slots-warning", f->slots_warning, "node slot warning threshold")->capture_default_str();
+  sub->add_option("--default-memory", f->default_memory, "memory charged when a request leaves it 0 (as the nodes do)")
+      ->capture_default_str();
+  sub->add_option("--default-cpu-millicores", f->default_cpu_millicores, "CPU charged when a request leaves it 0")
+      ->capture_default_str();
   sub->add_option("--max-attempts", f->max_attempts, "node calls per placement")->capture_default_str();
   sub->add_option("--port-file", f->port_file, "write the bound port here once serving");
   sub->callback([f, exit_code] { *exit_code = Run(*f); });

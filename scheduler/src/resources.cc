@@ -14,14 +14,6 @@ ResourceVector NodeUsageSnapshot::TotalUsed() const {
   return total;
 }
 
-ResourceVector RequestFromProto(const v1::Resources& r, uint64_t default_memory_bytes) {
-  ResourceVector v;
-  v.memory_bytes = r.memory_bytes() != 0 ? r.memory_bytes() : default_memory_bytes;
-  v.cpu_millicores = r.cpu_quota_millicores();
-  v.slots = 1;
-  return v;
-}
-
 v1::NodeUsage ToProto(const NodeUsageSnapshot& usage) {
   v1::NodeUsage out;
   ResourceVector cap = usage.TotalCapacity();

@@ -6,15 +6,15 @@
 namespace flotilla::scheduler {
 
 SimulatedNode::SimulatedNode(std::string node_id, std::vector<PartitionUsage> partitions,
-                             const AdmissionPolicy& policy)
-    : id_(std::move(node_id)), ledger_(std::move(partitions), policy) {}
+                             const sandbox::AdmissionConfig& config)
+    : id_(std::move(node_id)), ledger_(std::move(partitions), config) {}
 
 absl::StatusOr<PlaceResult> SimulatedNode::Place(const PlaceRequest& request) {
   if (crashed()) return absl::UnavailableError(absl::StrCat("node ", id_, " is down"));
   ASSIGN_OR_RETURN(LedgerAdmitResult r, ledger_.Admit(request.sandbox_id, request.partition, request.request));
   PlaceResult out;
-  out.admitted = r.decision.admitted;
-  out.reason = std::move(r.decision.reason);
+  out.admitted = r.admitted;
+  out.reason = std::move(r.reason);
   out.usage = std::move(r.usage);
   return out;
 }

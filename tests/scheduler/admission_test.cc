@@ -2,6 +2,7 @@
 #include <fstream>
 
 #include "flotilla/scheduler/admission.h"
+#include "flotilla/sandbox/admission.h"
 #include "flotilla/scheduler/node_ledger.h"
 #include "flotilla/scheduler/numa.h"
 #include "gtest/gtest.h"
@@ -22,100 +23,96 @@ PartitionUsage Partition(uint64_t mem_cap, uint32_t cpu_cap, uint32_t slots_cap,
 
 struct AdmitCase {
   const char* name;
-  AdmissionPolicy policy;
+  sandbox::AdmissionConfig config;
   PartitionUsage partition;
   ResourceVector request;
   AdmissionVerdict want;
-  const char* want_reason;
 };
 
-TEST(AdmissionCheckTest, DecidesPerResourceAgainstWarningThresholds) {
-  AdmissionPolicy no_overcommit;
-  no_overcommit.memory_overcommit = 1.0;
-  no_overcommit.cpu_overcommit = 1.0;
-  AdmissionPolicy overcommit = no_overcommit;
-  overcommit.memory_overcommit = 1.5;
+sandbox::AdmissionConfig Config(double memory_overcommit) {
+  sandbox::AdmissionConfig c;
+  c.memory_overcommit = memory_overcommit;
+  return c;
+}
+
+// The engines' prediction (AdmissionLimits) and the node's own check (sandbox::AdmissionCheck)
+// must give the same answer on a one-partition node.
+TEST(AdmissionLimitsTest, PredictsTheNodesOwnCheck) {
   const AdmitCase cases[] = {
-      {"fits", no_overcommit, Partition(10 * kGiB, 4000, 10, 0, 0, 0), {kGiB, 1000, 1}, AdmissionVerdict::kAdmitted, ""},
+      {"fits", Config(1.0), Partition(10 * kGiB, 4000, 10, 0, 0, 0), {kGiB, 1000, 1}, AdmissionVerdict::kAdmitted},
       // 9 GiB of 10 GiB is exactly the 0.90 warning: admitted; one byte more is not.
-      {"memory at threshold", no_overcommit, Partition(10 * kGiB, 4000, 10, 8 * kGiB, 0, 1), {kGiB, 0, 1},
-       AdmissionVerdict::kAdmitted, ""},
-      {"memory above threshold", no_overcommit, Partition(10 * kGiB, 4000, 10, 8 * kGiB + 1, 0, 1), {kGiB, 0, 1},
-       AdmissionVerdict::kMemory,
-       "memory: 9.00GiB would exceed the warning limit of 9.00GiB in partition 0"},
-      {"overcommit admits", overcommit, Partition(10 * kGiB, 4000, 10, 12 * kGiB, 0, 1), {kGiB, 0, 1},
-       AdmissionVerdict::kAdmitted, ""},
-      {"overcommit limit", overcommit, Partition(10 * kGiB, 4000, 10, 13 * kGiB, 0, 1), {kGiB, 0, 1},
-       AdmissionVerdict::kMemory, "memory: 14.00GiB would exceed the warning limit of 13.50GiB in partition 0"},
-      {"slots full", no_overcommit, Partition(10 * kGiB, 4000, 2, 0, 0, 2), {kGiB, 0, 1}, AdmissionVerdict::kSlots,
-       "slots: 3 would exceed the warning limit of 2 in partition 0"},
-      {"cpu above", no_overcommit, Partition(10 * kGiB, 4000, 10, 0, 3000, 1), {kGiB, 1000, 1}, AdmissionVerdict::kCpu,
-       "cpu: 4000m would exceed the warning limit of 3800m in partition 0"},
-      // A request without CPU quota is not held back by CPU.
-      {"no cpu quota", no_overcommit, Partition(10 * kGiB, 4000, 10, 0, 4000, 1), {kGiB, 0, 1},
-       AdmissionVerdict::kAdmitted, ""},
+      {"memory at threshold", Config(1.0), Partition(10 * kGiB, 4000, 10, 8 * kGiB, 0, 1), {kGiB, 100, 1},
+       AdmissionVerdict::kAdmitted},
+      {"memory above threshold", Config(1.0), Partition(10 * kGiB, 4000, 10, 8 * kGiB + 1, 0, 1), {kGiB, 100, 1},
+       AdmissionVerdict::kMemory},
+      {"overcommit admits", Config(1.5), Partition(10 * kGiB, 4000, 10, 12 * kGiB, 0, 1), {kGiB, 100, 1},
+       AdmissionVerdict::kAdmitted},
+      {"overcommit limit", Config(1.5), Partition(10 * kGiB, 4000, 10, 13 * kGiB, 0, 1), {kGiB, 100, 1},
+       AdmissionVerdict::kMemory},
+      {"slots full", Config(1.0), Partition(10 * kGiB, 4000, 2, 0, 0, 2), {kGiB, 100, 1}, AdmissionVerdict::kSlots},
+      {"cpu at threshold", Config(1.0), Partition(10 * kGiB, 4000, 10, 0, 2800, 1), {kGiB, 1000, 1},
+       AdmissionVerdict::kAdmitted},
+      {"cpu above", Config(1.0), Partition(10 * kGiB, 4000, 10, 0, 3000, 1), {kGiB, 1000, 1}, AdmissionVerdict::kCpu},
   };
   for (const AdmitCase& c : cases) {
-    AdmissionCheck check(c.policy);
-    AdmissionDecision d = check.Decide(c.partition, c.request);
-    EXPECT_EQ(d.verdict, c.want) << c.name;
-    EXPECT_EQ(d.admitted, c.want == AdmissionVerdict::kAdmitted) << c.name;
-    EXPECT_EQ(d.reason, c.want_reason) << c.name;
-    EXPECT_EQ(check.Check(c.partition.capacity, c.partition.used, c.request), c.want) << c.name;
+    AdmissionLimits limits(c.config);
+    EXPECT_EQ(limits.Check(c.partition.capacity, c.partition.used, c.request), c.want) << c.name;
+    NodeUsageSnapshot node;
+    node.partitions.push_back(c.partition);
+    v1::AdmitRequest req;
+    req.mutable_resources()->set_memory_bytes(c.request.memory_bytes);
+    req.mutable_resources()->set_cpu_quota_millicores(c.request.cpu_millicores);
+    v1::AdmitResponse node_says = sandbox::AdmissionCheck(c.config).Decide(ToProto(node), req);
+    EXPECT_EQ(node_says.admitted(), c.want == AdmissionVerdict::kAdmitted) << c.name << ": " << node_says.reason();
   }
 }
 
-TEST(AdmissionPolicyTest, ValidateNamesTheField) {
-  AdmissionPolicy p;
-  p.memory_warning = 1.5;
-  EXPECT_EQ(p.Validate().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(p.Validate().message(), "memory_warning: must be in (0, 1], got 1.5");
-  p = {};
-  p.memory_overcommit = 0.5;
-  EXPECT_EQ(p.Validate().message(), "memory_overcommit: must be >= 1, got 0.5");
-  EXPECT_TRUE(AdmissionPolicy{}.Validate().ok());
-}
-
-TEST(AdmissionPolicyTest, FromConfigReadsFieldsAndRejectsTypos) {
-  auto cfg = ParseConfig("memory_warning: 0.8\nmemory_overcommit: 2\n", "sched.yaml");
-  ASSERT_TRUE(cfg.ok());
-  auto p = AdmissionPolicy::FromConfig(*cfg);
-  ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_DOUBLE_EQ(p->memory_warning, 0.8);
-  EXPECT_DOUBLE_EQ(p->memory_overcommit, 2.0);
-  auto bad = ParseConfig("memory_warnin: 0.8\n", "sched.yaml");
-  ASSERT_TRUE(bad.ok());
-  EXPECT_EQ(AdmissionPolicy::FromConfig(*bad).status().code(), absl::StatusCode::kInvalidArgument);
-  auto out_of_range = ParseConfig("slots_warning: 0\n", "sched.yaml");
-  ASSERT_TRUE(out_of_range.ok());
-  auto s = AdmissionPolicy::FromConfig(*out_of_range).status();
+TEST(AdmissionLimitsTest, RequestTakesTheNodesDefaultsAndValidateNamesTheField) {
+  sandbox::AdmissionConfig c;
+  c.default_memory_bytes = 3 * kGiB;
+  c.default_cpu_millicores = 700;
+  AdmissionLimits limits(c);
+  EXPECT_EQ(limits.RequestOf(v1::Resources()), (ResourceVector{3 * kGiB, 700, 1}));
+  v1::Resources r;
+  r.set_memory_bytes(kGiB);
+  r.set_cpu_quota_millicores(5);
+  EXPECT_EQ(limits.RequestOf(r), (ResourceVector{kGiB, 5, 1}));
+  c.memory_warning = 1.5;
+  absl::Status s = AdmissionLimits::Validate(c);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(std::string(s.message()).find("slots_warning"), std::string::npos) << s;
+  EXPECT_NE(std::string(s.message()).find("memory_warning"), std::string::npos) << s;
+  EXPECT_TRUE(AdmissionLimits::Validate(sandbox::AdmissionConfig{}).ok());
 }
 
 TEST(NodeLedgerTest, AdmitsCommitsReleasesAndRejectsWithUsage) {
-  AdmissionPolicy policy;
-  policy.memory_overcommit = 1.0;
-  NodeLedger ledger({Partition(10 * kGiB, 4000, 2, 0, 0, 0), Partition(10 * kGiB, 4000, 2, 0, 0, 0)}, policy);
-  auto a = ledger.Admit("a", 1, {kGiB, 0, 1});
+  NodeLedger ledger({Partition(10 * kGiB, 4000, 2, 0, 0, 0), Partition(10 * kGiB, 4000, 2, 0, 0, 0)},
+                    sandbox::AdmissionConfig{});
+  auto a = ledger.Admit("a", 1, {kGiB, 10, 1});
   ASSERT_TRUE(a.ok());
-  EXPECT_TRUE(a->decision.admitted);
+  EXPECT_TRUE(a->admitted);
   EXPECT_EQ(a->usage.partitions[1].used.slots, 1u);
+  EXPECT_EQ(a->usage.partitions[1].used.memory_bytes, kGiB);
   EXPECT_EQ(a->usage.partitions[0].used.slots, 0u);
-  EXPECT_EQ(ledger.Admit("a", 1, {kGiB, 0, 1}).status().code(), absl::StatusCode::kAlreadyExists);
-  ASSERT_TRUE(ledger.Admit("b", 1, {kGiB, 0, 1})->decision.admitted);
-  auto c = ledger.Admit("c", 1, {kGiB, 0, 1});
+  EXPECT_EQ(ledger.UsageProto().cpu_millicores_used(), 10u);
+  EXPECT_EQ(ledger.Admit("a", 1, {kGiB, 10, 1}).status().code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(ledger.Admit("b", 1, {kGiB, 0, 1})->admitted);  // CPU 0: the node's default 1000m
+  EXPECT_EQ(ledger.UsageProto().cpu_millicores_used(), 1010u);
+  auto c = ledger.Admit("c", 1, {kGiB, 10, 1});
   ASSERT_TRUE(c.ok());
-  EXPECT_FALSE(c->decision.admitted);
-  EXPECT_EQ(c->decision.verdict, AdmissionVerdict::kSlots);
+  EXPECT_FALSE(c->admitted);
+  EXPECT_NE(c->reason.find("slots"), std::string::npos) << c->reason;
   EXPECT_EQ(c->usage.partitions[1].used.slots, 2u);
-  auto d = ledger.Admit("d", 7, {kGiB, 0, 1});
+  auto d = ledger.Admit("d", 7, {kGiB, 10, 1});
   ASSERT_TRUE(d.ok());
-  EXPECT_EQ(d->decision.verdict, AdmissionVerdict::kNoSuchPartition);
+  EXPECT_FALSE(d->admitted);
+  EXPECT_EQ(d->reason, "numa_partition: no partition 7 on this node");
   EXPECT_EQ(ledger.size(), 2u);
-  EXPECT_TRUE(ledger.Release("a").ok());
-  EXPECT_EQ(ledger.Release("a").code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(ledger.Usage().partitions[1].used, (ResourceVector{kGiB, 0, 1}));
+  EXPECT_TRUE(ledger.Release("b").ok());
+  EXPECT_EQ(ledger.Release("b").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ledger.Usage().partitions[1].used.slots, 1u);
+  EXPECT_EQ(ledger.Usage().partitions[1].used.memory_bytes, kGiB);
+  EXPECT_EQ(ledger.UsageProto().cpu_millicores_used(), 10u);
+  EXPECT_EQ(ledger.UsageProto().slots_used(), 1u);
 }
 
 TEST(NumaTest, CountCpuList) {

@@ -5,14 +5,15 @@
 namespace flotilla::scheduler::testing {
 namespace {
 
-ResourceVector RequestOf(const v1::Resources& r) { return RequestFromProto(r, 512ull << 20); }
+// What the node charges; the ledger's own defaults apply to fields left at 0.
+ResourceVector RequestOf(const v1::Resources& r) { return {r.memory_bytes(), r.cpu_quota_millicores(), 1}; }
 
 }  // namespace
 
 grpc::Status LedgerNodeAgent::Admit(grpc::ServerContext*, const v1::AdmitRequest* req, v1::AdmitResponse* resp) {
   LedgerAdmitResult r = ledger_->Check(req->numa_partition(), RequestOf(req->resources()));
-  resp->set_admitted(r.decision.admitted);
-  resp->set_reason(r.decision.reason);
+  resp->set_admitted(r.admitted);
+  resp->set_reason(r.reason);
   *resp->mutable_usage() = ToProto(r.usage);
   return grpc::Status::OK;
 }
@@ -21,7 +22,7 @@ grpc::Status LedgerNodeAgent::Create(grpc::ServerContext*, const v1::CreateReque
   if (req->sandbox_id().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "sandbox_id: empty");
   auto r = ledger_->Admit(req->sandbox_id(), req->numa_partition(), RequestOf(req->resources()));
   if (!r.ok()) return grpc::Status(grpc::StatusCode::ALREADY_EXISTS, std::string(r.status().message()));
-  if (!r->decision.admitted) return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, r->decision.reason);
+  if (!r->admitted) return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, r->reason);
   resp->set_sandbox_id(req->sandbox_id());
   return grpc::Status::OK;
 }

@@ -19,7 +19,7 @@ std::vector<PartitionUsage> Shape(uint32_t partitions, uint32_t slots_each) {
     PartitionUsage p;
     p.index = i;
     p.numa_node = i;
-    p.capacity = {uint64_t{slots_each} * kGiB, 4000, slots_each};
+    p.capacity = {uint64_t{slots_each} * kGiB, 1000000, slots_each};
     out.push_back(p);
   }
   return out;
@@ -41,7 +41,7 @@ struct Node {
   std::shared_ptr<NodeHandle> handle;
 };
 
-Node MakeNode(const std::string& id, uint32_t partitions, uint32_t slots, const AdmissionPolicy& policy) {
+Node MakeNode(const std::string& id, uint32_t partitions, uint32_t slots, const sandbox::AdmissionConfig& policy) {
   Node n;
   n.sim = std::make_shared<SimulatedNode>(id, Shape(partitions, slots), policy);
   n.handle = std::make_shared<NodeHandle>();
@@ -54,14 +54,14 @@ Node MakeNode(const std::string& id, uint32_t partitions, uint32_t slots, const 
 void Fill(Node& n, uint32_t p, uint32_t count) {
   static int serial = 0;
   for (uint32_t i = 0; i < count; ++i) {
-    ASSERT_TRUE(n.sim->ledger().Admit(absl::StrCat("pre-", ++serial), p, {kGiB, 0, 1})->decision.admitted);
+    ASSERT_TRUE(n.sim->ledger().Admit(absl::StrCat("pre-", ++serial), p, {kGiB, 10, 1})->admitted);
   }
 }
 
 PlaceRequest Request(const std::string& id, v1::ExecutionClass cls = v1::BEST_EFFORT) {
   PlaceRequest r;
   r.sandbox_id = id;
-  r.request = {kGiB, 0, 1};
+  r.request = {kGiB, 10, 1};
   r.execution_class = cls;
   return r;
 }
@@ -191,16 +191,16 @@ TEST(PlacementEngineTest, ReservationsDecayTowardsTheReport) {
   Node a = MakeNode("a", 1, 10, o.admission);
   PlacementEngine engine("r0", o, clock, 1);
   engine.AddNode(a.handle, a.sim->ledger().Usage());
-  const ResourceVector req{4 * kGiB, 0, 3};
+  const ResourceVector req{4 * kGiB, 30, 1};
   auto choice = engine.Choose(req, v1::BEST_EFFORT);
   ASSERT_TRUE(choice.ok());
   EXPECT_EQ(*engine.PredictedUsage("a", 0), req);  // in flight: fully reserved
   clock.AdvanceMillis(1000);
   ResourceVector after_tau = *engine.PredictedUsage("a", 0);
   EXPECT_NEAR(static_cast<double>(after_tau.memory_bytes), 4.0 * kGiB * std::exp(-1.0), 2.0);
-  EXPECT_EQ(after_tau.slots, 1u);  // 3 * e^-1 = 1.10
+  EXPECT_NEAR(static_cast<double>(after_tau.cpu_millicores), 30.0 * std::exp(-1.0), 0.5);
   clock.AdvanceMillis(4000);
-  EXPECT_EQ(engine.PredictedUsage("a", 0)->slots, 0u);  // 3 * e^-5 = 0.02
+  EXPECT_NEAR(static_cast<double>(engine.PredictedUsage("a", 0)->memory_bytes), 4.0 * kGiB * std::exp(-5.0), 2.0);
   // The node's answer replaces the reservation with the measured usage.
   absl::StatusOr<PlaceResult> r = a.sim->Place(PlaceRequest{"s1", 0, req, v1::BEST_EFFORT, nullptr});
   ASSERT_TRUE(r.ok());

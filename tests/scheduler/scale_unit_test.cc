@@ -15,7 +15,7 @@ constexpr uint64_t kGiB = 1ull << 30;
 
 std::vector<PartitionUsage> Shape(uint32_t slots) {
   PartitionUsage p;
-  p.capacity = {uint64_t{slots} * kGiB, 8000, slots};
+  p.capacity = {uint64_t{slots} * kGiB, 1000000, slots};
   return {p};
 }
 
@@ -23,7 +23,7 @@ std::vector<PartitionUsage> Shape(uint32_t slots) {
 struct Fleet {
   std::map<std::string, std::shared_ptr<SimulatedNode>> nodes;
   std::shared_ptr<SimulatedNode> Add(const std::string& id, uint32_t slots) {
-    return nodes[id] = std::make_shared<SimulatedNode>(id, Shape(slots), AdmissionPolicy{});
+    return nodes[id] = std::make_shared<SimulatedNode>(id, Shape(slots), sandbox::AdmissionConfig{});
   }
   NodeClientFactory Factory() {
     return [this](const std::string& id, const std::string&) -> absl::StatusOr<std::shared_ptr<NodeClient>> {
@@ -49,7 +49,8 @@ FrontDoorOptions Options(uint32_t units, const std::string& state_dir = "") {
 v1::CreateSandboxRequest Req(const std::string& tenant) {
   v1::CreateSandboxRequest r;
   r.set_tenant(tenant);
-  r.mutable_resources()->set_memory_bytes(kGiB);
+  r.mutable_resources()->set_memory_bytes(kGiB / 2);
+  r.mutable_resources()->set_cpu_quota_millicores(10);
   (*r.mutable_labels())["task"] = "t1";
   return r;
 }
@@ -157,7 +158,7 @@ TEST(ScaleUnitTest, JournalKeepsEveryAcknowledgedSandboxAcrossReopen) {
   std::vector<std::string> on_a = a.ledger().SandboxIds();
   ASSERT_FALSE(on_a.empty());
   ASSERT_TRUE(a.ledger().Release(on_a[0]).ok());
-  ASSERT_TRUE(a.ledger().Admit("sbx-stray", 0, {kGiB, 0, 1})->decision.admitted);
+  ASSERT_TRUE(a.ledger().Admit("sbx-stray", 0, {kGiB, 10, 1})->admitted);
   auto watch = (*fd)->events().Subscribe("");
   std::vector<std::string> ids = a.ledger().SandboxIds();
   auto unknown = (*fd)->Heartbeat("a", a.ledger().Usage(), &ids);

@@ -95,7 +95,8 @@ TEST(SchedulerMultiHostTest, KilledAgentsSandboxesAreLostWithinTheTimeoutOthersK
     grpc::ClientContext ctx;
     v1::CreateSandboxRequest req;
     req.set_tenant("exp");
-    req.mutable_resources()->set_memory_bytes(64ull << 20);
+    req.mutable_resources()->set_memory_bytes(16ull << 20);
+    req.mutable_resources()->set_cpu_quota_millicores(5);
     v1::CreateSandboxResponse resp;
     grpc::Status s = stub->CreateSandbox(&ctx, req, &resp);
     ASSERT_TRUE(s.ok()) << s.error_message();
@@ -140,6 +141,8 @@ TEST(SchedulerMultiHostTest, KilledAgentsSandboxesAreLostWithinTheTimeoutOthersK
     grpc::ClientContext ctx;
     v1::CreateSandboxRequest req;
     req.set_tenant("exp");
+    req.mutable_resources()->set_memory_bytes(16ull << 20);
+    req.mutable_resources()->set_cpu_quota_millicores(5);
     v1::CreateSandboxResponse resp;
     grpc::Status s = stub->CreateSandbox(&ctx, req, &resp);
     ASSERT_TRUE(s.ok()) << s.error_message();

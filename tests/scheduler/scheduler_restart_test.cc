@@ -64,7 +64,8 @@ struct Client {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
     v1::CreateSandboxRequest req;
     req.set_tenant(tenant);
-    req.mutable_resources()->set_memory_bytes(64ull << 20);
+    req.mutable_resources()->set_memory_bytes(16ull << 20);
+    req.mutable_resources()->set_cpu_quota_millicores(5);
     return stub->CreateSandbox(&ctx, req, resp);
   }
   grpc::Status Get(const std::string& id, v1::SandboxPlacement* out) {

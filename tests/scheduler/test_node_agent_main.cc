@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   // The node's real NUMA layout, with `slots` worker slots cut across its domains.
   auto domains = ReadNumaTopology("/sys");
   if (!domains.ok()) return std::cerr << domains.status() << "\n", 1;
-  NodeLedger ledger(CutPartitions(*domains, slots), AdmissionPolicy{});
+  NodeLedger ledger(CutPartitions(*domains, slots), flotilla::sandbox::AdmissionConfig{});
   testing::LedgerNodeAgent service(&ledger);
   int port = 0;
   grpc::ServerBuilder builder;

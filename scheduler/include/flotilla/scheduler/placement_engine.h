@@ -57,8 +57,7 @@ struct EngineOptions {
   int64_t trend_horizon_ms = 1000;   // extrapolate a report's trend at most this far
   uint32_t candidate_sample = 0;     // stop after this many feasible nodes (0: score all)
   int64_t suspect_ms = 1000;         // skip a node this long after a failed call
-  uint64_t default_memory_bytes = 512ull << 20;
-  AdmissionPolicy admission;         // the nodes' policy, to predict their decisions
+  sandbox::AdmissionConfig admission;  // the nodes' admission config, to predict their decisions
 };
 
 struct PlacementStats {
@@ -139,7 +138,7 @@ class PlacementEngine {
 
   const std::string name_;
   const EngineOptions options_;
-  const AdmissionCheck check_;
+  const AdmissionLimits check_;
   const Clock& clock_;
   const double decay_ns_;
 

@@ -50,9 +50,6 @@ struct NodeUsageSnapshot {
   [[nodiscard]] ResourceVector TotalUsed() const;
 };
 
-// A sandbox's request: one slot plus its memory and CPU. Memory 0 means the node default.
-[[nodiscard]] ResourceVector RequestFromProto(const v1::Resources& r, uint64_t default_memory_bytes);
-
 // Wire conversions (NodeUsage carries totals and the partitions).
 [[nodiscard]] v1::NodeUsage ToProto(const NodeUsageSnapshot& usage);
 [[nodiscard]] NodeUsageSnapshot FromProto(const v1::NodeUsage& usage);

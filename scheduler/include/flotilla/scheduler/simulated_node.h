@@ -12,7 +12,7 @@ namespace flotilla::scheduler {
 
 class SimulatedNode final : public NodeClient {
  public:
-  SimulatedNode(std::string node_id, std::vector<PartitionUsage> partitions, const AdmissionPolicy& policy);
+  SimulatedNode(std::string node_id, std::vector<PartitionUsage> partitions, const sandbox::AdmissionConfig& config);
 
   absl::StatusOr<PlaceResult> Place(const PlaceRequest& request) override;
   absl::Status Destroy(const std::string& sandbox_id) override;
