@@ -115,6 +115,13 @@ TEST(SchedulerRestartTest, KillNineMidRunLosesNoAcknowledgedSandbox) {
 
   std::mutex mu;
   std::vector<v1::SandboxPlacement> acked{first.placement()};
+  // Both agents registered: spread puts the next sandbox on the emptier node.
+  ASSERT_TRUE(WaitFor([&] {
+    v1::CreateSandboxResponse resp;
+    if (!client.Create("exp-0", &resp).ok()) return false;
+    acked.push_back(resp.placement());
+    return resp.placement().node_id() != first.placement().node_id();
+  }, 30)) << agents[0]->Log() << agents[1]->Log();
   std::atomic<bool> stop{false};
   std::thread creator([&] {
     Client c(port);
