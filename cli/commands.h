@@ -15,7 +15,9 @@ void AddSandboxCommand(CLI::App& app, int* exit_code);
 // `flotilla node` (cli/node_command.cc).
 void AddNodeCommand(CLI::App& app, int* exit_code);
 
-// `flotilla bench NAME` (cli/bench_command.cc): one line per benchmark there.
+// `flotilla bench <name>` (bench_command.cc).
 void AddBenchCommand(CLI::App& app, int* exit_code);
+// `flotilla scheduler` (scheduler_command.cc).
+void AddSchedulerCommand(CLI::App& app, int* exit_code);
 
 }  // namespace flotilla::cli

@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   using flotilla::cli::AddPlaceholderCommand;
   AddPlaceholderCommand(app, "up", "Run every service in one process (the embedded default)", &exit_code);
   flotilla::cli::AddSandboxCommand(app, &exit_code);
-  AddPlaceholderCommand(app, "scheduler", "Run the scheduler daemon", &exit_code);
+  flotilla::cli::AddSchedulerCommand(app, &exit_code);
   flotilla::cli::AddNodeCommand(app, &exit_code);
   AddPlaceholderCommand(app, "engine", "Run the inference engine daemon", &exit_code);
   AddPlaceholderCommand(app, "worker", "Run the worker (OpenAI/Anthropic endpoints, scaffolds)", &exit_code);

@@ -1,0 +1,47 @@
+// The placement engines' prediction of a node's admission decision. The node's own check is
+// sandbox::AdmissionCheck (one implementation, run by the node agent and by the simulator's
+// nodes through NodeLedger); AdmissionLimits restates its thresholds as plain arithmetic over
+// ResourceVectors so an engine can test hundreds of partitions per placement. It checks CPU
+// per partition (the node's CPU split evenly), which is never looser than the node's
+// whole-node CPU check. Tests hold the two in agreement.
+//
+// Immutable after construction; thread-safe.
+#pragma once
+
+#include "absl/status/status.h"
+#include "flotilla/proto/sandbox.pb.h"
+#include "flotilla/sandbox/admission.h"
+#include "flotilla/scheduler/resources.h"
+
+namespace flotilla::scheduler {
+
+enum class AdmissionVerdict {
+  kAdmitted,
+  kSlots,
+  kMemory,
+  kCpu,
+};
+
+class AdmissionLimits {
+ public:
+  explicit AdmissionLimits(const sandbox::AdmissionConfig& config);
+
+  // InvalidArgument naming the field when the config is out of range (as the node says).
+  static absl::Status Validate(const sandbox::AdmissionConfig& config);
+
+  // What a request charges, with the node's defaults for fields left at 0.
+  [[nodiscard]] ResourceVector RequestOf(const v1::Resources& r) const;
+  // Largest usage each resource may reach in a partition of this capacity.
+  [[nodiscard]] ResourceVector Limits(const ResourceVector& capacity) const;
+  [[nodiscard]] AdmissionVerdict Check(const ResourceVector& capacity, const ResourceVector& used,
+                                       const ResourceVector& request) const;
+  // The same against precomputed Limits(capacity).
+  [[nodiscard]] static AdmissionVerdict CheckLimits(const ResourceVector& limits, const ResourceVector& used,
+                                                    const ResourceVector& request);
+  [[nodiscard]] const sandbox::AdmissionConfig& config() const { return config_; }
+
+ private:
+  sandbox::AdmissionConfig config_;
+};
+
+}  // namespace flotilla::scheduler

@@ -1,0 +1,57 @@
+// Resource vectors and per-partition usage: the vocabulary shared by node-local admission,
+// the placement engines' views and the simulator. Plain values; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flotilla/proto/sandbox.pb.h"
+
+namespace flotilla::scheduler {
+
+// What one sandbox asks for (or what a partition has / has committed).
+struct ResourceVector {
+  uint64_t memory_bytes = 0;
+  uint32_t cpu_millicores = 0;
+  uint32_t slots = 0;
+
+  ResourceVector& operator+=(const ResourceVector& o) {
+    memory_bytes += o.memory_bytes;
+    cpu_millicores += o.cpu_millicores;
+    slots += o.slots;
+    return *this;
+  }
+  // Saturating subtraction: usage never goes below zero.
+  ResourceVector& operator-=(const ResourceVector& o) {
+    memory_bytes = memory_bytes > o.memory_bytes ? memory_bytes - o.memory_bytes : 0;
+    cpu_millicores = cpu_millicores > o.cpu_millicores ? cpu_millicores - o.cpu_millicores : 0;
+    slots = slots > o.slots ? slots - o.slots : 0;
+    return *this;
+  }
+  bool operator==(const ResourceVector&) const = default;
+};
+
+// One sub-NUMA partition of a node: a worker slot range bound to one NUMA domain's CPUs
+// (cpuset list) and memory node.
+struct PartitionUsage {
+  uint32_t index = 0;
+  uint32_t numa_node = 0;
+  std::string cpus;
+  ResourceVector capacity;
+  ResourceVector used;
+};
+
+// A node's usage, partition by partition. Node totals are the partitions' sums.
+struct NodeUsageSnapshot {
+  std::vector<PartitionUsage> partitions;
+
+  [[nodiscard]] ResourceVector TotalCapacity() const;
+  [[nodiscard]] ResourceVector TotalUsed() const;
+};
+
+// Wire conversions (NodeUsage carries totals and the partitions).
+[[nodiscard]] v1::NodeUsage ToProto(const NodeUsageSnapshot& usage);
+[[nodiscard]] NodeUsageSnapshot FromProto(const v1::NodeUsage& usage);
+
+}  // namespace flotilla::scheduler
