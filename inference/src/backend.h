@@ -41,6 +41,8 @@ class ModelBackend {
   virtual const ModelConfig& config() const = 0;
   // Replaces the weights (same config). Called only between steps.
   virtual absl::Status SetWeights(std::shared_ptr<const ModelWeights> weights) = 0;
+  // Deterministic random weights made in place (the benchmark's large models).
+  virtual absl::Status SetRandomWeights(uint64_t seed, float stddev) = 0;
   virtual absl::Status Forward(const StepInput& in, StepOutput* out) = 0;
 
   virtual uint32_t page_tokens() const = 0;

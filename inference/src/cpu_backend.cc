@@ -58,6 +58,11 @@ class CpuBackend final : public ModelBackend {
     return absl::OkStatus();
   }
 
+  absl::Status SetRandomWeights(uint64_t seed, float stddev) override {
+    w_ = ModelWeights::Random(c_, seed, stddev, 0);
+    return absl::OkStatus();
+  }
+
   absl::Status ReadPage(int32_t page, uint8_t* dst) override {
     std::memcpy(dst, Page(page), page_bytes());
     return absl::OkStatus();

@@ -119,6 +119,27 @@ absl::Status EngineImpl::InstallModel(const std::string& name,
   return absl::OkStatus();
 }
 
+absl::Status EngineImpl::InstallRandomModel(const std::string& name, const ModelConfig& config,
+                                            uint64_t seed, float stddev, int64_t version) {
+  RETURN_IF_ERROR(config.Validate());
+  std::lock_guard<std::mutex> step(step_mu_);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (FindModelLocked(name) != nullptr) return absl::AlreadyExistsError(absl::StrCat("model '", name, "' exists"));
+  }
+  auto slot = std::make_unique<ModelSlot>();
+  slot->name = name;
+  slot->config = config;
+  ASSIGN_OR_RETURN(slot->backend, NewBackend(config));
+  RETURN_IF_ERROR(slot->backend->SetRandomWeights(seed, stddev));
+  slot->version = version;
+  for (int32_t p = static_cast<int32_t>(slot->backend->num_pages()) - 1; p >= 0; --p) slot->free_pages.push_back(p);
+  std::lock_guard<std::mutex> l(mu_);
+  if (default_model_.empty()) default_model_ = name;
+  models_[name] = std::move(slot);
+  return absl::OkStatus();
+}
+
 absl::Status EngineImpl::LoadModel(const std::string& name, const ModelConfig& config,
                                    const std::string& path, int64_t version) {
   {

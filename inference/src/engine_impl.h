@@ -87,6 +87,9 @@ class EngineImpl final : public Engine {
 
   // Installs already-built weights (the benchmark's random models).
   absl::Status InstallModel(const std::string& name, std::shared_ptr<const ModelWeights> weights);
+  // A new model with deterministic random weights made by the backend itself (benchmarks).
+  absl::Status InstallRandomModel(const std::string& name, const ModelConfig& config,
+                                  uint64_t seed, float stddev, int64_t version);
 
  private:
   struct Delivery {

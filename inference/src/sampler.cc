@@ -45,38 +45,54 @@ void SampleToken(const float* logits, int vocab, const SamplingParams& p, Sequen
   if (p.temperature <= 0.0f) {
     token = static_cast<int32_t>(std::max_element(lp.begin(), lp.end()) - lp.begin());
   } else {
-    // Distribution at temperature T, sorted descending, cut at top_p mass.
-    std::vector<std::pair<double, int32_t>> probs(static_cast<size_t>(vocab));
     const double inv_t = 1.0 / p.temperature;
     double mx = -INFINITY;
     for (int i = 0; i < vocab; ++i) mx = std::max(mx, lp[i] * inv_t);
-    double sum = 0;
-    for (int i = 0; i < vocab; ++i) {
-      probs[i] = {std::exp(lp[i] * inv_t - mx), i};
-      sum += probs[i].first;
-    }
-    std::sort(probs.begin(), probs.end(), [](const auto& a, const auto& b) {
-      return a.first > b.first || (a.first == b.first && a.second < b.second);
-    });
     const double top_p = (p.top_p <= 0.0f || p.top_p >= 1.0f) ? 1.0 : p.top_p;
-    size_t keep = probs.size();
-    double mass = 0;
-    for (size_t i = 0; i < probs.size(); ++i) {
-      mass += probs[i].first / sum;
-      if (mass >= top_p) {
-        keep = i + 1;
-        break;
+    if (top_p >= 1.0) {
+      // Whole distribution: one pass over the CDF in id order.
+      std::vector<double> w(static_cast<size_t>(vocab));
+      double sum = 0;
+      for (int i = 0; i < vocab; ++i) sum += (w[i] = std::exp(lp[i] * inv_t - mx));
+      double u = rng->Next() * sum;
+      token = vocab - 1;
+      for (int i = 0; i < vocab; ++i) {
+        u -= w[i];
+        if (u < 0) {
+          token = i;
+          break;
+        }
       }
-    }
-    double kept = 0;
-    for (size_t i = 0; i < keep; ++i) kept += probs[i].first;
-    double u = rng->Next() * kept;
-    token = probs[keep - 1].second;
-    for (size_t i = 0; i < keep; ++i) {
-      u -= probs[i].first;
-      if (u < 0) {
-        token = probs[i].second;
-        break;
+    } else {
+      // Nucleus: sorted descending (ties: lower id), cut at top_p mass.
+      std::vector<std::pair<double, int32_t>> probs(static_cast<size_t>(vocab));
+      double sum = 0;
+      for (int i = 0; i < vocab; ++i) {
+        probs[i] = {std::exp(lp[i] * inv_t - mx), i};
+        sum += probs[i].first;
+      }
+      std::sort(probs.begin(), probs.end(), [](const auto& a, const auto& b) {
+        return a.first > b.first || (a.first == b.first && a.second < b.second);
+      });
+      size_t keep = probs.size();
+      double mass = 0;
+      for (size_t i = 0; i < probs.size(); ++i) {
+        mass += probs[i].first / sum;
+        if (mass >= top_p) {
+          keep = i + 1;
+          break;
+        }
+      }
+      double kept = 0;
+      for (size_t i = 0; i < keep; ++i) kept += probs[i].first;
+      double u = rng->Next() * kept;
+      token = probs[keep - 1].second;
+      for (size_t i = 0; i < keep; ++i) {
+        u -= probs[i].first;
+        if (u < 0) {
+          token = probs[i].second;
+          break;
+        }
       }
     }
   }
