@@ -1,5 +1,6 @@
 #include "engine_gpu_bench.h"
 
+#include <chrono>
 #include <cstdio>
 #include <set>
 
@@ -120,6 +121,34 @@ int RunGpuBench() {
     std::fflush(stdout);
   }
   std::printf("engine.gpu_roofline_frac=%.3f\n", frac256);
+  created->reset();  // frees the engine's weights and KV before the backend-only runs
+  // The backend's forward step alone (no scheduling, sampling or delivery): where the time goes.
+  auto backend = inference::CreateCudaBackend(c, 16, 4ull << 30);
+  if (backend.ok() && (*backend)->SetRandomWeights(1, 0.02f).ok()) {
+    for (int batch : {1, 64, 256}) {
+      const int ctx = 64;
+      inference::StepInput in;
+      int page = 0;
+      for (int b = 0; b < batch; ++b) {
+        std::vector<int32_t> table;
+        for (int p = 0; p < ctx / 16 + 1; ++p) table.push_back(page++);
+        in.seq_pages.push_back(table);
+        in.tokens.push_back(b % 256);
+        in.positions.push_back(ctx);
+        in.row_seq.push_back(b);
+        in.logit_rows.push_back(b);
+      }
+      inference::StepOutput out;
+      for (int i = 0; i < 3; ++i) (void)(*backend)->Forward(in, &out);
+      cudaDeviceSynchronize();
+      auto t0 = std::chrono::steady_clock::now();
+      constexpr int kIters = 20;
+      for (int i = 0; i < kIters; ++i) (void)(*backend)->Forward(in, &out);
+      cudaDeviceSynchronize();
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / kIters;
+      std::printf("engine.gpu_forward_only_ms_b%d=%.3f\n", batch, ms);
+    }
+  }
   std::printf("engine.gpu_roofline_frac_vs_datasheet_4800gbps=%.3f\n", frac256 * bw / 4.8e12);
   return 0;
 }

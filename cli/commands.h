@@ -9,4 +9,8 @@ namespace flotilla::cli {
 // Subcommands whose component has not landed yet: each says so and exits 2.
 void AddPlaceholderCommand(CLI::App& app, const char* name, const char* description, int* exit_code);
 
+// `flotilla engine` (the inference engine daemon) and `flotilla bench engine`.
+void AddEngineCommand(CLI::App& app, int* exit_code);
+void AddBenchCommand(CLI::App& app, int* exit_code);
+
 }  // namespace flotilla::cli

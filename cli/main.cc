@@ -14,12 +14,12 @@ int main(int argc, char** argv) {
   AddPlaceholderCommand(app, "sandbox", "Run commands in sandboxes; build images", &exit_code);
   AddPlaceholderCommand(app, "scheduler", "Run the scheduler daemon", &exit_code);
   AddPlaceholderCommand(app, "node", "Run the node agent daemon", &exit_code);
-  AddPlaceholderCommand(app, "engine", "Run the inference engine daemon", &exit_code);
+  flotilla::cli::AddEngineCommand(app, &exit_code);
   AddPlaceholderCommand(app, "worker", "Run the worker (OpenAI/Anthropic endpoints, scaffolds)", &exit_code);
   AddPlaceholderCommand(app, "bridge", "Run or reconfigure the trainer bridge", &exit_code);
   AddPlaceholderCommand(app, "run", "Run an RL experiment from its YAML", &exit_code);
   AddPlaceholderCommand(app, "eval", "Evaluate a model across scaffolds", &exit_code);
-  AddPlaceholderCommand(app, "bench", "Run a benchmark (sandbox, scheduler, engine, rollout)", &exit_code);
+  flotilla::cli::AddBenchCommand(app, &exit_code);
   AddPlaceholderCommand(app, "trajectories", "Export stored trajectories", &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;

@@ -342,6 +342,16 @@ EngineStats EngineImpl::Stats() const {
   return s;
 }
 
+std::vector<std::string> EngineImpl::ModelNames() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<std::string> names;
+  if (!default_model_.empty()) names.push_back(default_model_);
+  for (const auto& [name, slot] : models_) {
+    if (name != default_model_) names.push_back(name);
+  }
+  return names;
+}
+
 void EngineImpl::SchedulerLoop() {
   for (;;) {
     bool ran;

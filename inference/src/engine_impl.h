@@ -84,6 +84,7 @@ class EngineImpl final : public Engine {
   absl::StatusOr<int64_t> PolicyVersion(const std::string& model) const override;
   absl::StatusOr<ModelConfig> Config(const std::string& model) const override;
   EngineStats Stats() const override;
+  std::vector<std::string> ModelNames() const override;
 
   // Installs already-built weights (the benchmark's random models).
   absl::Status InstallModel(const std::string& name, std::shared_ptr<const ModelWeights> weights);

@@ -3,6 +3,9 @@
 // rounding. Dense products through cuBLAS; norms, RoPE, paged attention, the router and the
 // expert dispatch through the kernels of ops.cuh.
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <cstring>
 #include <vector>
 
@@ -73,6 +76,12 @@ class CudaBackend final : public ModelBackend {
     page_elems_ = static_cast<size_t>(c.n_layers) * 2 * page_tokens * kvd_;
     sliding_.assign(c.n_layers, false);
     for (int l : c.sliding_layers) sliding_[l] = true;
+    const char* mode = std::getenv("FLOTILLA_CUDA_MOE");
+    // The device-planned path (no host round trip per layer) is opt-in: on the H200 it measured
+    // slower than cuBLAS's grouped GEMM after one small copy of the routing (bench/RESULTS.md).
+    device_moe_ = mode != nullptr && std::string(mode) == "device" &&
+                  cuda::MoeGemmSupports(2 * c.expert_hidden, c.d_model) &&
+                  cuda::MoeGemmSupports(c.d_model, c.expert_hidden) && c.n_experts <= 256;
   }
   ~CudaBackend() override {
     if (cublas_ != nullptr) cublasDestroy(cublas_);
@@ -128,6 +137,8 @@ class CudaBackend final : public ModelBackend {
     return absl::OkStatus();
   }
   absl::Status Moe(const DeviceLayer& L, int layer, int T, int32_t* experts_out);
+  // The same MoE with the dispatch planned on the device: no host round trip in the layer.
+  absl::Status MoeOnDevice(const DeviceLayer& L, int T, const int32_t* ex, const float* wt);
   absl::Status AllocateWeights(DeviceWeights* w);
 
   ModelConfig c_;
@@ -140,7 +151,10 @@ class CudaBackend final : public ModelBackend {
   DeviceBuffer pages_, inv_freq_;
   // Per-step workspaces.
   DeviceBuffer tokens_, positions_, row_seq_, table_, logit_rows_;
-  DeviceBuffer x_, xn_, qkv_, q_, o_, rlogits_, experts_, weights_, src_, inv_, xe_, gu_, h_, y_;
+  DeviceBuffer x_, xn_, qkv_, q_, o_, rlogits_, experts_, weights_, xe_, gu_, h_, y_, plan_dev_;
+  cuda::PinnedBuffer chosen_host_, plan_host_;
+  bool grouped_ok_ = true;
+  bool device_moe_ = false;
   DeviceBuffer hn_rows_, logits_;
 };
 
@@ -220,63 +234,138 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int T, int32_t* e
   const int D = c_.d_model, E = c_.n_experts, F = c_.expert_hidden, K = c_.top_k;
   ASSIGN_OR_RETURN(float* rl, Ws<float>(rlogits_, static_cast<size_t>(T) * E));
   RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.router.as<void>(), rl, CUDA_R_32F, T, E, D, 0.0f));
-  ASSIGN_OR_RETURN(int32_t* ex, Ws<int32_t>(experts_, static_cast<size_t>(T) * K));
+  const size_t N = static_cast<size_t>(T) * K;
+  int32_t* ex = experts_.as<int32_t>() + static_cast<size_t>(layer) * N;
   ASSIGN_OR_RETURN(float* wt, Ws<float>(weights_, static_cast<size_t>(T) * K));
   CUDA_RETURN_IF_ERROR(cuda::LaunchRouterTopK(rl, T, E, K, ex, wt, nullptr));
-  // The host plans the dispatch: rows grouped by expert (stable by row), and each (row, slot)'s
-  // place in that order.
-  std::vector<int32_t> chosen(static_cast<size_t>(T) * K);
-  CUDA_RETURN_IF_ERROR(cudaMemcpy(chosen.data(), ex, chosen.size() * 4, cudaMemcpyDeviceToHost));
+  if (device_moe_) return MoeOnDevice(L, T, ex, wt);
+  // The host plans the dispatch (the one sync of the layer): rows grouped by expert, stable
+  // by row, and each (row, slot)'s place in that order.
+  RETURN_IF_ERROR(chosen_host_.Reserve(N * 4));
+  int32_t* chosen = chosen_host_.as<int32_t>();
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(chosen, ex, N * 4, cudaMemcpyDeviceToHost, nullptr));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(nullptr));
   const int LK = c_.n_layers * K;
-  std::vector<int32_t> counts(E + 1, 0);
-  for (int r = 0; r < T; ++r) {
-    for (int k = 0; k < K; ++k) {
-      const int32_t e = chosen[static_cast<size_t>(r) * K + k];
-      experts_out[static_cast<size_t>(r) * LK + layer * K + k] = e;
-      ++counts[e + 1];
-    }
-  }
   std::vector<int32_t> offsets(E + 1, 0);
-  for (int e = 0; e < E; ++e) offsets[e + 1] = offsets[e] + counts[e + 1];
-  std::vector<int32_t> src(static_cast<size_t>(T) * K), inv(static_cast<size_t>(T) * K);
+  for (size_t i = 0; i < N; ++i) ++offsets[chosen[i] + 1];
+  for (int e = 0; e < E; ++e) offsets[e + 1] += offsets[e];
+  // Staging layout: src[N] inv[N] (padded to 8 bytes), then 6 pointer arrays of E entries.
+  const size_t ints = (2 * N + 1) & ~size_t{1};
+  const size_t plan_bytes = ints * 4 + 6 * E * sizeof(void*);
+  RETURN_IF_ERROR(plan_host_.Reserve(plan_bytes));
+  int32_t* src = plan_host_.as<int32_t>();
+  int32_t* inv = src + N;
   std::vector<int32_t> fill(offsets.begin(), offsets.end() - 1);
   for (int r = 0; r < T; ++r) {
     for (int k = 0; k < K; ++k) {
       const int32_t e = chosen[static_cast<size_t>(r) * K + k];
+      experts_out[static_cast<size_t>(r) * LK + layer * K + k] = e;
       const int32_t i = fill[e]++;
       src[i] = r;
       inv[static_cast<size_t>(r) * K + k] = i;
     }
   }
-  const size_t N = static_cast<size_t>(T) * K;
-  RETURN_IF_ERROR(Upload(src_, src.data(), N * 4));
-  RETURN_IF_ERROR(Upload(inv_, inv.data(), N * 4));
   ASSIGN_OR_RETURN(uint16_t* xe, Ws<uint16_t>(xe_, N * D));
-  ASSIGN_OR_RETURN(float* gu, Ws<float>(gu_, std::max<size_t>(N, T) * 2 * F));
+  ASSIGN_OR_RETURN(uint16_t* gu, Ws<uint16_t>(gu_, std::max<size_t>(N, T) * 2 * F));
   ASSIGN_OR_RETURN(uint16_t* h, Ws<uint16_t>(h_, std::max<size_t>(N, T) * F));
-  ASSIGN_OR_RETURN(float* y, Ws<float>(y_, N * D));
-  CUDA_RETURN_IF_ERROR(cuda::LaunchGatherRows(xn_.as<uint16_t>(), src_.as<int32_t>(), static_cast<int>(N), D, xe, nullptr));
+  ASSIGN_OR_RETURN(uint16_t* y, Ws<uint16_t>(y_, N * D));
   const size_t w13_stride = static_cast<size_t>(2) * F * D, w2_stride = static_cast<size_t>(D) * F;
+  std::vector<int> active;
   for (int e = 0; e < E; ++e) {
-    const int n = offsets[e + 1] - offsets[e];
-    if (n == 0) continue;
-    RETURN_IF_ERROR(Gemm(xe + static_cast<size_t>(offsets[e]) * D, L.w13.as<uint16_t>() + e * w13_stride,
-                         gu + static_cast<size_t>(offsets[e]) * 2 * F, CUDA_R_32F, n, 2 * F, D, 0.0f));
+    if (offsets[e + 1] > offsets[e]) active.push_back(e);
   }
-  CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMul(gu, static_cast<int>(N), F, h, nullptr));
-  for (int e = 0; e < E; ++e) {
-    const int n = offsets[e + 1] - offsets[e];
-    if (n == 0) continue;
-    RETURN_IF_ERROR(Gemm(h + static_cast<size_t>(offsets[e]) * F, L.w2.as<uint16_t>() + e * w2_stride,
-                         y + static_cast<size_t>(offsets[e]) * D, CUDA_R_32F, n, D, F, 0.0f));
+  const int G = static_cast<int>(active.size());
+  const void** ptrs = reinterpret_cast<const void**>(plan_host_.as<int32_t>() + ints);
+  for (int g = 0; g < G; ++g) {
+    const int e = active[g];
+    ptrs[0 * E + g] = L.w13.as<uint16_t>() + e * w13_stride;
+    ptrs[1 * E + g] = xe + static_cast<size_t>(offsets[e]) * D;
+    ptrs[2 * E + g] = gu + static_cast<size_t>(offsets[e]) * 2 * F;
+    ptrs[3 * E + g] = L.w2.as<uint16_t>() + e * w2_stride;
+    ptrs[4 * E + g] = h + static_cast<size_t>(offsets[e]) * F;
+    ptrs[5 * E + g] = y + static_cast<size_t>(offsets[e]) * D;
+  }
+  RETURN_IF_ERROR(plan_dev_.Reserve(plan_bytes));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(plan_dev_.as<void>(), plan_host_.as<void>(), plan_bytes, cudaMemcpyHostToDevice, nullptr));
+  const int32_t* src_dev = plan_dev_.as<int32_t>();
+  const int32_t* inv_dev = src_dev + N;
+  void** ptrs_dev = reinterpret_cast<void**>(plan_dev_.as<int32_t>() + ints);
+  CUDA_RETURN_IF_ERROR(cuda::LaunchGatherRows(xn_.as<uint16_t>(), src_dev, static_cast<int>(N), D, xe, nullptr));
+  bool done = false;
+  if (grouped_ok_ && G > 0) {
+    std::vector<cublasOperation_t> ta(G, CUBLAS_OP_T), tb(G, CUBLAS_OP_N);
+    std::vector<int> m13(G, 2 * F), m2(G, D), n(G), k13(G, D), k2(G, F), ld13(G, D), ld2(G, F);
+    std::vector<int> ldc13(G, 2 * F), ldc2(G, D), size(G, 1);
+    std::vector<float> alpha(G, 1.0f), beta(G, 0.0f);
+    for (int g = 0; g < G; ++g) n[g] = offsets[active[g] + 1] - offsets[active[g]];
+    cublasStatus_t s1 = cublasGemmGroupedBatchedEx(
+        cublas_, ta.data(), tb.data(), m13.data(), n.data(), k13.data(), alpha.data(),
+        const_cast<const void* const*>(ptrs_dev + 0 * E), CUDA_R_16BF, ld13.data(),
+        const_cast<const void* const*>(ptrs_dev + 1 * E), CUDA_R_16BF, ld13.data(), beta.data(),
+        ptrs_dev + 2 * E, CUDA_R_16BF, ldc13.data(), G, size.data(), CUBLAS_COMPUTE_32F);
+    if (s1 == CUBLAS_STATUS_SUCCESS) {
+      CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMul(gu, static_cast<int>(N), F, h, nullptr));
+      CUBLAS_RETURN_IF_ERROR(cublasGemmGroupedBatchedEx(
+          cublas_, ta.data(), tb.data(), m2.data(), n.data(), k2.data(), alpha.data(),
+          const_cast<const void* const*>(ptrs_dev + 3 * E), CUDA_R_16BF, ld2.data(),
+          const_cast<const void* const*>(ptrs_dev + 4 * E), CUDA_R_16BF, ld2.data(), beta.data(),
+          ptrs_dev + 5 * E, CUDA_R_16BF, ldc2.data(), G, size.data(), CUBLAS_COMPUTE_32F));
+      done = true;
+    } else {
+      grouped_ok_ = false;
+      std::fprintf(stderr, "cuda backend: grouped GEMM unavailable (cublas status %d); one GEMM per expert\n",
+                   static_cast<int>(s1));
+    }
+  }
+  if (!done) {
+    for (int e : active) {
+      const int n = offsets[e + 1] - offsets[e];
+      RETURN_IF_ERROR(Gemm(xe + static_cast<size_t>(offsets[e]) * D, L.w13.as<uint16_t>() + e * w13_stride,
+                           gu + static_cast<size_t>(offsets[e]) * 2 * F, CUDA_R_16BF, n, 2 * F, D, 0.0f));
+    }
+    CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMul(gu, static_cast<int>(N), F, h, nullptr));
+    for (int e : active) {
+      const int n = offsets[e + 1] - offsets[e];
+      RETURN_IF_ERROR(Gemm(h + static_cast<size_t>(offsets[e]) * F, L.w2.as<uint16_t>() + e * w2_stride,
+                           y + static_cast<size_t>(offsets[e]) * D, CUDA_R_16BF, n, D, F, 0.0f));
+    }
   }
   float* x = x_.as<float>();
+  // The shared experts run after the routed ones have consumed gu and h.
   for (int s = 0; s < c_.n_shared_experts; ++s) {
-    RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.s13.as<uint16_t>() + s * w13_stride, gu, CUDA_R_32F, T, 2 * F, D, 0.0f));
+    RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.s13.as<uint16_t>() + s * w13_stride, gu, CUDA_R_16BF, T, 2 * F, D, 0.0f));
     CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMul(gu, T, F, h, nullptr));
     RETURN_IF_ERROR(Gemm(h, L.s2.as<uint16_t>() + s * w2_stride, x, CUDA_R_32F, T, D, F, 1.0f));
   }
-  CUDA_RETURN_IF_ERROR(cuda::LaunchCombine(y, inv_.as<int32_t>(), wt, T, K, D, x, nullptr));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchCombine(y, inv_dev, wt, T, K, D, x, nullptr));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::MoeOnDevice(const DeviceLayer& L, int T, const int32_t* ex, const float* wt) {
+  const int D = c_.d_model, E = c_.n_experts, F = c_.expert_hidden, K = c_.top_k;
+  const size_t N = static_cast<size_t>(T) * K;
+  constexpr size_t kPad = 64;  // rows the grouped kernel may read past the end
+  ASSIGN_OR_RETURN(int32_t* plan, Ws<int32_t>(plan_dev_, (E + 1) + 2 * N));
+  int32_t* offsets = plan;
+  int32_t* src = plan + E + 1;
+  int32_t* inv = src + N;
+  ASSIGN_OR_RETURN(uint16_t* xe, Ws<uint16_t>(xe_, (N + kPad) * D));
+  ASSIGN_OR_RETURN(uint16_t* gu, Ws<uint16_t>(gu_, std::max<size_t>(N, T) * 2 * F));
+  ASSIGN_OR_RETURN(uint16_t* h, Ws<uint16_t>(h_, (std::max<size_t>(N, T) + kPad) * F));
+  ASSIGN_OR_RETURN(uint16_t* y, Ws<uint16_t>(y_, N * D));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchMoePlan(ex, T, K, E, offsets, src, inv, nullptr));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchGatherRows(xn_.as<uint16_t>(), src, static_cast<int>(N), D, xe, nullptr));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchMoeGemm(xe, L.w13.as<uint16_t>(), offsets, E, 2 * F, D, gu, nullptr));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMul(gu, static_cast<int>(N), F, h, nullptr));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchMoeGemm(h, L.w2.as<uint16_t>(), offsets, E, D, F, y, nullptr));
+  float* x = x_.as<float>();
+  const size_t w13_stride = static_cast<size_t>(2) * F * D, w2_stride = static_cast<size_t>(D) * F;
+  for (int s = 0; s < c_.n_shared_experts; ++s) {
+    RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.s13.as<uint16_t>() + s * w13_stride, gu, CUDA_R_16BF, T, 2 * F, D, 0.0f));
+    CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMul(gu, T, F, h, nullptr));
+    RETURN_IF_ERROR(Gemm(h, L.s2.as<uint16_t>() + s * w2_stride, x, CUDA_R_32F, T, D, F, 1.0f));
+  }
+  CUDA_RETURN_IF_ERROR(cuda::LaunchCombine(y, inv, wt, T, K, D, x, nullptr));
   return absl::OkStatus();
 }
 
@@ -305,6 +394,7 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
   cuda::KvGeometry kv{pages_.as<uint16_t>(), table_.as<int32_t>(), stride, static_cast<int>(page_tokens_), c_.n_layers, kvd_};
   CUDA_RETURN_IF_ERROR(cuda::LaunchEmbed(tokens_.as<int32_t>(), w_->embed.as<uint16_t>(), x, T, D, nullptr));
   out->experts.assign(static_cast<size_t>(T) * c_.n_layers * c_.top_k, 0);
+  RETURN_IF_ERROR(experts_.Reserve(std::max<size_t>(out->experts.size(), 1) * 4));
   for (int l = 0; l < c_.n_layers; ++l) {
     const DeviceLayer& L = w_->layers[l];
     CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, L.attn_norm.as<float>(), nullptr, xn, T, D, c_.norm_eps, nullptr));
@@ -316,6 +406,18 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
     RETURN_IF_ERROR(Gemm(o, L.wo.as<void>(), x, CUDA_R_32F, T, D, H * hd, 1.0f));
     CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, L.ffn_norm.as<float>(), nullptr, xn, T, D, c_.norm_eps, nullptr));
     RETURN_IF_ERROR(Moe(L, l, T, out->experts.data()));
+  }
+  if (device_moe_) {
+    // Routing of every layer, [layer][row][slot] on the device, to [row][layer][slot].
+    const size_t N = static_cast<size_t>(T) * c_.top_k;
+    std::vector<int32_t> all(N * c_.n_layers);
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(all.data(), experts_.as<int32_t>(), all.size() * 4, cudaMemcpyDeviceToHost));
+    const int K = c_.top_k, LK = c_.n_layers * c_.top_k;
+    for (int l = 0; l < c_.n_layers; ++l) {
+      for (int r = 0; r < T; ++r) {
+        for (int k = 0; k < K; ++k) out->experts[static_cast<size_t>(r) * LK + l * K + k] = all[l * N + r * K + k];
+      }
+    }
   }
   const int R = static_cast<int>(in.logit_rows.size());
   out->logits.resize(static_cast<size_t>(R) * V);

@@ -49,3 +49,35 @@ class DeviceBuffer {
 };
 
 }  // namespace flotilla::inference::cuda
+
+namespace flotilla::inference::cuda {
+
+// An owning page-locked host allocation (cudaMallocHost/cudaFreeHost) for async copies.
+// Move-only; grows on Reserve, never shrinks.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  ~PinnedBuffer() {
+    if (ptr_ != nullptr) cudaFreeHost(ptr_);
+  }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+
+  absl::Status Reserve(size_t bytes) {
+    if (bytes <= bytes_) return absl::OkStatus();
+    if (ptr_ != nullptr) cudaFreeHost(ptr_);
+    ptr_ = nullptr;
+    bytes_ = 0;
+    CUDA_RETURN_IF_ERROR(cudaMallocHost(&ptr_, bytes));
+    bytes_ = bytes;
+    return absl::OkStatus();
+  }
+  template <typename T>
+  T* as() const { return static_cast<T*>(ptr_); }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace flotilla::inference::cuda

@@ -48,11 +48,24 @@ cudaError_t LaunchRouterTopK(const float* logits, int rows, int n_experts, int t
 // Expert dispatch: gather rows by expert, SwiGLU activation, weighted combine back.
 cudaError_t LaunchGatherRows(const uint16_t* x, const int32_t* src, int n, int dim, uint16_t* out,
                              cudaStream_t stream);
-// h[i, f] = bf16(silu(gu[i, f]) * gu[i, F + f]) for gu of shape n x 2F (f32).
-cudaError_t LaunchSiluMul(const float* gu, int n, int hidden, uint16_t* h, cudaStream_t stream);
-// x[r, :] += sum_k weights[r, k] * y[inv[r * K + k], :]
-cudaError_t LaunchCombine(const float* y, const int32_t* inv, const float* weights, int rows,
+// h[i, f] = bf16(silu(gu[i, f]) * gu[i, F + f]) for gu of shape n x 2F (bf16).
+cudaError_t LaunchSiluMul(const uint16_t* gu, int n, int hidden, uint16_t* h, cudaStream_t stream);
+// x[r, :] += sum_k weights[r, k] * y[inv[r * K + k], :]   (y bf16)
+cudaError_t LaunchCombine(const uint16_t* y, const int32_t* inv, const float* weights, int rows,
                           int top_k, int dim, float* x, cudaStream_t stream);
+
+// Device-side dispatch plan from the router's choices (rows x top_k): offsets[e] .. offsets[e+1]
+// are expert e's places; src[place] = row; inv[row * top_k + slot] = place. Rows keep their
+// order within an expert.
+cudaError_t LaunchMoePlan(const int32_t* chosen, int rows, int top_k, int n_experts,
+                          int32_t* offsets, int32_t* src, int32_t* inv, cudaStream_t stream);
+
+// Grouped expert product without a host round trip: for every expert e,
+// out[offsets[e]:offsets[e+1], :] = x[same rows, :] * w[e]^T (w: n_experts x n x k, bf16).
+// x must have 64 readable rows past its last one. Needs n % 64 == 0 and k % 16 == 0.
+bool MoeGemmSupports(int n, int k);
+cudaError_t LaunchMoeGemm(const uint16_t* x, const uint16_t* w, const int32_t* offsets, int n_experts,
+                          int n, int k, uint16_t* out, cudaStream_t stream);
 
 // Deterministic pseudo-normal init (benchmark models): bf16 out[i] = mean + stddev * N(0,1).
 cudaError_t LaunchRandomBf16(uint16_t* out, int64_t n, uint64_t seed, float mean, float stddev,

@@ -144,6 +144,8 @@ class Engine {
   virtual absl::StatusOr<int64_t> PolicyVersion(const std::string& model) const = 0;
   virtual absl::StatusOr<ModelConfig> Config(const std::string& model) const = 0;
   virtual EngineStats Stats() const = 0;
+  // Names of the loaded models, the default first.
+  virtual std::vector<std::string> ModelNames() const { return {}; }
 };
 
 }  // namespace flotilla::inference
