@@ -68,11 +68,24 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out) {
 
   StepOutput result;
   absl::Status status = slot->backend->Forward(in, &result);
+  // Sampling runs outside mu_ and in parallel: a running sequence's sampling parameters and RNG
+  // are touched only by this thread (Generate/Resume refuse running sequences), and each task
+  // owns one sequence's RNG, so the draws stay what they would be serially.
+  std::vector<TokenRecord> sampled(plan.size());
+  if (status.ok()) {
+    pool_.ParallelFor(static_cast<int>(plan.size()), [&](int i) {
+      const Planned& p = plan[static_cast<size_t>(i)];
+      if (p.logit_index < 0) return;
+      SampleToken(&result.logits[static_cast<size_t>(p.logit_index) * c.vocab_size], c.vocab_size,
+                  p.seq->sampling, &p.seq->rng, &sampled[static_cast<size_t>(i)]);
+    });
+  }
 
   std::lock_guard<std::mutex> l(mu_);
   ++stats_.steps;
   const int32_t LK = c.n_layers * c.top_k;
-  for (const Planned& p : plan) {
+  for (size_t pi = 0; pi < plan.size(); ++pi) {
+    const Planned& p = plan[pi];
     Sequence* seq = p.seq;
     if (!status.ok()) {
       FinishLocked(seq, FinishReason::kError, std::string(status.message()), out);
@@ -85,9 +98,7 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out) {
     stats_.decode_tokens += static_cast<uint64_t>(p.rows - prefill);
     seq->cached += p.rows;
     if (p.logit_index < 0) continue;
-    TokenRecord rec;
-    SampleToken(&result.logits[static_cast<size_t>(p.logit_index) * c.vocab_size], c.vocab_size,
-                seq->sampling, &seq->rng, &rec);
+    TokenRecord rec = std::move(sampled[pi]);
     rec.policy_version = version;
     const int32_t row = p.first_row + p.rows - 1;
     rec.experts.assign(result.experts.begin() + static_cast<ptrdiff_t>(row) * LK,
