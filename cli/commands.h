@@ -20,4 +20,9 @@ void AddBenchCommand(CLI::App& app, int* exit_code);
 // `flotilla scheduler` (scheduler_command.cc).
 void AddSchedulerCommand(CLI::App& app, int* exit_code);
 
+// `flotilla engine` (the inference engine daemon) and `flotilla bench engine`.
+void AddEngineCommand(CLI::App& app, int* exit_code);
+// Adds `bench engine` to the `bench` subcommand (cli/engine_command.cc).
+void RegisterEngineBench(CLI::App& bench, int* exit_code);
+
 }  // namespace flotilla::cli

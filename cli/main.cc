@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
   flotilla::cli::AddSandboxCommand(app, &exit_code);
   flotilla::cli::AddSchedulerCommand(app, &exit_code);
   flotilla::cli::AddNodeCommand(app, &exit_code);
-  AddPlaceholderCommand(app, "engine", "Run the inference engine daemon", &exit_code);
+  flotilla::cli::AddEngineCommand(app, &exit_code);
   AddPlaceholderCommand(app, "worker", "Run the worker (OpenAI/Anthropic endpoints, scaffolds)", &exit_code);
   AddPlaceholderCommand(app, "bridge", "Run or reconfigure the trainer bridge", &exit_code);
   AddPlaceholderCommand(app, "run", "Run an RL experiment from its YAML", &exit_code);

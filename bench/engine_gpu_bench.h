@@ -1,0 +1,24 @@
+// GPU half of `flotilla bench engine`, and the decode driver both halves share.
+#pragma once
+
+#include <vector>
+
+#include "flotilla/inference/engine.h"
+
+namespace flotilla::bench {
+
+struct DecodeRun {
+  double seconds = 0;            // from the step where every sequence had its first token to the end
+  double tokens_per_second = 0;  // decode tokens in that window / seconds
+  std::vector<std::vector<inference::TokenRecord>> records;
+};
+
+// `batch` sequences started together (prompt_len tokens each), each decoding new_tokens.
+DecodeRun RunDecode(inference::Engine* engine, const std::string& model, int batch, int prompt_len,
+                    int new_tokens);
+
+// Decode throughput at batch 1, 64, 256 of a large MoE config on the CUDA backend, against the
+// measured HBM copy bandwidth. Returns 0 on success (also when there is no device: it says so).
+int RunGpuBench();
+
+}  // namespace flotilla::bench

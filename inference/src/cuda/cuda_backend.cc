@@ -1,0 +1,457 @@
+// The CUDA backend: bf16 weights, activations and KV pages; f32 accumulation (cuBLAS with
+// 32-bit compute) and an f32 residual stream. Same function as the CPU backend within bf16
+// rounding. Dense products through cuBLAS; norms, RoPE, paged attention, the router and the
+// expert dispatch through the kernels of ops.cuh.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "backend.h"
+#include "cuda/cuda_check.h"
+#include "cuda/device_buffer.h"
+#include "cuda/ops.cuh"
+#include "flotilla/common/status.h"
+#include "flotilla/inference/safetensors.h"
+
+namespace flotilla::inference {
+namespace {
+
+using cuda::DeviceBuffer;
+
+struct DeviceLayer {
+  DeviceBuffer attn_norm, ffn_norm;  // f32
+  DeviceBuffer wqkv;                 // [(H + 2 KVH) hd, D]
+  DeviceBuffer wo;                   // [D, H hd]
+  DeviceBuffer router;               // [E, D]
+  DeviceBuffer w13;                  // [E, 2F, D]: w1 rows then w3 rows
+  DeviceBuffer w2;                   // [E, D, F]
+  DeviceBuffer s13, s2;              // shared experts, same layout
+};
+
+struct DeviceWeights {
+  DeviceBuffer embed, head;  // bf16 [V, D]
+  DeviceBuffer norm;         // f32
+  std::vector<DeviceLayer> layers;
+  bool tied = false;
+};
+
+absl::Status UploadBf16(DeviceBuffer* dst, const std::vector<const std::vector<float>*>& parts,
+                        const std::vector<size_t>& chunk) {
+  // Interleaves parts chunk by chunk: out = p0[0:c0] p1[0:c1] p0[c0:2c0] ... (for w1/w3 fusion).
+  size_t total = 0;
+  for (auto* p : parts) total += p->size();
+  std::vector<uint16_t> host(total);
+  size_t o = 0;
+  const size_t blocks = parts[0]->size() / chunk[0];
+  for (size_t b = 0; b < blocks; ++b) {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const float* src = parts[i]->data() + b * chunk[i];
+      for (size_t j = 0; j < chunk[i]; ++j) host[o++] = F32ToBf16(src[j]);
+    }
+  }
+  RETURN_IF_ERROR(dst->Reserve(total * 2));
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(dst->as<void>(), host.data(), total * 2, cudaMemcpyHostToDevice));
+  return absl::OkStatus();
+}
+
+absl::Status UploadOne(DeviceBuffer* dst, const std::vector<float>& v) {
+  return UploadBf16(dst, {&v}, {v.size()});
+}
+
+absl::Status UploadF32(DeviceBuffer* dst, const std::vector<float>& v) {
+  RETURN_IF_ERROR(dst->Reserve(v.size() * 4));
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(dst->as<void>(), v.data(), v.size() * 4, cudaMemcpyHostToDevice));
+  return absl::OkStatus();
+}
+
+class CudaBackend final : public ModelBackend {
+ public:
+  CudaBackend(const ModelConfig& c, uint32_t page_tokens, uint32_t num_pages)
+      : c_(c), page_tokens_(page_tokens), num_pages_(num_pages) {
+    kvd_ = c.n_kv_heads * c.head_dim;
+    page_elems_ = static_cast<size_t>(c.n_layers) * 2 * page_tokens * kvd_;
+    sliding_.assign(c.n_layers, false);
+    for (int l : c.sliding_layers) sliding_[l] = true;
+    const char* mode = std::getenv("FLOTILLA_CUDA_MOE");
+    // The device-planned path (no host round trip per layer) is opt-in: on the H200 it measured
+    // slower than cuBLAS's grouped GEMM after one small copy of the routing (bench/RESULTS.md).
+    device_moe_ = mode != nullptr && std::string(mode) == "device" &&
+                  cuda::MoeGemmSupports(2 * c.expert_hidden, c.d_model) &&
+                  cuda::MoeGemmSupports(c.d_model, c.expert_hidden) && c.n_experts <= 256;
+  }
+  ~CudaBackend() override {
+    if (cublas_ != nullptr) cublasDestroy(cublas_);
+  }
+
+  absl::Status Init() {
+    CUBLAS_RETURN_IF_ERROR(cublasCreate(&cublas_));
+    RETURN_IF_ERROR(pages_.Reserve(static_cast<size_t>(num_pages_) * page_elems_ * 2));
+    std::vector<double> inv(c_.head_dim / 2);
+    for (int i = 0; i < c_.head_dim / 2; ++i) inv[i] = std::pow(static_cast<double>(c_.rope_theta), -2.0 * i / c_.head_dim);
+    RETURN_IF_ERROR(inv_freq_.Reserve(inv.size() * sizeof(double)));
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(inv_freq_.as<void>(), inv.data(), inv.size() * sizeof(double), cudaMemcpyHostToDevice));
+    return absl::OkStatus();
+  }
+
+  const char* name() const override { return "cuda"; }
+  const ModelConfig& config() const override { return c_; }
+  uint32_t page_tokens() const override { return page_tokens_; }
+  uint32_t num_pages() const override { return num_pages_; }
+  size_t page_bytes() const override { return page_elems_ * 2; }
+
+  absl::Status SetWeights(std::shared_ptr<const ModelWeights> w) override;
+  absl::Status SetRandomWeights(uint64_t seed, float stddev) override;
+  absl::Status Forward(const StepInput& in, StepOutput* out) override;
+
+  absl::Status ReadPage(int32_t page, uint8_t* dst) override {
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, pages_.as<uint8_t>() + static_cast<size_t>(page) * page_bytes(), page_bytes(), cudaMemcpyDeviceToHost));
+    return absl::OkStatus();
+  }
+  absl::Status WritePage(int32_t page, const uint8_t* src) override {
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(pages_.as<uint8_t>() + static_cast<size_t>(page) * page_bytes(), src, page_bytes(), cudaMemcpyHostToDevice));
+    return absl::OkStatus();
+  }
+
+ private:
+  // C[M, N] (f32 or bf16) = A[M, K] (bf16) * W[N, K]^T (bf16) (+ C when beta = 1).
+  absl::Status Gemm(const void* a, const void* w, void* c, cudaDataType ctype, int m, int n, int k, float beta) {
+    if (m == 0) return absl::OkStatus();
+    const float alpha = 1.0f;
+    CUBLAS_RETURN_IF_ERROR(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w, CUDA_R_16BF, k,
+                                        a, CUDA_R_16BF, k, &beta, c, ctype, n, CUBLAS_COMPUTE_32F,
+                                        CUBLAS_GEMM_DEFAULT));
+    return absl::OkStatus();
+  }
+  template <typename T>
+  absl::StatusOr<T*> Ws(DeviceBuffer& b, size_t count) {
+    RETURN_IF_ERROR(b.Reserve(std::max<size_t>(count, 1) * sizeof(T)));
+    return b.as<T>();
+  }
+  absl::Status Upload(DeviceBuffer& b, const void* src, size_t bytes) {
+    RETURN_IF_ERROR(b.Reserve(std::max<size_t>(bytes, 4)));
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(b.as<void>(), src, bytes, cudaMemcpyHostToDevice));
+    return absl::OkStatus();
+  }
+  absl::Status Moe(const DeviceLayer& L, int layer, int T, int32_t* experts_out);
+  // The same MoE with the dispatch planned on the device: no host round trip in the layer.
+  absl::Status MoeOnDevice(const DeviceLayer& L, int T, const int32_t* ex, const float* wt);
+  absl::Status AllocateWeights(DeviceWeights* w);
+
+  ModelConfig c_;
+  uint32_t page_tokens_, num_pages_;
+  int kvd_ = 0;
+  size_t page_elems_ = 0;
+  std::vector<bool> sliding_;
+  cublasHandle_t cublas_ = nullptr;
+  std::unique_ptr<DeviceWeights> w_;
+  DeviceBuffer pages_, inv_freq_;
+  // Per-step workspaces.
+  DeviceBuffer tokens_, positions_, row_seq_, table_, logit_rows_;
+  DeviceBuffer x_, xn_, qkv_, q_, o_, rlogits_, experts_, weights_, xe_, gu_, h_, y_, plan_dev_;
+  cuda::PinnedBuffer chosen_host_, plan_host_;
+  bool grouped_ok_ = true;
+  bool device_moe_ = false;
+  DeviceBuffer hn_rows_, logits_;
+};
+
+absl::Status CudaBackend::SetWeights(std::shared_ptr<const ModelWeights> w) {
+  auto dw = std::make_unique<DeviceWeights>();
+  const size_t D = c_.d_model, F = c_.expert_hidden;
+  RETURN_IF_ERROR(UploadOne(&dw->embed, w->embed));
+  dw->tied = c_.tie_embeddings;
+  if (!dw->tied) RETURN_IF_ERROR(UploadOne(&dw->head, w->lm_head));
+  RETURN_IF_ERROR(UploadF32(&dw->norm, w->norm));
+  dw->layers.resize(c_.n_layers);
+  for (int l = 0; l < c_.n_layers; ++l) {
+    const LayerWeights& s = w->layers[l];
+    DeviceLayer& d = dw->layers[l];
+    RETURN_IF_ERROR(UploadF32(&d.attn_norm, s.attn_norm));
+    RETURN_IF_ERROR(UploadF32(&d.ffn_norm, s.ffn_norm));
+    RETURN_IF_ERROR(UploadBf16(&d.wqkv, {&s.wq, &s.wk, &s.wv}, {s.wq.size(), s.wk.size(), s.wv.size()}));
+    RETURN_IF_ERROR(UploadOne(&d.wo, s.wo));
+    RETURN_IF_ERROR(UploadOne(&d.router, s.router));
+    RETURN_IF_ERROR(UploadBf16(&d.w13, {&s.w1, &s.w3}, {F * D, F * D}));
+    RETURN_IF_ERROR(UploadOne(&d.w2, s.w2));
+    if (c_.n_shared_experts > 0) {
+      RETURN_IF_ERROR(UploadBf16(&d.s13, {&s.s1, &s.s3}, {F * D, F * D}));
+      RETURN_IF_ERROR(UploadOne(&d.s2, s.s2));
+    }
+  }
+  w_ = std::move(dw);
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::AllocateWeights(DeviceWeights* dw) {
+  const size_t D = c_.d_model, F = c_.expert_hidden, V = c_.vocab_size, E = c_.n_experts;
+  const size_t S = c_.n_shared_experts, hd = c_.head_dim, H = c_.n_heads, KVH = c_.n_kv_heads;
+  RETURN_IF_ERROR(dw->embed.Reserve(V * D * 2));
+  dw->tied = c_.tie_embeddings;
+  if (!dw->tied) RETURN_IF_ERROR(dw->head.Reserve(V * D * 2));
+  RETURN_IF_ERROR(dw->norm.Reserve(D * 4));
+  dw->layers.resize(c_.n_layers);
+  for (DeviceLayer& d : dw->layers) {
+    RETURN_IF_ERROR(d.attn_norm.Reserve(D * 4));
+    RETURN_IF_ERROR(d.ffn_norm.Reserve(D * 4));
+    RETURN_IF_ERROR(d.wqkv.Reserve((H + 2 * KVH) * hd * D * 2));
+    RETURN_IF_ERROR(d.wo.Reserve(D * H * hd * 2));
+    RETURN_IF_ERROR(d.router.Reserve(E * D * 2));
+    RETURN_IF_ERROR(d.w13.Reserve(E * 2 * F * D * 2));
+    RETURN_IF_ERROR(d.w2.Reserve(E * D * F * 2));
+    if (S > 0) {
+      RETURN_IF_ERROR(d.s13.Reserve(S * 2 * F * D * 2));
+      RETURN_IF_ERROR(d.s2.Reserve(S * D * F * 2));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::SetRandomWeights(uint64_t seed, float stddev) {
+  auto dw = std::make_unique<DeviceWeights>();
+  RETURN_IF_ERROR(AllocateWeights(dw.get()));
+  uint64_t s = seed * 1000;
+  auto bf = [&](DeviceBuffer& b) { return cuda::LaunchRandomBf16(b.as<uint16_t>(), static_cast<int64_t>(b.bytes() / 2), ++s, 0.0f, stddev, nullptr); };
+  auto f32 = [&](DeviceBuffer& b) { return cuda::LaunchRandomF32(b.as<float>(), static_cast<int64_t>(b.bytes() / 4), ++s, 1.0f, 0.1f, nullptr); };
+  CUDA_RETURN_IF_ERROR(bf(dw->embed));
+  if (!dw->tied) CUDA_RETURN_IF_ERROR(bf(dw->head));
+  CUDA_RETURN_IF_ERROR(f32(dw->norm));
+  for (DeviceLayer& d : dw->layers) {
+    for (DeviceBuffer* b : {&d.wqkv, &d.wo, &d.router, &d.w13, &d.w2, &d.s13, &d.s2}) {
+      if (b->bytes() > 0) CUDA_RETURN_IF_ERROR(bf(*b));
+    }
+    CUDA_RETURN_IF_ERROR(f32(d.attn_norm));
+    CUDA_RETURN_IF_ERROR(f32(d.ffn_norm));
+  }
+  CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  w_ = std::move(dw);
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int T, int32_t* experts_out) {
+  const int D = c_.d_model, E = c_.n_experts, F = c_.expert_hidden, K = c_.top_k;
+  ASSIGN_OR_RETURN(float* rl, Ws<float>(rlogits_, static_cast<size_t>(T) * E));
+  RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.router.as<void>(), rl, CUDA_R_32F, T, E, D, 0.0f));
+  const size_t N = static_cast<size_t>(T) * K;
+  int32_t* ex = experts_.as<int32_t>() + static_cast<size_t>(layer) * N;
+  ASSIGN_OR_RETURN(float* wt, Ws<float>(weights_, static_cast<size_t>(T) * K));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchRouterTopK(rl, T, E, K, ex, wt, nullptr));
+  if (device_moe_) return MoeOnDevice(L, T, ex, wt);
+  // The host plans the dispatch (the one sync of the layer): rows grouped by expert, stable
+  // by row, and each (row, slot)'s place in that order.
+  RETURN_IF_ERROR(chosen_host_.Reserve(N * 4));
+  int32_t* chosen = chosen_host_.as<int32_t>();
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(chosen, ex, N * 4, cudaMemcpyDeviceToHost, nullptr));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(nullptr));
+  const int LK = c_.n_layers * K;
+  std::vector<int32_t> offsets(E + 1, 0);
+  for (size_t i = 0; i < N; ++i) ++offsets[chosen[i] + 1];
+  for (int e = 0; e < E; ++e) offsets[e + 1] += offsets[e];
+  // Staging layout: src[N] inv[N] (padded to 8 bytes), then 6 pointer arrays of E entries.
+  const size_t ints = (2 * N + 1) & ~size_t{1};
+  const size_t plan_bytes = ints * 4 + 6 * E * sizeof(void*);
+  RETURN_IF_ERROR(plan_host_.Reserve(plan_bytes));
+  int32_t* src = plan_host_.as<int32_t>();
+  int32_t* inv = src + N;
+  std::vector<int32_t> fill(offsets.begin(), offsets.end() - 1);
+  for (int r = 0; r < T; ++r) {
+    for (int k = 0; k < K; ++k) {
+      const int32_t e = chosen[static_cast<size_t>(r) * K + k];
+      experts_out[static_cast<size_t>(r) * LK + layer * K + k] = e;
+      const int32_t i = fill[e]++;
+      src[i] = r;
+      inv[static_cast<size_t>(r) * K + k] = i;
+    }
+  }
+  ASSIGN_OR_RETURN(uint16_t* xe, Ws<uint16_t>(xe_, N * D));
+  ASSIGN_OR_RETURN(uint16_t* gu, Ws<uint16_t>(gu_, std::max<size_t>(N, T) * 2 * F));
+  ASSIGN_OR_RETURN(uint16_t* h, Ws<uint16_t>(h_, std::max<size_t>(N, T) * F));
+  ASSIGN_OR_RETURN(uint16_t* y, Ws<uint16_t>(y_, N * D));
+  const size_t w13_stride = static_cast<size_t>(2) * F * D, w2_stride = static_cast<size_t>(D) * F;
+  std::vector<int> active;
+  for (int e = 0; e < E; ++e) {
+    if (offsets[e + 1] > offsets[e]) active.push_back(e);
+  }
+  const int G = static_cast<int>(active.size());
+  const void** ptrs = reinterpret_cast<const void**>(plan_host_.as<int32_t>() + ints);
+  for (int g = 0; g < G; ++g) {
+    const int e = active[g];
+    ptrs[0 * E + g] = L.w13.as<uint16_t>() + e * w13_stride;
+    ptrs[1 * E + g] = xe + static_cast<size_t>(offsets[e]) * D;
+    ptrs[2 * E + g] = gu + static_cast<size_t>(offsets[e]) * 2 * F;
+    ptrs[3 * E + g] = L.w2.as<uint16_t>() + e * w2_stride;
+    ptrs[4 * E + g] = h + static_cast<size_t>(offsets[e]) * F;
+    ptrs[5 * E + g] = y + static_cast<size_t>(offsets[e]) * D;
+  }
+  RETURN_IF_ERROR(plan_dev_.Reserve(plan_bytes));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(plan_dev_.as<void>(), plan_host_.as<void>(), plan_bytes, cudaMemcpyHostToDevice, nullptr));
+  const int32_t* src_dev = plan_dev_.as<int32_t>();
+  const int32_t* inv_dev = src_dev + N;
+  void** ptrs_dev = reinterpret_cast<void**>(plan_dev_.as<int32_t>() + ints);
+  CUDA_RETURN_IF_ERROR(cuda::LaunchGatherRows(xn_.as<uint16_t>(), src_dev, static_cast<int>(N), D, xe, nullptr));
+  bool done = false;
+  if (grouped_ok_ && G > 0) {
+    std::vector<cublasOperation_t> ta(G, CUBLAS_OP_T), tb(G, CUBLAS_OP_N);
+    std::vector<int> m13(G, 2 * F), m2(G, D), n(G), k13(G, D), k2(G, F), ld13(G, D), ld2(G, F);
+    std::vector<int> ldc13(G, 2 * F), ldc2(G, D), size(G, 1);
+    std::vector<float> alpha(G, 1.0f), beta(G, 0.0f);
+    for (int g = 0; g < G; ++g) n[g] = offsets[active[g] + 1] - offsets[active[g]];
+    cublasStatus_t s1 = cublasGemmGroupedBatchedEx(
+        cublas_, ta.data(), tb.data(), m13.data(), n.data(), k13.data(), alpha.data(),
+        const_cast<const void* const*>(ptrs_dev + 0 * E), CUDA_R_16BF, ld13.data(),
+        const_cast<const void* const*>(ptrs_dev + 1 * E), CUDA_R_16BF, ld13.data(), beta.data(),
+        ptrs_dev + 2 * E, CUDA_R_16BF, ldc13.data(), G, size.data(), CUBLAS_COMPUTE_32F);
+    if (s1 == CUBLAS_STATUS_SUCCESS) {
+      CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMul(gu, static_cast<int>(N), F, h, nullptr));
+      CUBLAS_RETURN_IF_ERROR(cublasGemmGroupedBatchedEx(
+          cublas_, ta.data(), tb.data(), m2.data(), n.data(), k2.data(), alpha.data(),
+          const_cast<const void* const*>(ptrs_dev + 3 * E), CUDA_R_16BF, ld2.data(),
+          const_cast<const void* const*>(ptrs_dev + 4 * E), CUDA_R_16BF, ld2.data(), beta.data(),
+          ptrs_dev + 5 * E, CUDA_R_16BF, ldc2.data(), G, size.data(), CUBLAS_COMPUTE_32F));
+      done = true;
+    } else {
+      grouped_ok_ = false;
+      std::fprintf(stderr, "cuda backend: grouped GEMM unavailable (cublas status %d); one GEMM per expert\n",
+                   static_cast<int>(s1));
+    }
+  }
+  if (!done) {
+    for (int e : active) {
+      const int n = offsets[e + 1] - offsets[e];
+      RETURN_IF_ERROR(Gemm(xe + static_cast<size_t>(offsets[e]) * D, L.w13.as<uint16_t>() + e * w13_stride,
+                           gu + static_cast<size_t>(offsets[e]) * 2 * F, CUDA_R_16BF, n, 2 * F, D, 0.0f));
+    }
+    CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMul(gu, static_cast<int>(N), F, h, nullptr));
+    for (int e : active) {
+      const int n = offsets[e + 1] - offsets[e];
+      RETURN_IF_ERROR(Gemm(h + static_cast<size_t>(offsets[e]) * F, L.w2.as<uint16_t>() + e * w2_stride,
+                           y + static_cast<size_t>(offsets[e]) * D, CUDA_R_16BF, n, D, F, 0.0f));
+    }
+  }
+  float* x = x_.as<float>();
+  // The shared experts run after the routed ones have consumed gu and h.
+  for (int s = 0; s < c_.n_shared_experts; ++s) {
+    RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.s13.as<uint16_t>() + s * w13_stride, gu, CUDA_R_16BF, T, 2 * F, D, 0.0f));
+    CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMul(gu, T, F, h, nullptr));
+    RETURN_IF_ERROR(Gemm(h, L.s2.as<uint16_t>() + s * w2_stride, x, CUDA_R_32F, T, D, F, 1.0f));
+  }
+  CUDA_RETURN_IF_ERROR(cuda::LaunchCombine(y, inv_dev, wt, T, K, D, x, nullptr));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::MoeOnDevice(const DeviceLayer& L, int T, const int32_t* ex, const float* wt) {
+  const int D = c_.d_model, E = c_.n_experts, F = c_.expert_hidden, K = c_.top_k;
+  const size_t N = static_cast<size_t>(T) * K;
+  constexpr size_t kPad = 64;  // rows the grouped kernel may read past the end
+  ASSIGN_OR_RETURN(int32_t* plan, Ws<int32_t>(plan_dev_, (E + 1) + 2 * N));
+  int32_t* offsets = plan;
+  int32_t* src = plan + E + 1;
+  int32_t* inv = src + N;
+  ASSIGN_OR_RETURN(uint16_t* xe, Ws<uint16_t>(xe_, (N + kPad) * D));
+  ASSIGN_OR_RETURN(uint16_t* gu, Ws<uint16_t>(gu_, std::max<size_t>(N, T) * 2 * F));
+  ASSIGN_OR_RETURN(uint16_t* h, Ws<uint16_t>(h_, (std::max<size_t>(N, T) + kPad) * F));
+  ASSIGN_OR_RETURN(uint16_t* y, Ws<uint16_t>(y_, N * D));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchMoePlan(ex, T, K, E, offsets, src, inv, nullptr));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchGatherRows(xn_.as<uint16_t>(), src, static_cast<int>(N), D, xe, nullptr));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchMoeGemm(xe, L.w13.as<uint16_t>(), offsets, E, 2 * F, D, gu, nullptr));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMul(gu, static_cast<int>(N), F, h, nullptr));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchMoeGemm(h, L.w2.as<uint16_t>(), offsets, E, D, F, y, nullptr));
+  float* x = x_.as<float>();
+  const size_t w13_stride = static_cast<size_t>(2) * F * D, w2_stride = static_cast<size_t>(D) * F;
+  for (int s = 0; s < c_.n_shared_experts; ++s) {
+    RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.s13.as<uint16_t>() + s * w13_stride, gu, CUDA_R_16BF, T, 2 * F, D, 0.0f));
+    CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMul(gu, T, F, h, nullptr));
+    RETURN_IF_ERROR(Gemm(h, L.s2.as<uint16_t>() + s * w2_stride, x, CUDA_R_32F, T, D, F, 1.0f));
+  }
+  CUDA_RETURN_IF_ERROR(cuda::LaunchCombine(y, inv, wt, T, K, D, x, nullptr));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
+  if (!w_) return absl::FailedPreconditionError("cuda backend: no weights loaded");
+  const int T = static_cast<int>(in.tokens.size());
+  const int D = c_.d_model, H = c_.n_heads, hd = c_.head_dim, KVH = c_.n_kv_heads, V = c_.vocab_size;
+  for (int32_t t : in.tokens) {
+    if (t < 0 || t >= V) return absl::InvalidArgumentError(absl::StrCat("token id ", t, " outside [0, ", V, ")"));
+  }
+  // Page tables as one padded matrix.
+  int stride = 1;
+  for (const auto& p : in.seq_pages) stride = std::max<int>(stride, static_cast<int>(p.size()));
+  std::vector<int32_t> table(in.seq_pages.size() * stride, 0);
+  for (size_t s = 0; s < in.seq_pages.size(); ++s) std::copy(in.seq_pages[s].begin(), in.seq_pages[s].end(), table.begin() + s * stride);
+  RETURN_IF_ERROR(Upload(tokens_, in.tokens.data(), T * 4));
+  RETURN_IF_ERROR(Upload(positions_, in.positions.data(), T * 4));
+  RETURN_IF_ERROR(Upload(row_seq_, in.row_seq.data(), T * 4));
+  RETURN_IF_ERROR(Upload(table_, table.data(), table.size() * 4));
+  const int qkv_w = (H + 2 * KVH) * hd;
+  ASSIGN_OR_RETURN(float* x, Ws<float>(x_, static_cast<size_t>(T) * D));
+  ASSIGN_OR_RETURN(uint16_t* xn, Ws<uint16_t>(xn_, static_cast<size_t>(T) * D));
+  ASSIGN_OR_RETURN(float* qkv, Ws<float>(qkv_, static_cast<size_t>(T) * qkv_w));
+  ASSIGN_OR_RETURN(uint16_t* q, Ws<uint16_t>(q_, static_cast<size_t>(T) * H * hd));
+  ASSIGN_OR_RETURN(uint16_t* o, Ws<uint16_t>(o_, static_cast<size_t>(T) * H * hd));
+  cuda::KvGeometry kv{pages_.as<uint16_t>(), table_.as<int32_t>(), stride, static_cast<int>(page_tokens_), c_.n_layers, kvd_};
+  CUDA_RETURN_IF_ERROR(cuda::LaunchEmbed(tokens_.as<int32_t>(), w_->embed.as<uint16_t>(), x, T, D, nullptr));
+  out->experts.assign(static_cast<size_t>(T) * c_.n_layers * c_.top_k, 0);
+  RETURN_IF_ERROR(experts_.Reserve(std::max<size_t>(out->experts.size(), 1) * 4));
+  for (int l = 0; l < c_.n_layers; ++l) {
+    const DeviceLayer& L = w_->layers[l];
+    CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, L.attn_norm.as<float>(), nullptr, xn, T, D, c_.norm_eps, nullptr));
+    RETURN_IF_ERROR(Gemm(xn, L.wqkv.as<void>(), qkv, CUDA_R_32F, T, qkv_w, D, 0.0f));
+    CUDA_RETURN_IF_ERROR(cuda::LaunchRopeKvWrite(qkv, positions_.as<int32_t>(), row_seq_.as<int32_t>(), inv_freq_.as<double>(),
+                                                 kv, l, T, H, KVH, hd, q, nullptr));
+    CUDA_RETURN_IF_ERROR(cuda::LaunchPagedAttention(q, positions_.as<int32_t>(), row_seq_.as<int32_t>(), kv, l, T, H, KVH, hd,
+                                                    sliding_[l] ? c_.sliding_window : 0, c_.max_context, o, nullptr));
+    RETURN_IF_ERROR(Gemm(o, L.wo.as<void>(), x, CUDA_R_32F, T, D, H * hd, 1.0f));
+    CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, L.ffn_norm.as<float>(), nullptr, xn, T, D, c_.norm_eps, nullptr));
+    RETURN_IF_ERROR(Moe(L, l, T, out->experts.data()));
+  }
+  if (device_moe_) {
+    // Routing of every layer, [layer][row][slot] on the device, to [row][layer][slot].
+    const size_t N = static_cast<size_t>(T) * c_.top_k;
+    std::vector<int32_t> all(N * c_.n_layers);
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(all.data(), experts_.as<int32_t>(), all.size() * 4, cudaMemcpyDeviceToHost));
+    const int K = c_.top_k, LK = c_.n_layers * c_.top_k;
+    for (int l = 0; l < c_.n_layers; ++l) {
+      for (int r = 0; r < T; ++r) {
+        for (int k = 0; k < K; ++k) out->experts[static_cast<size_t>(r) * LK + l * K + k] = all[l * N + r * K + k];
+      }
+    }
+  }
+  const int R = static_cast<int>(in.logit_rows.size());
+  out->logits.resize(static_cast<size_t>(R) * V);
+  if (R > 0) {
+    RETURN_IF_ERROR(Upload(logit_rows_, in.logit_rows.data(), R * 4));
+    ASSIGN_OR_RETURN(uint16_t* hn, Ws<uint16_t>(hn_rows_, static_cast<size_t>(R) * D));
+    ASSIGN_OR_RETURN(float* lg, Ws<float>(logits_, static_cast<size_t>(R) * V));
+    CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, w_->norm.as<float>(), logit_rows_.as<int32_t>(), hn, R, D, c_.norm_eps, nullptr));
+    const void* head = w_->tied ? w_->embed.as<void>() : w_->head.as<void>();
+    RETURN_IF_ERROR(Gemm(hn, head, lg, CUDA_R_32F, R, V, D, 0.0f));
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(out->logits.data(), lg, out->logits.size() * 4, cudaMemcpyDeviceToHost));
+  } else {
+    CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ModelBackend>> CreateCudaBackend(const ModelConfig& config,
+                                                                uint32_t page_tokens,
+                                                                uint64_t kv_bytes) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    return absl::UnavailableError("cuda backend: no CUDA device");
+  }
+  const uint64_t page_bytes = uint64_t(config.n_layers) * 2 * page_tokens * config.n_kv_heads * config.head_dim * 2;
+  const uint64_t pages = kv_bytes / page_bytes;
+  if (pages == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("kv_memory_bytes ", kv_bytes, " holds no page of ", page_bytes, " bytes"));
+  }
+  auto b = std::make_unique<CudaBackend>(config, page_tokens, static_cast<uint32_t>(pages));
+  RETURN_IF_ERROR(b->Init());
+  return std::unique_ptr<ModelBackend>(std::move(b));
+}
+
+}  // namespace flotilla::inference

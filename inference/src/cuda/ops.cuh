@@ -1,0 +1,76 @@
+// Launchers of the CUDA backend's own kernels, one op per .cu file. Plain C++ signatures so the
+// host code (compiled by the C++ compiler) never sees device types: bf16 buffers travel as
+// uint16_t*. Every launcher enqueues on `stream` and returns the launch's cudaError_t.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace flotilla::inference::cuda {
+
+// x[r, :] = float(table[tokens[r], :])
+cudaError_t LaunchEmbed(const int32_t* tokens, const uint16_t* table, float* x, int rows, int dim,
+                        cudaStream_t stream);
+
+// y[i, :] = bf16(x[src[i], :] * rsqrt(mean(x^2) + eps) * w); src null: identity.
+cudaError_t LaunchRmsNorm(const float* x, const float* w, const int32_t* src, uint16_t* y, int rows,
+                          int dim, float eps, cudaStream_t stream);
+
+// Paged KV geometry shared by the RoPE/KV-write and attention kernels.
+struct KvGeometry {
+  uint16_t* pages;          // num_pages x page_elems (bf16)
+  const int32_t* table;     // n_seqs x table_stride page ids
+  int table_stride;
+  int page_tokens;
+  int n_layers;
+  int kv_dim;               // n_kv_heads * head_dim
+};
+
+// From qkv (f32, rows x (H + 2 KVH) * hd): rotates q and k (rotate-half RoPE), writes q as bf16
+// and k, v into their pages at (layer, position).
+cudaError_t LaunchRopeKvWrite(const float* qkv, const int32_t* positions, const int32_t* row_seq,
+                              const double* inv_freq, KvGeometry kv, int layer, int rows,
+                              int n_heads, int n_kv_heads, int head_dim, uint16_t* q_out,
+                              cudaStream_t stream);
+
+// o[r, h, :] = softmax(q k^T / sqrt(hd)) v over positions [lo, pos] of row r's sequence.
+cudaError_t LaunchPagedAttention(const uint16_t* q, const int32_t* positions, const int32_t* row_seq,
+                                 KvGeometry kv, int layer, int rows, int n_heads, int n_kv_heads,
+                                 int head_dim, int window, int max_context, uint16_t* o,
+                                 cudaStream_t stream);
+
+// Router: p = softmax(logits[r]); experts[r] = top_k(p) descending (ties: lower id); weights =
+// p at those experts, renormalised.
+cudaError_t LaunchRouterTopK(const float* logits, int rows, int n_experts, int top_k,
+                             int32_t* experts, float* weights, cudaStream_t stream);
+
+// Expert dispatch: gather rows by expert, SwiGLU activation, weighted combine back.
+cudaError_t LaunchGatherRows(const uint16_t* x, const int32_t* src, int n, int dim, uint16_t* out,
+                             cudaStream_t stream);
+// h[i, f] = bf16(silu(gu[i, f]) * gu[i, F + f]) for gu of shape n x 2F (bf16).
+cudaError_t LaunchSiluMul(const uint16_t* gu, int n, int hidden, uint16_t* h, cudaStream_t stream);
+// x[r, :] += sum_k weights[r, k] * y[inv[r * K + k], :]   (y bf16)
+cudaError_t LaunchCombine(const uint16_t* y, const int32_t* inv, const float* weights, int rows,
+                          int top_k, int dim, float* x, cudaStream_t stream);
+
+// Device-side dispatch plan from the router's choices (rows x top_k): offsets[e] .. offsets[e+1]
+// are expert e's places; src[place] = row; inv[row * top_k + slot] = place. Rows keep their
+// order within an expert.
+cudaError_t LaunchMoePlan(const int32_t* chosen, int rows, int top_k, int n_experts,
+                          int32_t* offsets, int32_t* src, int32_t* inv, cudaStream_t stream);
+
+// Grouped expert product without a host round trip: for every expert e,
+// out[offsets[e]:offsets[e+1], :] = x[same rows, :] * w[e]^T (w: n_experts x n x k, bf16).
+// x must have 64 readable rows past its last one. Needs n % 64 == 0 and k % 16 == 0.
+bool MoeGemmSupports(int n, int k);
+cudaError_t LaunchMoeGemm(const uint16_t* x, const uint16_t* w, const int32_t* offsets, int n_experts,
+                          int n, int k, uint16_t* out, cudaStream_t stream);
+
+// Deterministic pseudo-normal init (benchmark models): bf16 out[i] = mean + stddev * N(0,1).
+cudaError_t LaunchRandomBf16(uint16_t* out, int64_t n, uint64_t seed, float mean, float stddev,
+                             cudaStream_t stream);
+cudaError_t LaunchRandomF32(float* out, int64_t n, uint64_t seed, float mean, float stddev,
+                            cudaStream_t stream);
+
+}  // namespace flotilla::inference::cuda

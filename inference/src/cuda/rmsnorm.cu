@@ -1,0 +1,39 @@
+#include <cuda_bf16.h>
+
+#include "ops.cuh"
+
+namespace flotilla::inference::cuda {
+namespace {
+
+__global__ void RmsNormKernel(const float* x, const float* w, const int32_t* src, __nv_bfloat16* y,
+                              int dim, float eps) {
+  const int i = blockIdx.x;
+  const int r = src == nullptr ? i : src[i];
+  const float* xr = x + static_cast<int64_t>(r) * dim;
+  float ss = 0;
+  for (int d = threadIdx.x; d < dim; d += blockDim.x) ss += xr[d] * xr[d];
+  __shared__ float partial[32];
+  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float v = threadIdx.x < (blockDim.x >> 5) ? partial[threadIdx.x] : 0.0f;
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    if (threadIdx.x == 0) partial[0] = v;
+  }
+  __syncthreads();
+  const float scale = rsqrtf(partial[0] / dim + eps);
+  __nv_bfloat16* yr = y + static_cast<int64_t>(i) * dim;
+  for (int d = threadIdx.x; d < dim; d += blockDim.x) yr[d] = __float2bfloat16(xr[d] * scale * w[d]);
+}
+
+}  // namespace
+
+cudaError_t LaunchRmsNorm(const float* x, const float* w, const int32_t* src, uint16_t* y, int rows,
+                          int dim, float eps, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  RmsNormKernel<<<rows, 256, 0, stream>>>(x, w, src, reinterpret_cast<__nv_bfloat16*>(y), dim, eps);
+  return cudaGetLastError();
+}
+
+}  // namespace flotilla::inference::cuda
