@@ -3,6 +3,7 @@
 // thread delivers them.
 #include <condition_variable>
 #include <deque>
+#include <algorithm>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -56,7 +57,7 @@ class EngineTokenGenerator : public TokenGenerator {
     out.sequence_id = seq;
     while (true) {
       GenerateUpdate u = queue->Pop();
-      out.prefilled_tokens += u.prefilled_tokens;
+      out.prefilled_tokens = std::max(out.prefilled_tokens, u.prefilled_tokens);  // a running total
       if (!u.tokens.empty()) {
         out.tokens.insert(out.tokens.end(), u.tokens.begin(), u.tokens.end());
         if (on_tokens) on_tokens(u.tokens);
