@@ -9,4 +9,9 @@ namespace flotilla::cli {
 // Subcommands whose component has not landed yet: each says so and exits 2.
 void AddPlaceholderCommand(CLI::App& app, const char* name, const char* description, int* exit_code);
 
+// flotilla up (cli/up_command.cc), flotilla worker, flotilla trajectories.
+void AddUpCommand(CLI::App& app, int* exit_code);
+void AddWorkerCommand(CLI::App& app, int* exit_code);
+void AddTrajectoriesCommand(CLI::App& app, int* exit_code);
+
 }  // namespace flotilla::cli

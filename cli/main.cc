@@ -10,17 +10,17 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
   using flotilla::cli::AddPlaceholderCommand;
-  AddPlaceholderCommand(app, "up", "Run every service in one process (the embedded default)", &exit_code);
+  flotilla::cli::AddUpCommand(app, &exit_code);
   AddPlaceholderCommand(app, "sandbox", "Run commands in sandboxes; build images", &exit_code);
   AddPlaceholderCommand(app, "scheduler", "Run the scheduler daemon", &exit_code);
   AddPlaceholderCommand(app, "node", "Run the node agent daemon", &exit_code);
   AddPlaceholderCommand(app, "engine", "Run the inference engine daemon", &exit_code);
-  AddPlaceholderCommand(app, "worker", "Run the worker (OpenAI/Anthropic endpoints, scaffolds)", &exit_code);
+  flotilla::cli::AddWorkerCommand(app, &exit_code);
   AddPlaceholderCommand(app, "bridge", "Run or reconfigure the trainer bridge", &exit_code);
   AddPlaceholderCommand(app, "run", "Run an RL experiment from its YAML", &exit_code);
   AddPlaceholderCommand(app, "eval", "Evaluate a model across scaffolds", &exit_code);
   AddPlaceholderCommand(app, "bench", "Run a benchmark (sandbox, scheduler, engine, rollout)", &exit_code);
-  AddPlaceholderCommand(app, "trajectories", "Export stored trajectories", &exit_code);
+  flotilla::cli::AddTrajectoriesCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -268,7 +268,8 @@ absl::Status ChatService::Save(Entry& entry) {
 absl::StatusOr<v1::Trajectory> ChatService::CloseSession(const std::string& session_id,
                                                          v1::TrajectoryStatus status,
                                                          double reward,
-                                                         const std::string& detail) {
+                                                         const std::string& detail,
+                                                         v1::StopReason repercussion) {
   std::shared_ptr<Entry> entry;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -283,6 +284,7 @@ absl::StatusOr<v1::Trajectory> ChatService::CloseSession(const std::string& sess
   entry->header.set_status(status);
   entry->header.set_reward(reward);
   entry->header.set_detail(detail);
+  entry->header.set_repercussion(repercussion);
   entry->header.set_end_unix_ms(options_.clock->WallMillis());
   for (const std::string& seq : entry->session.SequenceIds()) generator_->Release(seq);
   RETURN_IF_ERROR(Save(*entry));

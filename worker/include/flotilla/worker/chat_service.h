@@ -50,7 +50,8 @@ class ChatService {
   // releases the engine state. Returns the final trajectory.
   absl::StatusOr<v1::Trajectory> CloseSession(const std::string& session_id,
                                               v1::TrajectoryStatus status, double reward,
-                                              const std::string& detail);
+                                              const std::string& detail,
+                                              v1::StopReason repercussion = v1::STOP_REASON_NONE);
   absl::StatusOr<v1::Trajectory> Trajectory(const std::string& session_id);
 
   std::string ModelName() const { return generator_->ModelName(); }
