@@ -8,6 +8,12 @@ namespace flotilla::cli {
 
 // Subcommands whose component has not landed yet: each says so and exits 2.
 void AddPlaceholderCommand(CLI::App& app, const char* name, const char* description, int* exit_code);
+void AddPolicyCommand(CLI::App& app, int* exit_code);
+
+// `flotilla sandbox run|image build` (cli/sandbox_command.cc).
+void AddSandboxCommand(CLI::App& app, int* exit_code);
+// `flotilla node` (cli/node_command.cc).
+void AddNodeCommand(CLI::App& app, int* exit_code);
 
 // flotilla up (cli/up_command.cc), flotilla worker, flotilla trajectories.
 void AddUpCommand(CLI::App& app, int* exit_code);

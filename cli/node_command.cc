@@ -1,0 +1,93 @@
+// `flotilla node`: the node agent daemon (NodeAgent gRPC service over this host's runtime).
+#include <signal.h>
+
+#include <atomic>
+#include <iostream>
+#include <thread>
+
+#include "commands.h"
+#include "flotilla/sandbox/node_agent.h"
+
+namespace flotilla::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop = true; }
+
+struct NodeFlags {
+  std::string listen = "0.0.0.0:7070";
+  std::string state_dir = "/var/lib/flotilla";
+  std::string scheduler, node_id, advertise;
+  double memory_overcommit = 1.0, memory_warning = 0.9, cpu_warning = 0.95;
+  uint32_t slots = 2500, partitions_per_node = 1;
+};
+
+int RunNode(const NodeFlags& f) {
+  using namespace flotilla::sandbox;
+  RuntimeOptions ro;
+  ro.state_dir = f.state_dir;
+  auto rt = Runtime::Open(ro);
+  if (!rt.ok()) {
+    std::cerr << "flotilla node: " << rt.status() << "\n";
+    return 1;
+  }
+  NodeAgentOptions ao;
+  ao.node_id = f.node_id;
+  ao.admission.memory_overcommit = f.memory_overcommit;
+  ao.admission.memory_warning = f.memory_warning;
+  ao.admission.cpu_warning = f.cpu_warning;
+  ao.slots_capacity = f.slots;
+  ao.partitions_per_node = f.partitions_per_node;
+  auto agent = NodeAgent::Create(std::move(*rt), ao);
+  if (!agent.ok()) {
+    std::cerr << "flotilla node: " << agent.status() << "\n";
+    return 1;
+  }
+  auto server = NodeAgentServer::Start(agent->get(), f.listen);
+  if (!server.ok()) {
+    std::cerr << "flotilla node: " << server.status() << "\n";
+    return 1;
+  }
+  std::cout << "flotilla node: listening on port " << (*server)->port() << std::endl;
+  ::signal(SIGINT, OnSignal);
+  ::signal(SIGTERM, OnSignal);
+  std::thread link;
+  if (!f.scheduler.empty()) {
+    std::string advertise = f.advertise.empty() ? f.listen : f.advertise;
+    link = std::thread([&] {
+      absl::Status s = RunSchedulerLink(**agent, f.scheduler, f.node_id, advertise, [] { return g_stop.load(); });
+      if (!s.ok()) std::cerr << "flotilla node: " << s << "\n";
+    });
+  }
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  (*server)->Shutdown();
+  if (link.joinable()) link.join();
+  return 0;
+}
+
+}  // namespace
+
+void AddNodeCommand(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<NodeFlags>();
+  CLI::App* node = app.add_subcommand("node", "Run the node agent daemon");
+  node->add_option("--listen", f->listen, "gRPC listen address (host:port; port 0 picks one)");
+  node->add_option("--state-dir", f->state_dir, "Runtime state directory");
+  node->add_option("--scheduler", f->scheduler, "Scheduler address to register with and send heartbeats to");
+  node->add_option("--node-id", f->node_id, "This node's id (with --scheduler)");
+  node->add_option("--advertise", f->advertise, "Address the scheduler reaches this agent at (default: --listen)");
+  node->add_option("--memory-overcommit", f->memory_overcommit, "Memory overcommit factor for admission (>= 1)");
+  node->add_option("--memory-warning", f->memory_warning, "Admission threshold of memory use (0..1]");
+  node->add_option("--cpu-warning", f->cpu_warning, "Admission threshold of CPU use (0..1]");
+  node->add_option("--slots", f->slots, "Sandboxes the node holds");
+  node->add_option("--partitions-per-node", f->partitions_per_node, "Sub-NUMA partitions per NUMA node");
+  node->callback([f, exit_code] {
+    if (!f->scheduler.empty() && f->node_id.empty()) {
+      std::cerr << "flotilla node: --node-id is required with --scheduler\n";
+      *exit_code = 2;
+      return;
+    }
+    *exit_code = RunNode(*f);
+  });
+}
+
+}  // namespace flotilla::cli
