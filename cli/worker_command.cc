@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "flotilla/worker/embedded_node.h"
 #include "flotilla/worker/embedded_worker.h"
 #include "flotilla/worker/sandbox_client.h"
 #include "flotilla/worker/scaffold.h"
@@ -37,7 +38,7 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
   r->add_option("--scaffold", run->scaffold.scaffold, "mini or terminal")->required();
   r->add_option("--task", run->task, "task folder (Terminal-Bench 1.x or 2.x layout)")->required();
   r->add_option("--agent", run->scaffold.agent, "model, reference (the task's solution) or none");
-  r->add_option("--node", run->node, "node agent gRPC address (HOST:PORT or unix:PATH)")->required();
+  r->add_option("--node", run->node, "node agent gRPC address; default: an embedded node in this process");
   r->add_option("--max-steps", run->scaffold.max_steps, "agent turns at most");
   r->add_option("--max-tokens", run->scaffold.max_tokens, "tokens per model turn");
   r->add_option("--policy", run->scaffold.policy_name, "sandbox policy name");
@@ -59,8 +60,20 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
       *exit_code = 1;
       return;
     }
-    std::string target = run->node;
-    auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+    std::unique_ptr<worker::EmbeddedNode> node;
+    std::shared_ptr<grpc::Channel> channel;
+    if (run->node.empty()) {
+      auto started = worker::EmbeddedNode::Start(eo.state_dir + "/sandboxes", "flotilla-worker");
+      if (!started.ok()) {
+        std::cerr << "flotilla worker run: embedded node: " << started.status().message() << "\n";
+        *exit_code = 1;
+        return;
+      }
+      node = std::move(*started);
+      channel = node->channel();
+    } else {
+      channel = grpc::CreateChannel(run->node, grpc::InsecureChannelCredentials());
+    }
     worker::SandboxClient sandbox(channel);
     worker::ScaffoldOptions so = run->scaffold;
     so.experiment = opts->experiment;

@@ -127,8 +127,16 @@ absl::StatusOr<ScaffoldResult> RunScaffold(ChatService& service, SandboxClient& 
 
   absl::Status st = CopyFiles(sandbox, sandbox_id, task.environment_files);
   if (st.ok()) {
-    auto exec_app = RunCommand(ctx, "mkdir -p /app /logs/verifier");
-    if (!exec_app.ok()) st = exec_app.status();
+    v1::ExecRequest mk;  // in "/": /app may not exist yet
+    mk.set_sandbox_id(sandbox_id);
+    for (const char* a : {"mkdir", "-p", "/app", "/logs/verifier"}) mk.add_argv(a);
+    mk.set_timeout_ms(30'000);
+    auto made = sandbox.Exec(mk);
+    if (!made.ok()) {
+      st = made.status();
+    } else if (made->exit_code != 0) {
+      st = absl::InternalError(absl::StrCat("creating /app in the sandbox: ", made->output));
+    }
   }
   if (!st.ok()) return finish(st);
 
