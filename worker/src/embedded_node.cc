@@ -20,6 +20,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedNode>> EmbeddedNode::Start(const std::str
   ASSIGN_OR_RETURN(node->agent_, sandbox::NodeAgent::Create(std::move(runtime), ao));
   grpc::ServerBuilder builder;
   builder.RegisterService(node->agent_->service());
+  builder.SetMaxReceiveMessageSize(512 << 20);  // PutFile of packed agent installs
   node->server_ = builder.BuildAndStart();
   if (node->server_ == nullptr) return absl::InternalError("embedded node: gRPC server did not start");
   grpc::ChannelArguments args;
