@@ -24,5 +24,9 @@ void AddSchedulerCommand(CLI::App& app, int* exit_code);
 void AddEngineCommand(CLI::App& app, int* exit_code);
 // Adds `bench engine` to the `bench` subcommand (cli/engine_command.cc).
 void RegisterEngineBench(CLI::App& bench, int* exit_code);
+// flotilla up (cli/up_command.cc), flotilla worker, flotilla trajectories.
+void AddUpCommand(CLI::App& app, int* exit_code);
+void AddWorkerCommand(CLI::App& app, int* exit_code);
+void AddTrajectoriesCommand(CLI::App& app, int* exit_code);
 
 }  // namespace flotilla::cli

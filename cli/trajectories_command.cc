@@ -1,0 +1,65 @@
+// flotilla trajectories export: stored trajectories as JSON lines on stdout.
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "commands.h"
+#include "flotilla/worker/trajectory_store.h"
+
+namespace flotilla::cli {
+
+void AddTrajectoriesCommand(CLI::App& app, int* exit_code) {
+  CLI::App* traj = app.add_subcommand("trajectories", "Export stored trajectories");
+  traj->require_subcommand(1);
+  CLI::App* exp = traj->add_subcommand("export", "Write trajectories as JSONL to stdout");
+  struct Args {
+    std::string db, experiment, task, status;
+  };
+  auto a = std::make_shared<Args>();
+  exp->add_option("--db", a->db, "trajectory store (SQLite file)")->required();
+  exp->add_option("--experiment", a->experiment, "only this experiment");
+  exp->add_option("--task", a->task, "only this task");
+  exp->add_option("--status", a->status, "only this status (OK, FAILED, TIMED_OUT, INTERRUPTED, CRASHED)");
+  exp->callback([a, exit_code] {
+    worker::TrajectoryQuery q;
+    q.experiment = a->experiment;
+    q.task = a->task;
+    if (!a->status.empty()) {
+      v1::TrajectoryStatus s;
+      if (!v1::TrajectoryStatus_Parse(a->status, &s)) {
+        std::cerr << "flotilla trajectories export: --status: unknown status '" << a->status << "'\n";
+        *exit_code = 2;
+        return;
+      }
+      q.status = s;
+    }
+    if (!std::filesystem::exists(a->db)) {
+      std::cerr << "flotilla trajectories export: --db: " << a->db << " does not exist\n";
+      *exit_code = 1;
+      return;
+    }
+    auto store = worker::TrajectoryStore::Open(a->db);
+    if (!store.ok()) {
+      std::cerr << "flotilla trajectories export: " << store.status().message() << "\n";
+      *exit_code = 1;
+      return;
+    }
+    int64_t n = 0;
+    absl::Status st = (*store)->ForEach(q, [&](const v1::Trajectory& t) -> absl::Status {
+      auto line = worker::TrajectoryToJsonLine(t);
+      if (!line.ok()) return line.status();
+      std::cout << *line << "\n";
+      ++n;
+      return absl::OkStatus();
+    });
+    std::cout.flush();
+    if (!st.ok()) {
+      std::cerr << "flotilla trajectories export: " << st.message() << "\n";
+      *exit_code = 1;
+      return;
+    }
+    std::cerr << "exported " << n << " trajectories\n";
+  });
+}
+
+}  // namespace flotilla::cli

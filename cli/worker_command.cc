@@ -1,0 +1,106 @@
+// flotilla worker: serve the OpenAI/Anthropic APIs for scaffolds, or run one scaffold session.
+//
+//   flotilla worker [--listen ADDR]                      serve (default 127.0.0.1:8000)
+//   flotilla worker run --scaffold mini --task DIR       one session; prints the trajectory
+#include <grpcpp/grpcpp.h>
+
+#include <iostream>
+#include <memory>
+
+#include "commands.h"
+#include "flotilla/worker/embedded_node.h"
+#include "flotilla/worker/embedded_worker.h"
+#include "flotilla/worker/sandbox_client.h"
+#include "flotilla/worker/scaffold.h"
+#include "flotilla/worker/terminal_task.h"
+#include "serve_util.h"
+
+namespace flotilla::cli {
+
+void AddWorkerCommand(CLI::App& app, int* exit_code) {
+  auto opts = std::make_shared<worker::EmbeddedWorkerOptions>();
+  opts->http_address = "127.0.0.1:8000";
+  CLI::App* w = app.add_subcommand("worker", "Run the worker (OpenAI/Anthropic endpoints, scaffolds)");
+  w->add_option("--listen", opts->http_address, "HTTP address (HOST:PORT or unix:PATH)");
+  w->add_option("--model", opts->model_prefix, "model PREFIX (.safetensors + .json); default: the embedded default model");
+  w->add_option("--state-dir", opts->state_dir, "where the default model and stores live");
+  w->add_option("--db", opts->db_path, "trajectory store (SQLite); default: <state-dir>/trajectories.db");
+  w->add_option("--experiment", opts->experiment, "experiment name written into trajectories");
+  w->add_option("--threads", opts->threads, "engine CPU threads (0: all)");
+
+  struct RunArgs {
+    std::string task, node;
+    worker::ScaffoldOptions scaffold;
+    uint64_t seed = 0;
+  };
+  auto run = std::make_shared<RunArgs>();
+  CLI::App* r = w->add_subcommand("run", "Run one scaffold session on a task and store its trajectory");
+  r->add_option("--scaffold", run->scaffold.scaffold, "mini or terminal")->required();
+  r->add_option("--task", run->task, "task folder (Terminal-Bench 1.x or 2.x layout)")->required();
+  r->add_option("--agent", run->scaffold.agent, "model, reference (the task's solution) or none");
+  r->add_option("--node", run->node, "node agent gRPC address; default: an embedded node in this process");
+  r->add_option("--max-steps", run->scaffold.max_steps, "agent turns at most");
+  r->add_option("--max-tokens", run->scaffold.max_tokens, "tokens per model turn");
+  r->add_option("--policy", run->scaffold.policy_name, "sandbox policy name");
+  r->add_option("--seed", run->seed, "sampling seed");
+
+  r->callback([opts, run, exit_code] {
+    auto task = worker::LoadTerminalTask(run->task);
+    if (!task.ok()) {
+      std::cerr << "flotilla worker run: " << task.status().message() << "\n";
+      *exit_code = 2;
+      return;
+    }
+    worker::EmbeddedWorkerOptions eo = *opts;
+    eo.http_address.clear();
+    eo.scaffold = run->scaffold.scaffold;
+    auto w = worker::EmbeddedWorker::Start(eo);
+    if (!w.ok()) {
+      std::cerr << "flotilla worker run: " << w.status().message() << "\n";
+      *exit_code = 1;
+      return;
+    }
+    std::unique_ptr<worker::EmbeddedNode> node;
+    std::shared_ptr<grpc::Channel> channel;
+    if (run->node.empty()) {
+      auto started = worker::EmbeddedNode::Start(eo.state_dir + "/sandboxes", "flotilla-worker");
+      if (!started.ok()) {
+        std::cerr << "flotilla worker run: embedded node: " << started.status().message() << "\n";
+        *exit_code = 1;
+        return;
+      }
+      node = std::move(*started);
+      channel = node->channel();
+    } else {
+      channel = grpc::CreateChannel(run->node, grpc::InsecureChannelCredentials());
+    }
+    worker::SandboxClient sandbox(channel);
+    worker::ScaffoldOptions so = run->scaffold;
+    so.experiment = opts->experiment;
+    so.seed = run->seed;
+    auto result = worker::RunScaffold((*w)->service(), sandbox, *task, so);
+    if (!result.ok()) {
+      std::cerr << "flotilla worker run: " << result.status().message() << "\n";
+      *exit_code = 1;
+      return;
+    }
+    std::cout << "trajectory " << result->trajectory_id << " stored in " << (*w)->store().path()
+              << " (status " << v1::TrajectoryStatus_Name(result->status) << ", reward " << result->reward
+              << ", " << result->detail << ")" << std::endl;
+  });
+
+  w->callback([w, opts, exit_code] {
+    if (!w->get_subcommands().empty()) return;
+    auto worker = worker::EmbeddedWorker::Start(*opts);
+    if (!worker.ok()) {
+      std::cerr << "flotilla worker: " << worker.status().message() << "\n";
+      *exit_code = 1;
+      return;
+    }
+    std::cout << "flotilla worker: serving on http://" << (*worker)->http_address()
+              << "/v1 (trajectories in " << (*worker)->store().path() << ")" << std::endl;
+    WaitForShutdownSignal();
+  });
+}
+
+}  // namespace flotilla::cli

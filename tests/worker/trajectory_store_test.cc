@@ -1,0 +1,94 @@
+#include "flotilla/worker/trajectory_store.h"
+
+#include <gtest/gtest.h>
+
+#include "nlohmann/json.hpp"
+#include "testing/temp_dir.h"
+
+namespace flotilla::worker {
+namespace {
+
+v1::Trajectory Make(const std::string& id, const std::string& exp, const std::string& task,
+                    v1::TrajectoryStatus status) {
+  v1::Trajectory t;
+  t.set_id(id);
+  t.set_experiment(exp);
+  t.set_task(task);
+  t.set_status(status);
+  t.set_reward(status == v1::OK ? 1.0 : 0.0);
+  auto* turn = t.add_segments()->add_turns();
+  turn->set_role(v1::Turn::ASSISTANT);
+  turn->mutable_tokens()->add_ids(65);
+  turn->mutable_tokens()->add_loss_mask(1);
+  turn->mutable_tokens()->add_logprobs(-0.25f);
+  return t;
+}
+
+TrajectoryQuery Q(std::string exp, std::string task = "",
+                  std::optional<v1::TrajectoryStatus> status = std::nullopt) {
+  TrajectoryQuery q;
+  q.experiment = std::move(exp);
+  q.task = std::move(task);
+  q.status = status;
+  return q;
+}
+
+TEST(TrajectoryStoreTest, PutGetQueryAndReplace) {
+  flotilla::testing::TempDir dir;
+  auto store = TrajectoryStore::Open(dir.file("t.db"));
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->Put(Make("a", "e1", "t1", v1::OK)).ok());
+  ASSERT_TRUE((*store)->Put(Make("b", "e1", "t2", v1::FAILED)).ok());
+  ASSERT_TRUE((*store)->Put(Make("c", "e2", "t1", v1::OK)).ok());
+  EXPECT_EQ(*(*store)->Count({}), 3);
+  EXPECT_EQ(*(*store)->Count(Q("e1")), 2);
+  EXPECT_EQ(*(*store)->Count(Q("", "t1")), 2);
+  EXPECT_EQ(*(*store)->Count(Q("e1", "", v1::OK)), 1);
+  // Put with an existing id replaces (a session saved after every turn).
+  ASSERT_TRUE((*store)->Put(Make("b", "e1", "t2", v1::OK)).ok());
+  EXPECT_EQ(*(*store)->Count({}), 3);
+  EXPECT_EQ(*(*store)->Count(Q("", "", v1::FAILED)), 0);
+  auto got = (*store)->Get("b");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->status(), v1::OK);
+  EXPECT_EQ(got->segments(0).turns(0).tokens().logprobs(0), -0.25f);
+  EXPECT_EQ((*store)->Get("zz").status().code(), absl::StatusCode::kNotFound);
+  std::vector<std::string> order;
+  ASSERT_TRUE((*store)->ForEach(Q("e1"), [&](const v1::Trajectory& t) {
+    order.push_back(t.id());
+    return absl::OkStatus();
+  }).ok());
+  EXPECT_EQ(order, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(*(*store)->Count({}), 3);
+}
+
+TEST(TrajectoryStoreTest, SurvivesReopenAndExportsJsonLines) {
+  flotilla::testing::TempDir dir;
+  {
+    auto store = TrajectoryStore::Open(dir.file("t.db"));
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->Put(Make("a", "e1", "t1", v1::OK)).ok());
+  }
+  auto store = TrajectoryStore::Open(dir.file("t.db"));
+  ASSERT_TRUE(store.ok());
+  auto t = (*store)->Get("a");
+  ASSERT_TRUE(t.ok());
+  auto line = TrajectoryToJsonLine(*t);
+  ASSERT_TRUE(line.ok());
+  EXPECT_EQ(line->find('\n'), std::string::npos);
+  auto j = nlohmann::json::parse(*line);
+  EXPECT_EQ(j["id"], "a");
+  EXPECT_EQ(j["status"], "OK");
+  EXPECT_EQ(j["segments"][0]["turns"][0]["tokens"]["ids"][0], 65);
+  EXPECT_EQ(j["segments"][0]["turns"][0]["tokens"]["loss_mask"][0], 1);
+}
+
+TEST(TrajectoryStoreTest, RejectsEmptyId) {
+  flotilla::testing::TempDir dir;
+  auto store = TrajectoryStore::Open(dir.file("t.db"));
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ((*store)->Put(v1::Trajectory()).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace flotilla::worker

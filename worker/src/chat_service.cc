@@ -1,0 +1,308 @@
+#include "flotilla/worker/chat_service.h"
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "flotilla/common/ids.h"
+#include "flotilla/common/logging.h"
+#include "flotilla/common/status.h"
+#include "nlohmann/json.hpp"
+
+namespace flotilla::worker {
+namespace {
+
+using inference::FinishReason;
+using inference::kEndTurn;
+using inference::kEos;
+
+std::string HexId() { return absl::StrFormat("%016x", RandomU64()); }
+
+// Streams the reply's text as tokens arrive, up to the first special token: after it the
+// reply may hold a tool call, so the rest waits for the parse at the end.
+class TextStreamer {
+ public:
+  explicit TextStreamer(ReplyObserver* observer) : observer_(observer) {}
+  void OnTokens(const std::vector<TokenRecord>& tokens) {
+    if (observer_ == nullptr || held_) return;
+    for (const TokenRecord& t : tokens) {
+      if (t.token < 256) {
+        pending_bytes_.push_back(static_cast<char>(t.token));
+        pending_tokens_.push_back(t);
+      } else {
+        held_ = true;
+        break;
+      }
+    }
+    Flush(false);
+  }
+  // Emits what remains of `final_text` after what was streamed; returns the wire text.
+  std::string Finish(const std::string& final_text) {
+    if (observer_ == nullptr) return final_text;
+    if (!absl::StartsWith(final_text, streamed_)) return streamed_;
+    std::string rest = final_text.substr(streamed_.size());
+    if (!rest.empty()) {
+      observer_->OnTextDelta(rest, pending_tokens_);
+      streamed_ += rest;
+    }
+    return streamed_;
+  }
+
+ private:
+  void Flush(bool all) {
+    size_t n = all ? pending_bytes_.size() : CompleteUtf8Prefix(pending_bytes_);
+    if (n == 0) return;
+    std::string text = SanitizeUtf8(pending_bytes_.substr(0, n));
+    std::vector<TokenRecord> toks(pending_tokens_.begin(), pending_tokens_.begin() + n);
+    pending_bytes_.erase(0, n);
+    pending_tokens_.erase(pending_tokens_.begin(), pending_tokens_.begin() + n);
+    observer_->OnTextDelta(text, toks);
+    streamed_ += text;
+  }
+  ReplyObserver* observer_;
+  bool held_ = false;
+  std::string pending_bytes_;
+  std::vector<TokenRecord> pending_tokens_;
+  std::string streamed_;
+};
+
+}  // namespace
+
+std::string RenderToolsBlock(const std::vector<ToolSpec>& tools) {
+  std::string out =
+      "# Tools\nTo call a tool, write <tool_call>{\"name\": NAME, \"arguments\": {...}}</tool_call>."
+      " Available tools, one JSON object per line:\n";
+  for (const ToolSpec& t : tools) {
+    nlohmann::ordered_json j;
+    j["name"] = t.name;
+    j["description"] = t.description;
+    j["parameters"] = nlohmann::ordered_json::parse(t.parameters_json, nullptr, false);
+    if (j["parameters"].is_discarded()) j["parameters"] = nlohmann::ordered_json::object();
+    absl::StrAppend(&out, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "\n");
+  }
+  return out;
+}
+
+std::vector<ChatMessage> ChatService::PromptMessages(const ChatRequest& request) {
+  std::vector<ChatMessage> out;
+  if (!request.system.empty() || !request.tools.empty()) {
+    ChatMessage sys;
+    sys.role = ChatMessage::Role::kSystem;
+    sys.content = request.system;
+    if (!request.tools.empty()) {
+      if (!sys.content.empty()) sys.content += "\n\n";
+      sys.content += RenderToolsBlock(request.tools);
+    }
+    out.push_back(std::move(sys));
+  }
+  out.insert(out.end(), request.messages.begin(), request.messages.end());
+  return out;
+}
+
+ChatService::ChatService(TokenGenerator* generator, ChatServiceOptions options)
+    : generator_(generator), options_(std::move(options)) {}
+
+ChatService::~ChatService() {
+  for (auto& [id, entry] : sessions_) {
+    for (const std::string& seq : entry->session.SequenceIds()) generator_->Release(seq);
+  }
+}
+
+uint32_t ChatService::CountTokens(const ChatRequest& request) const {
+  return static_cast<uint32_t>(inference::RenderConversation(PromptMessages(request), false).size());
+}
+
+std::shared_ptr<ChatService::Entry> ChatService::NewEntry(const std::string& id,
+                                                          const v1::Trajectory& header) {
+  auto entry = std::make_shared<Entry>(id, options_.experts_per_token);
+  entry->header = header;
+  entry->header.set_id(id);
+  if (entry->header.experiment().empty()) entry->header.set_experiment(options_.experiment);
+  if (entry->header.scaffold().empty()) entry->header.set_scaffold(options_.scaffold);
+  if (entry->header.start_unix_ms() == 0) entry->header.set_start_unix_ms(options_.clock->WallMillis());
+  sessions_[id] = entry;
+  return entry;
+}
+
+std::string ChatService::OpenSession(const v1::Trajectory& header, std::string session_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (session_id.empty()) session_id = absl::StrCat("sess-", HexId());
+  NewEntry(session_id, header);
+  return session_id;
+}
+
+std::shared_ptr<ChatService::Entry> ChatService::Bind(const ChatRequest& request,
+                                                      std::vector<ChatMessage>* messages) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!request.session_id.empty()) {
+    auto it = sessions_.find(request.session_id);
+    if (it != sessions_.end()) return it->second;
+    return NewEntry(request.session_id, v1::Trajectory());
+  }
+  if (!request.previous_response_id.empty()) {
+    auto r = responses_.find(request.previous_response_id);
+    if (r != responses_.end()) {
+      auto s = sessions_.find(r->second.session);
+      if (s != sessions_.end()) {
+        std::vector<ChatMessage> full = r->second.messages;
+        // The chained request carries only new input (and maybe fresh instructions).
+        for (const ChatMessage& m : *messages) {
+          if (m.role != ChatMessage::Role::kSystem) full.push_back(m);
+        }
+        *messages = std::move(full);
+        return s->second;
+      }
+    }
+  }
+  std::shared_ptr<Entry> best;
+  size_t best_k = 0;
+  for (auto& [id, entry] : sessions_) {
+    std::unique_lock<std::mutex> session_lock(entry->mu, std::try_to_lock);
+    if (!session_lock.owns_lock()) continue;  // busy: a serial scaffold never is
+    size_t k = entry->session.ExtendsBy(*messages);
+    if (k > best_k) {
+      best_k = k;
+      best = entry;
+    }
+  }
+  if (best != nullptr) return best;
+  return NewEntry(absl::StrCat("sess-", HexId()), v1::Trajectory());
+}
+
+absl::StatusOr<ChatReply> ChatService::Complete(const ChatRequest& request,
+                                                ReplyObserver* observer) {
+  std::vector<ChatMessage> messages = PromptMessages(request);
+  std::shared_ptr<Entry> entry = Bind(request, &messages);
+  std::lock_guard<std::mutex> lock(entry->mu);
+  return Generate(*entry, request, messages, observer);
+}
+
+absl::StatusOr<ChatReply> ChatService::Generate(Entry& entry, const ChatRequest& request,
+                                                const std::vector<ChatMessage>& messages,
+                                                ReplyObserver* observer) {
+  const int64_t start_ms = options_.clock->WallMillis();
+  TurnPlan plan = entry.session.Plan(messages, start_ms);
+  const int32_t limit = generator_->ContextLimit();
+  if (limit > 0 && static_cast<int64_t>(plan.context_tokens) >= limit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "messages: the conversation is ", plan.context_tokens,
+        " tokens, which does not fit the model's context window of ", limit, " tokens"));
+  }
+  inference::SamplingParams sampling;
+  sampling.temperature = request.temperature;
+  sampling.top_p = request.top_p;
+  sampling.seed = request.seed.has_value() ? *request.seed : RandomU64();
+  uint32_t room = limit > 0 ? static_cast<uint32_t>(limit) - plan.context_tokens : request.max_tokens;
+  sampling.max_new_tokens = std::max<uint32_t>(1, std::min(request.max_tokens, room));
+  sampling.top_logprobs = request.top_logprobs;
+  plan.call.sampling = sampling;
+
+  TextStreamer streamer(observer);
+  auto on_tokens = [&](const std::vector<TokenRecord>& t) { streamer.OnTokens(t); };
+  absl::StatusOr<GenerationOutcome> outcome = generator_->Generate(plan.call, on_tokens);
+  if (!outcome.ok() && !plan.call.sequence_id.empty()) {
+    // The engine no longer holds the sequence (evicted, restarted): prefill the record anew.
+    FLOG(warn, "engine sequence lost; prefilling the session again",
+         {{"session", entry.session.id()}, {"error", std::string(outcome.status().message())}});
+    generator_->Release(plan.call.sequence_id);
+    entry.session.ForgetSequence(plan);
+    plan = entry.session.Plan(messages, start_ms);
+    plan.call.sampling = sampling;
+    outcome = generator_->Generate(plan.call, on_tokens);
+  }
+  if (!outcome.ok()) {
+    entry.session.ForgetSequence(plan);
+    return outcome.status();
+  }
+
+  std::vector<int32_t> body;
+  for (const TokenRecord& t : outcome->tokens) body.push_back(t.token);
+  if (!body.empty() && (body.back() == kEndTurn || body.back() == kEos)) body.pop_back();
+  inference::ParsedReply parsed = inference::ParseAssistantReply(body);
+  ChatReply reply;
+  reply.id = request.reply_id.empty() ? HexId() : request.reply_id;
+  reply.session_id = entry.session.id();
+  reply.text = streamer.Finish(SanitizeUtf8(parsed.text));
+  for (ToolCall& c : parsed.tool_calls) {
+    c.id = absl::StrCat("call_", HexId());
+    reply.tool_calls.push_back(c);
+  }
+  reply.tokens = outcome->tokens;
+  reply.completion_tokens = static_cast<uint32_t>(outcome->tokens.size());
+  reply.prompt_tokens = plan.context_tokens;
+  reply.reused_tokens = plan.reused_tokens;
+  reply.created_unix_s = start_ms / 1000;
+  if (outcome->finish == FinishReason::kLength) {
+    reply.stop = StopKind::kMaxTokens;
+  } else if (outcome->finish == FinishReason::kInterrupted ||
+             outcome->finish == FinishReason::kCancelled) {
+    reply.stop = StopKind::kInterrupted;
+  } else if (!reply.tool_calls.empty()) {
+    reply.stop = StopKind::kToolCalls;
+  }
+  const int segment_before = plan.segment;
+  entry.session.Commit(std::move(plan), *outcome, reply.text, reply.tool_calls, start_ms,
+                       options_.clock->WallMillis());
+  const auto& segments = entry.session.segments();
+  size_t seg_index = segment_before >= 0 ? static_cast<size_t>(segment_before) : segments.size() - 1;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ResponseRef& ref = responses_[reply.id];
+    ref.session = entry.session.id();
+    for (const RecordedTurn& t : segments[seg_index].turns) ref.messages.push_back(t.message);
+  }
+  absl::Status saved = Save(entry);
+  if (!saved.ok()) {
+    FLOG(error, "saving trajectory failed", {{"session", entry.session.id()},
+                                             {"error", std::string(saved.message())}});
+  }
+  return reply;
+}
+
+absl::Status ChatService::Save(Entry& entry) {
+  if (options_.store == nullptr) return absl::OkStatus();
+  return options_.store->Put(entry.session.ToTrajectory(entry.header));
+}
+
+absl::StatusOr<v1::Trajectory> ChatService::CloseSession(const std::string& session_id,
+                                                         v1::TrajectoryStatus status,
+                                                         double reward,
+                                                         const std::string& detail,
+                                                         v1::StopReason repercussion) {
+  std::shared_ptr<Entry> entry;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sessions_.find(session_id);
+    if (it == sessions_.end()) {
+      return absl::NotFoundError(absl::StrCat("session '", session_id, "' not found"));
+    }
+    entry = it->second;
+    sessions_.erase(it);
+  }
+  std::lock_guard<std::mutex> lock(entry->mu);
+  entry->header.set_status(status);
+  entry->header.set_reward(reward);
+  entry->header.set_detail(detail);
+  entry->header.set_repercussion(repercussion);
+  entry->header.set_end_unix_ms(options_.clock->WallMillis());
+  for (const std::string& seq : entry->session.SequenceIds()) generator_->Release(seq);
+  RETURN_IF_ERROR(Save(*entry));
+  return entry->session.ToTrajectory(entry->header);
+}
+
+absl::StatusOr<v1::Trajectory> ChatService::Trajectory(const std::string& session_id) {
+  std::shared_ptr<Entry> entry;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sessions_.find(session_id);
+    if (it == sessions_.end()) {
+      return absl::NotFoundError(absl::StrCat("session '", session_id, "' not found"));
+    }
+    entry = it->second;
+  }
+  std::lock_guard<std::mutex> lock(entry->mu);
+  return entry->session.ToTrajectory(entry->header);
+}
+
+}  // namespace flotilla::worker

@@ -1,0 +1,289 @@
+// OpenAI Responses: POST /v1/responses (the only API Codex speaks).
+#include "absl/strings/str_cat.h"
+#include "flotilla/common/status.h"
+#include "wire_apis.h"
+#include "wire_common.h"
+
+namespace flotilla::worker::wire {
+namespace {
+
+const std::vector<std::string> kTextParts = {"input_text", "output_text", "text"};
+
+absl::Status ParseInputItem(const InJson& item, const std::string& path, ChatRequest* req) {
+  if (!item.is_object()) return Invalid(path, "expected an object");
+  std::string type, role;
+  RETURN_IF_ERROR(ReadString(item, "type", path + ".type", &type));
+  RETURN_IF_ERROR(ReadString(item, "role", path + ".role", &role));
+  if (type.empty() && !role.empty()) type = "message";
+  if (type == "message") {
+    auto c = item.find("content");
+    ASSIGN_OR_RETURN(std::string text,
+                     ReadTextContent(c == item.end() ? InJson() : *c, path + ".content", kTextParts));
+    ChatMessage m;
+    if (role == "system" || role == "developer") {
+      if (req->messages.empty()) {
+        if (!req->system.empty()) req->system += "\n\n";
+        req->system += text;
+        return absl::OkStatus();
+      }
+      m.role = ChatMessage::Role::kSystem;
+    } else if (role == "user") {
+      m.role = ChatMessage::Role::kUser;
+    } else if (role == "assistant") {
+      m.role = ChatMessage::Role::kAssistant;
+    } else {
+      return Invalid(path + ".role", absl::StrCat("unknown role '", role,
+                                                  "' (expected user, assistant, system or developer)"));
+    }
+    m.content = std::move(text);
+    req->messages.push_back(std::move(m));
+    return absl::OkStatus();
+  }
+  if (type == "function_call") {
+    ToolCall call;
+    RETURN_IF_ERROR(ReadString(item, "call_id", path + ".call_id", &call.id));
+    RETURN_IF_ERROR(ReadString(item, "name", path + ".name", &call.name));
+    RETURN_IF_ERROR(ReadString(item, "arguments", path + ".arguments", &call.arguments_json));
+    if (call.name.empty()) return Invalid(path + ".name", "required");
+    if (call.arguments_json.empty()) call.arguments_json = "{}";
+    // Calls the model made together follow its message as separate items: merge them back.
+    if (req->messages.empty() || req->messages.back().role != ChatMessage::Role::kAssistant) {
+      ChatMessage m;
+      m.role = ChatMessage::Role::kAssistant;
+      req->messages.push_back(std::move(m));
+    }
+    req->messages.back().tool_calls.push_back(std::move(call));
+    return absl::OkStatus();
+  }
+  if (type == "function_call_output") {
+    ChatMessage m;
+    m.role = ChatMessage::Role::kTool;
+    RETURN_IF_ERROR(ReadString(item, "call_id", path + ".call_id", &m.tool_call_id));
+    if (m.tool_call_id.empty()) return Invalid(path + ".call_id", "required");
+    auto o = item.find("output");
+    ASSIGN_OR_RETURN(m.content, ReadTextContent(o == item.end() ? InJson() : *o, path + ".output", kTextParts));
+    req->messages.push_back(std::move(m));
+    return absl::OkStatus();
+  }
+  if (type == "reasoning") return absl::OkStatus();  // this model has no hidden reasoning
+  return Invalid(path + ".type", absl::StrCat("unsupported input item type '", type,
+                                              "' (supported: message, function_call, "
+                                              "function_call_output, reasoning)"));
+}
+
+absl::StatusOr<ChatRequest> ParseRequest(const std::string& text) {
+  ASSIGN_OR_RETURN(InJson body, ParseBody(text));
+  ChatRequest req;
+  RETURN_IF_ERROR(ReadString(body, "model", "model", &req.model));
+  RETURN_IF_ERROR(ReadString(body, "instructions", "instructions", &req.system));
+  RETURN_IF_ERROR(ReadString(body, "previous_response_id", "previous_response_id", &req.previous_response_id));
+  auto input = body.find("input");
+  if (input == body.end() || input->is_null()) return Invalid("input", "required");
+  if (input->is_string()) {
+    ChatMessage m;
+    m.role = ChatMessage::Role::kUser;
+    m.content = input->get<std::string>();
+    req.messages.push_back(std::move(m));
+  } else if (input->is_array()) {
+    for (size_t i = 0; i < input->size(); ++i) {
+      RETURN_IF_ERROR(ParseInputItem((*input)[i], absl::StrCat("input[", i, "]"), &req));
+    }
+  } else {
+    return Invalid("input", "expected a string or an array of input items");
+  }
+  auto tools = body.find("tools");
+  if (tools != body.end() && !tools->is_null()) {
+    if (!tools->is_array()) return Invalid("tools", "expected an array");
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const InJson& t = (*tools)[i];
+      std::string path = absl::StrCat("tools[", i, "]");
+      if (!t.is_object()) return Invalid(path, "expected an object");
+      std::string type;
+      RETURN_IF_ERROR(ReadString(t, "type", path + ".type", &type));
+      if (type != "function") continue;  // hosted tools (web search...) do not exist here
+      ToolSpec spec;
+      RETURN_IF_ERROR(ReadString(t, "name", path + ".name", &spec.name));
+      if (spec.name.empty()) return Invalid(path + ".name", "required");
+      RETURN_IF_ERROR(ReadString(t, "description", path + ".description", &spec.description));
+      auto p = t.find("parameters");
+      spec.parameters_json = (p == t.end() || p->is_null()) ? "{}" : p->dump();
+      req.tools.push_back(std::move(spec));
+    }
+  }
+  RETURN_IF_ERROR(ReadFloat(body, "temperature", "temperature", 0, 2, &req.temperature));
+  RETURN_IF_ERROR(ReadFloat(body, "top_p", "top_p", 0, 1, &req.top_p));
+  RETURN_IF_ERROR(ReadUint(body, "max_output_tokens", "max_output_tokens", 1, 1u << 30, &req.max_tokens));
+  RETURN_IF_ERROR(ReadUint(body, "top_logprobs", "top_logprobs", 0, 20, &req.top_logprobs));
+  RETURN_IF_ERROR(ReadBool(body, "stream", "stream", &req.stream));
+  RETURN_IF_ERROR(ReadSeed(body, "seed", "seed", &req.seed));
+  auto include = body.find("include");
+  if (include != body.end() && include->is_array()) {
+    for (const auto& v : *include) {
+      if (v.is_string() && v.get<std::string>() == "message.output_text.logprobs") req.logprobs = true;
+    }
+  }
+  if (req.top_logprobs > 0) req.logprobs = true;
+  return req;
+}
+
+class ResponseBuilder {
+ public:
+  ResponseBuilder(const ChatRequest& req, std::string model)
+      : req_(req), model_(std::move(model)), created_(UnixSeconds()),
+        message_id_(NewWireId("msg_")) {}
+
+  Json Response(const char* status, const ChatReply* reply) const {
+    Json output = Json::array();
+    if (reply != nullptr) {
+      if (!reply->text.empty() || reply->tool_calls.empty()) output.push_back(MessageItem(*reply, "completed"));
+      for (size_t i = 0; i < reply->tool_calls.size(); ++i) output.push_back(CallItem(*reply, i, "completed"));
+    }
+    Json r{{"id", req_.reply_id}, {"object", "response"}, {"created_at", created_},
+           {"status", status}, {"error", nullptr}, {"incomplete_details", nullptr},
+           {"instructions", req_.system.empty() ? Json() : Json(req_.system)},
+           {"max_output_tokens", req_.max_tokens}, {"model", model_}, {"output", std::move(output)},
+           {"parallel_tool_calls", true},
+           {"previous_response_id", req_.previous_response_id.empty() ? Json() : Json(req_.previous_response_id)},
+           {"temperature", req_.temperature}, {"top_p", req_.top_p}, {"tool_choice", "auto"},
+           {"tools", Json::array()}, {"text", Json{{"format", Json{{"type", "text"}}}}},
+           {"metadata", Json::object()}, {"usage", nullptr}};
+    if (reply != nullptr) {
+      if (reply->stop == StopKind::kMaxTokens) {
+        r["status"] = "incomplete";
+        r["incomplete_details"] = Json{{"reason", "max_output_tokens"}};
+      }
+      r["usage"] = Json{{"input_tokens", reply->prompt_tokens},
+                        {"input_tokens_details", Json{{"cached_tokens", reply->reused_tokens}}},
+                        {"output_tokens", reply->completion_tokens},
+                        {"output_tokens_details", Json{{"reasoning_tokens", 0}}},
+                        {"total_tokens", reply->prompt_tokens + reply->completion_tokens}};
+    }
+    return r;
+  }
+
+  Json TextPart(const std::string& text, const std::vector<TokenRecord>& tokens) const {
+    Json part{{"type", "output_text"}, {"text", text}, {"annotations", Json::array()}};
+    if (req_.logprobs) part["logprobs"] = LogprobEntries(tokens, req_.top_logprobs);
+    return part;
+  }
+
+  Json MessageItem(const ChatReply& reply, const char* status) const {
+    return Json{{"type", "message"}, {"id", message_id_}, {"status", status}, {"role", "assistant"},
+                {"content", Json::array({TextPart(reply.text, ContentTokens(reply.tokens))})}};
+  }
+
+  Json CallItem(const ChatReply& reply, size_t i, const char* status) const {
+    const ToolCall& c = reply.tool_calls[i];
+    return Json{{"type", "function_call"}, {"id", "fc_" + c.id}, {"call_id", c.id},
+                {"name", c.name}, {"arguments", c.arguments_json}, {"status", status}};
+  }
+
+  const std::string& message_id() const { return message_id_; }
+
+ private:
+  const ChatRequest& req_;
+  std::string model_;
+  int64_t created_;
+  std::string message_id_;
+};
+
+class EventStreamer : public ReplyObserver {
+ public:
+  EventStreamer(SseStream& sse, const ChatRequest& req, const ResponseBuilder& builder)
+      : sse_(sse), req_(req), builder_(builder) {}
+
+  void Emit(const char* type, Json data) {
+    Json event{{"type", type}, {"sequence_number", seq_++}};
+    for (auto& [k, v] : data.items()) event[k] = v;
+    sse_.Event(event, type);
+  }
+  void Begin() {
+    Emit("response.created", Json{{"response", builder_.Response("in_progress", nullptr)}});
+    Emit("response.in_progress", Json{{"response", builder_.Response("in_progress", nullptr)}});
+  }
+  void OpenMessage() {
+    if (message_open_) return;
+    message_open_ = true;
+    Emit("response.output_item.added",
+         Json{{"output_index", 0},
+              {"item", Json{{"type", "message"}, {"id", builder_.message_id()}, {"status", "in_progress"},
+                            {"role", "assistant"}, {"content", Json::array()}}}});
+    Emit("response.content_part.added",
+         Json{{"item_id", builder_.message_id()}, {"output_index", 0}, {"content_index", 0},
+              {"part", Json{{"type", "output_text"}, {"text", ""}, {"annotations", Json::array()}}}});
+  }
+  void OnTextDelta(std::string_view text, const std::vector<TokenRecord>& tokens) override {
+    OpenMessage();
+    Json data{{"item_id", builder_.message_id()}, {"output_index", 0}, {"content_index", 0},
+              {"delta", std::string(text)}};
+    data["logprobs"] = req_.logprobs ? LogprobEntries(tokens, req_.top_logprobs) : Json::array();
+    Emit("response.output_text.delta", std::move(data));
+  }
+  void Finish(const ChatReply& reply) {
+    size_t index = 0;
+    if (message_open_ || reply.tool_calls.empty()) {
+      OpenMessage();
+      Json part = builder_.TextPart(reply.text, ContentTokens(reply.tokens));
+      Emit("response.output_text.done", Json{{"item_id", builder_.message_id()}, {"output_index", 0},
+                                             {"content_index", 0}, {"text", reply.text}});
+      Emit("response.content_part.done", Json{{"item_id", builder_.message_id()}, {"output_index", 0},
+                                              {"content_index", 0}, {"part", part}});
+      Emit("response.output_item.done",
+           Json{{"output_index", 0}, {"item", builder_.MessageItem(reply, "completed")}});
+      index = 1;
+    }
+    for (size_t i = 0; i < reply.tool_calls.size(); ++i, ++index) {
+      Json item = builder_.CallItem(reply, i, "in_progress");
+      item["arguments"] = "";
+      Emit("response.output_item.added", Json{{"output_index", index}, {"item", item}});
+      const std::string item_id = "fc_" + reply.tool_calls[i].id;
+      Emit("response.function_call_arguments.delta",
+           Json{{"item_id", item_id}, {"output_index", index}, {"delta", reply.tool_calls[i].arguments_json}});
+      Emit("response.function_call_arguments.done",
+           Json{{"item_id", item_id}, {"output_index", index}, {"arguments", reply.tool_calls[i].arguments_json}});
+      Emit("response.output_item.done",
+           Json{{"output_index", index}, {"item", builder_.CallItem(reply, i, "completed")}});
+    }
+    const bool incomplete = reply.stop == StopKind::kMaxTokens;
+    Emit(incomplete ? "response.incomplete" : "response.completed",
+         Json{{"response", builder_.Response("completed", &reply)}});
+  }
+
+ private:
+  SseStream& sse_;
+  const ChatRequest& req_;
+  const ResponseBuilder& builder_;
+  int64_t seq_ = 0;
+  bool message_open_ = false;
+};
+
+}  // namespace
+
+void HandleResponses(ChatService& service, const HttpRequest& http, const std::string& session_id,
+                     HttpResponder& out) {
+  absl::StatusOr<ChatRequest> parsed = ParseRequest(http.body);
+  if (!parsed.ok()) return SendOpenAiError(out, parsed.status());
+  ChatRequest req = std::move(*parsed);
+  req.session_id = session_id;
+  req.reply_id = NewWireId("resp_");
+  ResponseBuilder builder(req, req.model.empty() ? service.ModelName() : req.model);
+  if (!req.stream) {
+    absl::StatusOr<ChatReply> reply = service.Complete(req, nullptr);
+    if (!reply.ok()) return SendOpenAiError(out, reply.status());
+    return out.Send(200, "application/json", Dump(builder.Response("completed", &*reply)));
+  }
+  SseStream sse(out);
+  EventStreamer streamer(sse, req, builder);
+  streamer.Begin();
+  absl::StatusOr<ChatReply> reply = service.Complete(req, &streamer);
+  if (!reply.ok()) {
+    Json failed = builder.Response("failed", nullptr);
+    failed["error"] = Json{{"code", "server_error"}, {"message", std::string(reply.status().message())}};
+    streamer.Emit("response.failed", Json{{"response", failed}});
+    return sse.End();
+  }
+  streamer.Finish(*reply);
+  sse.End();
+}
+
+}  // namespace flotilla::worker::wire

@@ -1,0 +1,37 @@
+// The agents of the built-in scaffolds (see scaffold.h), run against one sandbox and session.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "flotilla/worker/scaffold.h"
+
+namespace flotilla::worker {
+
+struct AgentContext {
+  ChatService& service;
+  SandboxClient& sandbox;
+  const TerminalTask& task;
+  const ScaffoldOptions& options;
+  std::string session_id;
+  std::string sandbox_id;
+  int64_t deadline_ms = 0;            // on options.clock (monotonic)
+};
+
+struct AgentOutcome {
+  enum class End { kSubmitted, kStepLimit, kTimeout, kContextFull, kSandboxBroken };
+  End end = End::kSubmitted;
+  int steps = 0;
+  std::string detail;
+  v1::StopReason repercussion = v1::STOP_REASON_NONE;
+};
+
+// Runs a command in the sandbox's /app with the time left before the deadline.
+absl::StatusOr<ExecOutcome> RunCommand(AgentContext& ctx, const std::string& command);
+// "<returncode>..</returncode><output>..</output>", output cut to the options' limit.
+std::string Observation(const ExecOutcome& out, uint32_t limit);
+
+absl::StatusOr<AgentOutcome> RunMiniAgent(AgentContext& ctx);
+absl::StatusOr<AgentOutcome> RunToolAgent(AgentContext& ctx);
+
+}  // namespace flotilla::worker

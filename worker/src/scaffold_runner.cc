@@ -1,0 +1,174 @@
+// The task run around an agent: sandbox, environment files, agent, tests, reward, trajectory.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "flotilla/common/logging.h"
+#include "flotilla/common/status.h"
+#include "scaffold_agents.h"
+
+namespace flotilla::worker {
+
+absl::StatusOr<ExecOutcome> RunCommand(AgentContext& ctx, const std::string& command) {
+  int64_t left = ctx.deadline_ms - ctx.options.clock->NowMillis();
+  v1::ExecRequest req;
+  req.set_sandbox_id(ctx.sandbox_id);
+  req.add_argv("bash");
+  req.add_argv("-lc");
+  req.add_argv(command);
+  req.set_cwd("/app");
+  req.set_timeout_ms(static_cast<uint32_t>(std::clamp<int64_t>(left, 1, ctx.options.command_timeout_ms)));
+  req.set_output_limit_bytes(1 << 20);
+  return ctx.sandbox.Exec(req);
+}
+
+std::string Observation(const ExecOutcome& out, uint32_t limit) {
+  std::string text = out.output;
+  if (text.size() > limit) {
+    text = absl::StrCat(text.substr(0, limit / 2), "\n[... ", text.size() - limit, " bytes elided ...]\n",
+                        text.substr(text.size() - limit / 2));
+  }
+  std::string note;
+  if (out.reason == v1::TIMEOUT) note = "\n[the command timed out and was killed]";
+  return absl::StrCat("<returncode>", out.exit_code, "</returncode>\n<output>\n", text, note, "</output>");
+}
+
+namespace {
+
+absl::Status CopyFiles(SandboxClient& sandbox, const std::string& id,
+                       const std::map<std::string, std::string>& files) {
+  for (const auto& [path, content] : files) {
+    bool script = path.size() > 3 && path.substr(path.size() - 3) == ".sh";
+    RETURN_IF_ERROR(sandbox.PutFile(id, path, content, script ? 0755 : 0644));
+  }
+  return absl::OkStatus();
+}
+
+// Runs the tests in the sandbox; the reward per the task's layout.
+absl::StatusOr<double> RunTests(AgentContext& ctx, std::string* detail) {
+  RETURN_IF_ERROR(CopyFiles(ctx.sandbox, ctx.sandbox_id, ctx.task.test_files));
+  v1::ExecRequest req;
+  req.set_sandbox_id(ctx.sandbox_id);
+  for (const std::string& a : ctx.task.test_command) req.add_argv(a);
+  req.set_cwd("/app");
+  req.set_timeout_ms(ctx.task.test_timeout_ms);
+  req.set_output_limit_bytes(1 << 20);
+  (*req.mutable_env())["TEST_DIR"] = "/tests";
+  (*req.mutable_env())["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  (*req.mutable_env())["HOME"] = "/root";
+  ASSIGN_OR_RETURN(ExecOutcome out, ctx.sandbox.Exec(req));
+  *detail = absl::StrCat("tests exited ", out.exit_code,
+                         out.reason == v1::TIMEOUT ? " (timed out)" : "");
+  if (ctx.task.reward_file.empty()) return out.exit_code == 0 ? 1.0 : 0.0;
+  absl::StatusOr<std::string> text = ctx.sandbox.GetFile(ctx.sandbox_id, ctx.task.reward_file, 4096);
+  if (!text.ok()) {
+    *detail += absl::StrCat("; no reward file: ", text.status().message());
+    return 0.0;
+  }
+  return ParseReward(*text);
+}
+
+absl::Status RunReference(AgentContext& ctx) {
+  RETURN_IF_ERROR(ctx.sandbox.PutFile(ctx.sandbox_id, "/solution/solve.sh", ctx.task.solution_script, 0755));
+  ASSIGN_OR_RETURN(ExecOutcome out, RunCommand(ctx, "bash /solution/solve.sh"));
+  // The reference must not stay where the tests could find it.
+  ASSIGN_OR_RETURN(ExecOutcome rm, RunCommand(ctx, "rm -rf /solution"));
+  (void)rm;
+  if (out.exit_code != 0) {
+    FLOG(warn, "reference solution failed", {{"task", ctx.task.name}, {"exit", out.exit_code}});
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ScaffoldResult> RunScaffold(ChatService& service, SandboxClient& sandbox,
+                                           const TerminalTask& task, const ScaffoldOptions& options) {
+  if (options.scaffold != "mini" && options.scaffold != "terminal") {
+    return absl::InvalidArgumentError(absl::StrCat("scaffold: unknown '", options.scaffold,
+                                                   "' (built in: mini, terminal)"));
+  }
+  if (options.agent != "model" && options.agent != "reference" && options.agent != "none") {
+    return absl::InvalidArgumentError(absl::StrCat("agent: unknown '", options.agent,
+                                                   "' (model, reference or none)"));
+  }
+  if (options.agent == "reference" && task.solution_script.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("task ", task.name, ": no reference solution"));
+  }
+  v1::CreateRequest create;
+  create.set_policy_name(options.policy_name);
+  (*create.mutable_labels())["flotilla.task"] = task.name;
+  (*create.mutable_labels())["flotilla.scaffold"] = options.scaffold;
+  ASSIGN_OR_RETURN(std::string sandbox_id, sandbox.Create(create));
+
+  v1::Trajectory header;
+  header.set_task(task.name);
+  header.set_scaffold(options.scaffold);
+  header.set_sandbox_id(sandbox_id);
+  header.set_experiment(options.experiment);
+  header.set_start_unix_ms(options.clock->WallMillis());
+  std::string session = service.OpenSession(header);
+  AgentContext ctx{service, sandbox, task, options, session, sandbox_id,
+                   options.clock->NowMillis() + task.agent_timeout_ms};
+
+  ScaffoldResult result;
+  result.sandbox_id = sandbox_id;
+  result.trajectory_id = session;
+  v1::StopReason agent_repercussion = v1::STOP_REASON_NONE;
+  auto finish = [&](absl::Status error) -> absl::StatusOr<ScaffoldResult> {
+    if (!error.ok()) {
+      result.status = v1::FAILED;
+      result.detail = std::string(error.message());
+    }
+    auto traj = service.CloseSession(session, result.status, result.reward, result.detail, agent_repercussion);
+    (void)sandbox.Destroy(sandbox_id);
+    if (!traj.ok()) return traj.status();
+    return result;
+  };
+
+  absl::Status st = CopyFiles(sandbox, sandbox_id, task.environment_files);
+  if (st.ok()) {
+    v1::ExecRequest mk;  // in "/": /app may not exist yet
+    mk.set_sandbox_id(sandbox_id);
+    for (const char* a : {"mkdir", "-p", "/app", "/logs/verifier"}) mk.add_argv(a);
+    mk.set_timeout_ms(30'000);
+    auto made = sandbox.Exec(mk);
+    if (!made.ok()) {
+      st = made.status();
+    } else if (made->exit_code != 0) {
+      st = absl::InternalError(absl::StrCat("creating /app in the sandbox: ", made->output));
+    }
+  }
+  if (!st.ok()) return finish(st);
+
+  AgentOutcome agent;
+  if (options.agent == "reference") {
+    st = RunReference(ctx);
+  } else if (options.agent == "model") {
+    absl::StatusOr<AgentOutcome> out = options.scaffold == "mini" ? RunMiniAgent(ctx) : RunToolAgent(ctx);
+    if (out.ok()) {
+      agent = *out;
+    } else {
+      st = out.status();
+    }
+  }
+  if (!st.ok()) return finish(st);
+  result.steps = agent.steps;
+  if (agent.end == AgentOutcome::End::kSandboxBroken) {
+    result.status = v1::CRASHED;
+    agent_repercussion = agent.repercussion;
+    result.detail = absl::StrCat("the sandbox broke during the agent's turn: ", agent.detail);
+    return finish(absl::OkStatus());
+  }
+  std::string test_detail;
+  absl::StatusOr<double> reward = RunTests(ctx, &test_detail);
+  if (!reward.ok()) return finish(reward.status());
+  result.reward = *reward;
+  result.status = agent.end == AgentOutcome::End::kTimeout ? v1::TIMED_OUT : v1::OK;
+  const char* ends[] = {"submitted", "step limit", "agent timeout", "context window full", "sandbox broken"};
+  result.detail = absl::StrCat("agent: ", options.agent == "model" ? ends[static_cast<int>(agent.end)] : options.agent,
+                               " after ", agent.steps, " steps; ", test_detail);
+  if (!agent.detail.empty()) absl::StrAppend(&result.detail, "; ", agent.detail);
+  return finish(absl::OkStatus());
+}
+
+}  // namespace flotilla::worker

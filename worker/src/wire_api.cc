@@ -1,0 +1,92 @@
+#include "flotilla/worker/wire_api.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "flotilla/common/ids.h"
+#include "wire_apis.h"
+#include "wire_common.h"
+
+namespace flotilla::worker {
+namespace {
+
+constexpr char kKeyPrefix[] = "session-";
+
+// Splits "/s/<id>/rest" into the id and "/rest"; the id must be a safe id.
+absl::Status TakePathSession(std::string* path, std::string* session) {
+  if (!absl::StartsWith(*path, "/s/")) return absl::OkStatus();
+  size_t end = path->find('/', 3);
+  std::string id = path->substr(3, end == std::string::npos ? std::string::npos : end - 3);
+  if (!IsSafeId(id)) {
+    return absl::InvalidArgumentError(absl::StrCat("path: bad session id '", id,
+                                                   "' (use letters, digits, '-', '_', '.')"));
+  }
+  *session = id;
+  *path = end == std::string::npos ? "/" : path->substr(end);
+  return absl::OkStatus();
+}
+
+std::string KeySession(const HttpRequest& req) {
+  std::string key = req.Header("x-api-key");
+  std::string auth = req.Header("authorization");
+  if (key.empty() && absl::StartsWithIgnoreCase(auth, "bearer ")) key = auth.substr(7);
+  if (absl::StartsWith(key, kKeyPrefix)) {
+    std::string id = key.substr(sizeof(kKeyPrefix) - 1);
+    if (IsSafeId(id)) return id;
+  }
+  return "";
+}
+
+}  // namespace
+
+void WireApi::Handle(const HttpRequest& request, HttpResponder& out) {
+  std::string path = request.path;
+  std::string session;
+  const bool anthropic_shape = absl::StrContains(path, "/messages");
+  if (auto st = TakePathSession(&path, &session); !st.ok()) {
+    return anthropic_shape ? wire::SendAnthropicError(out, st) : wire::SendOpenAiError(out, st);
+  }
+  if (session.empty()) {
+    std::string header = request.Header("x-flotilla-session");
+    if (!header.empty()) {
+      if (!IsSafeId(header)) {
+        return wire::SendOpenAiError(out, absl::InvalidArgumentError(
+            absl::StrCat("x-flotilla-session: bad session id '", header, "'")));
+      }
+      session = header;
+    }
+  }
+  if (session.empty()) session = KeySession(request);
+  if (absl::StartsWith(path, "/v1/")) path = path.substr(3);
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+
+  const bool post = request.method == "POST";
+  const bool get = request.method == "GET" || request.method == "HEAD";
+  if (path == "/chat/completions" && post) return wire::HandleChatCompletions(*service_, request, session, out);
+  if (path == "/responses" && post) return wire::HandleResponses(*service_, request, session, out);
+  if (path == "/messages" && post) return wire::HandleMessages(*service_, request, session, out);
+  if (path == "/messages/count_tokens" && post) return wire::HandleCountTokens(*service_, request, out);
+  if ((path == "/models" || path == "/models/" + service_->ModelName()) && get) {
+    wire::Json model{{"id", service_->ModelName()}, {"object", "model"}, {"type", "model"},
+                     {"created", 0}, {"created_at", "1970-01-01T00:00:00Z"},
+                     {"owned_by", "flotilla"}, {"display_name", service_->ModelName()}};
+    if (path != "/models") return out.Send(200, "application/json", wire::Dump(model));
+    wire::Json list{{"object", "list"}, {"data", wire::Json::array({model})}, {"has_more", false},
+                    {"first_id", service_->ModelName()}, {"last_id", service_->ModelName()}};
+    return out.Send(200, "application/json", wire::Dump(list));
+  }
+  if (path == "/health" && get) return out.Send(200, "application/json", R"({"status":"ok"})");
+  const bool known = path == "/chat/completions" || path == "/responses" || path == "/messages" ||
+                     path == "/messages/count_tokens" || path == "/models" || path == "/health";
+  absl::Status st = known ? absl::InvalidArgumentError(absl::StrCat(
+                                "method ", request.method, " is not allowed on ", request.path))
+                          : absl::NotFoundError(absl::StrCat("no such endpoint: ", request.method,
+                                                             " ", request.path));
+  if (anthropic_shape) return wire::SendAnthropicError(out, st);
+  wire::SendOpenAiError(out, st);
+}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> ServeWireApi(const std::string& address, WireApi* api) {
+  return HttpServer::Start(address, [api](const HttpRequest& r, HttpResponder& out) { api->Handle(r, out); });
+}
+
+}  // namespace flotilla::worker
