@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "flotilla/common/clock.h"
 #include "flotilla/inference/model_config.h"
 
 namespace flotilla::inference {
@@ -30,7 +31,10 @@ struct SamplingParams {
   uint32_t top_logprobs = 0;
 };
 
-// What the trainer needs to see about one generated token, exactly.
+// What the trainer needs to see about one generated token, exactly. `logprob` and the top
+// lists are of the model's own distribution (log_softmax of the raw logits, temperature 1).
+// `experts` is the routing of the forward pass whose logits produced this token (the pass over
+// the previous position), and `policy_version` the version of the weights that ran it.
 struct TokenRecord {
   int32_t token = 0;
   float logprob = 0;
@@ -92,6 +96,8 @@ struct EngineOptions {
   uint64_t kv_memory_bytes = 512ull << 20;
   uint32_t max_batch = 64;
   std::string state_dir;             // file tier for SaveState; empty: a temp dir
+  uint32_t max_step_tokens = 2048;   // rows per step (prefill is chunked to fit)
+  const Clock* clock = nullptr;      // for state TTLs; null: the system clock
 };
 
 class Engine {

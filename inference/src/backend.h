@@ -1,0 +1,63 @@
+// The seam between the engine's scheduler and the hardware: one ModelBackend per loaded model
+// runs a forward step over a batch of rows drawn from many sequences (prefill chunks and
+// decode tokens mixed) against a paged KV cache it stores. The engine owns page allocation;
+// the backend owns page storage. Not thread-safe: the engine calls it under its step lock.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "flotilla/inference/model_config.h"
+#include "weights.h"
+
+namespace flotilla::inference {
+
+class ThreadPool;
+
+// Rows of one step. Row r is token tokens[r] at position positions[r] of sequence
+// row_seq[r]; that sequence's page table is seq_pages[row_seq[r]] (page i holds positions
+// [i*page_tokens, (i+1)*page_tokens)). A step writes each row's K/V into its page before any
+// row attends, so a prefill chunk sees itself causally.
+struct StepInput {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> positions;
+  std::vector<int32_t> row_seq;
+  std::vector<std::vector<int32_t>> seq_pages;
+  std::vector<int32_t> logit_rows;  // rows whose next-token logits are wanted
+};
+
+struct StepOutput {
+  std::vector<float> logits;    // logit_rows.size() x vocab_size
+  std::vector<int32_t> experts; // rows x n_layers x top_k, the router's choice (descending)
+};
+
+class ModelBackend {
+ public:
+  virtual ~ModelBackend() = default;
+  virtual const char* name() const = 0;
+  virtual const ModelConfig& config() const = 0;
+  // Replaces the weights (same config). Called only between steps.
+  virtual absl::Status SetWeights(std::shared_ptr<const ModelWeights> weights) = 0;
+  virtual absl::Status Forward(const StepInput& in, StepOutput* out) = 0;
+
+  virtual uint32_t page_tokens() const = 0;
+  virtual uint32_t num_pages() const = 0;
+  virtual size_t page_bytes() const = 0;
+  // Raw page contents (backend-specific layout) for state save/restore.
+  virtual absl::Status ReadPage(int32_t page, uint8_t* dst) = 0;
+  virtual absl::Status WritePage(int32_t page, const uint8_t* src) = 0;
+};
+
+absl::StatusOr<std::unique_ptr<ModelBackend>> CreateCpuBackend(const ModelConfig& config,
+                                                               uint32_t page_tokens,
+                                                               uint64_t kv_bytes,
+                                                               ThreadPool* pool);
+// Defined only in builds with CUDA; otherwise returns UNIMPLEMENTED.
+absl::StatusOr<std::unique_ptr<ModelBackend>> CreateCudaBackend(const ModelConfig& config,
+                                                                uint32_t page_tokens,
+                                                                uint64_t kv_bytes);
+
+}  // namespace flotilla::inference

@@ -1,0 +1,364 @@
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "engine_impl.h"
+#include "flotilla/common/ids.h"
+#include "flotilla/common/status.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace flotilla::inference {
+namespace {
+
+int ThreadCount(int asked) {
+  if (asked > 0) return asked;
+  unsigned hw = std::thread::hardware_concurrency();
+  return hw == 0 ? 1 : static_cast<int>(hw);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
+  if (options.backend != "cpu" && options.backend != "cuda") {
+    return absl::InvalidArgumentError(absl::StrCat("engine: unknown backend '", options.backend, "' (cpu or cuda)"));
+  }
+  if (options.kv_page_tokens == 0) return absl::InvalidArgumentError("engine: kv_page_tokens must be > 0");
+  if (options.max_batch == 0) return absl::InvalidArgumentError("engine: max_batch must be > 0");
+  if (options.max_step_tokens == 0) return absl::InvalidArgumentError("engine: max_step_tokens must be > 0");
+  return std::unique_ptr<Engine>(new EngineImpl(options));
+}
+
+EngineImpl::EngineImpl(const EngineOptions& options)
+    : options_(options),
+      clock_(options.clock != nullptr ? options.clock : &SystemClock::Get()),
+      pool_(ThreadCount(options.threads)) {
+  openblas_set_num_threads(ThreadCount(options.threads));
+  state_dir_ = options.state_dir;
+  if (state_dir_.empty()) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "flotilla-kv-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) != nullptr) {
+      state_dir_ = tmpl;
+      own_state_dir_ = true;
+    }
+  } else {
+    std::error_code ec;
+    std::filesystem::create_directories(state_dir_, ec);
+  }
+  scheduler_ = std::thread([this] { SchedulerLoop(); });
+}
+
+EngineImpl::~EngineImpl() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  scheduler_.join();
+  std::error_code ec;
+  if (own_state_dir_) {
+    std::filesystem::remove_all(state_dir_, ec);
+  } else {
+    for (auto& [h, s] : saved_) {
+      if (!s.file.empty()) std::filesystem::remove(s.file, ec);
+    }
+  }
+}
+
+absl::StatusOr<std::unique_ptr<ModelBackend>> EngineImpl::NewBackend(const ModelConfig& config) {
+  if (options_.backend == "cuda") {
+    return CreateCudaBackend(config, options_.kv_page_tokens, options_.kv_memory_bytes);
+  }
+  return CreateCpuBackend(config, options_.kv_page_tokens, options_.kv_memory_bytes, &pool_);
+}
+
+ModelSlot* EngineImpl::FindModelLocked(const std::string& name) const {
+  auto it = models_.find(name.empty() ? default_model_ : name);
+  return it == models_.end() ? nullptr : it->second.get();
+}
+
+absl::Status EngineImpl::InstallModel(const std::string& name,
+                                      std::shared_ptr<const ModelWeights> weights) {
+  if (name.empty()) return absl::InvalidArgumentError("model name must not be empty");
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (ModelSlot* slot = FindModelLocked(name); slot != nullptr) {
+      if (slot->config.ToJson() != weights->config.ToJson()) {
+        return absl::InvalidArgumentError(absl::StrCat("model '", name, "': new weights have a different config"));
+      }
+    }
+  }
+  std::lock_guard<std::mutex> step(step_mu_);
+  ModelSlot* existing = nullptr;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    existing = FindModelLocked(name);
+  }
+  const int64_t version = weights->version;
+  if (existing != nullptr) {
+    RETURN_IF_ERROR(existing->backend->SetWeights(std::move(weights)));
+    std::lock_guard<std::mutex> l(mu_);
+    existing->version = version;
+    return absl::OkStatus();
+  }
+  auto slot = std::make_unique<ModelSlot>();
+  slot->name = name;
+  slot->config = weights->config;
+  ASSIGN_OR_RETURN(slot->backend, NewBackend(weights->config));
+  RETURN_IF_ERROR(slot->backend->SetWeights(std::move(weights)));
+  slot->version = version;
+  for (int32_t p = static_cast<int32_t>(slot->backend->num_pages()) - 1; p >= 0; --p) slot->free_pages.push_back(p);
+  std::lock_guard<std::mutex> l(mu_);
+  if (default_model_.empty()) default_model_ = name;
+  models_[name] = std::move(slot);
+  return absl::OkStatus();
+}
+
+absl::Status EngineImpl::LoadModel(const std::string& name, const ModelConfig& config,
+                                   const std::string& path, int64_t version) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (ModelSlot* slot = FindModelLocked(name); slot != nullptr && !name.empty()) {
+      if (slot->config.ToJson() != config.ToJson()) {
+        return absl::InvalidArgumentError(absl::StrCat("model '", name, "' is loaded with a different config"));
+      }
+    }
+  }
+  ASSIGN_OR_RETURN(auto weights, ModelWeights::Load(config, path, version));
+  return InstallModel(name, std::move(weights));
+}
+
+absl::Status EngineImpl::UpdateWeights(const std::string& name, const std::string& path,
+                                       int64_t version) {
+  ModelConfig config;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    ModelSlot* slot = FindModelLocked(name);
+    if (slot == nullptr) return absl::NotFoundError(absl::StrCat("no model '", name, "'"));
+    config = slot->config;
+  }
+  // The slow part (reading and checking the file) runs while steps continue.
+  ASSIGN_OR_RETURN(auto weights, ModelWeights::Load(config, path, version));
+  return InstallModel(name.empty() ? default_model_ : name, std::move(weights));
+}
+
+absl::Status EngineImpl::EnsurePagesLocked(Sequence* seq, int32_t tokens) {
+  const uint32_t pt = seq->model->backend->page_tokens();
+  const size_t need = (static_cast<size_t>(tokens) + pt - 1) / pt;
+  while (seq->pages.size() < need) {
+    if (seq->model->free_pages.empty()) {
+      return absl::ResourceExhaustedError(absl::StrCat("KV cache of model '", seq->model->name, "' is full"));
+    }
+    seq->pages.push_back(seq->model->free_pages.back());
+    seq->model->free_pages.pop_back();
+  }
+  return absl::OkStatus();
+}
+
+void EngineImpl::FreeSequenceLocked(Sequence* seq) {
+  for (int32_t p : seq->pages) seq->model->free_pages.push_back(p);
+  seq->pages.clear();
+  seqs_.erase(seq->id);
+}
+
+void EngineImpl::FinishLocked(Sequence* seq, FinishReason reason, const std::string& error,
+                              std::vector<Delivery>* out) {
+  Delivery d;
+  d.sink = std::move(seq->sink);
+  d.update.sequence_id = seq->id;
+  d.update.finish = reason;
+  d.update.prefilled_tokens = seq->call_prefilled;
+  d.update.error = error;
+  seq->running = false;
+  seq->interrupt = false;
+  seq->sink = nullptr;
+  const bool keep = reason == FinishReason::kInterrupted || (seq->keep && reason != FinishReason::kError &&
+                                                              reason != FinishReason::kCancelled);
+  if (!keep) FreeSequenceLocked(seq);
+  if (d.sink) out->push_back(std::move(d));
+}
+
+absl::StatusOr<std::string> EngineImpl::Generate(const GenerateRequest& req, TokenSink sink) {
+  std::lock_guard<std::mutex> l(mu_);
+  ModelSlot* slot = FindModelLocked(req.model);
+  if (slot == nullptr) return absl::NotFoundError(absl::StrCat("no model '", req.model, "' loaded"));
+  for (int32_t t : req.prompt) {
+    if (t < 0 || t >= slot->config.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt token ", t, " outside [0, ", slot->config.vocab_size, ")"));
+    }
+  }
+  Sequence* seq = nullptr;
+  if (req.sequence_id.empty()) {
+    if (req.prompt.empty()) return absl::InvalidArgumentError("prompt must not be empty");
+    auto owned = std::make_unique<Sequence>();
+    owned->id = NewId("seq");
+    owned->model = slot;
+    seq = owned.get();
+    seqs_[owned->id] = std::move(owned);
+  } else {
+    auto it = seqs_.find(req.sequence_id);
+    if (it == seqs_.end()) return absl::NotFoundError(absl::StrCat("no kept sequence '", req.sequence_id, "'"));
+    seq = it->second.get();
+    if (seq->running) return absl::FailedPreconditionError(absl::StrCat("sequence '", seq->id, "' is running"));
+    if (seq->model != slot) return absl::InvalidArgumentError(absl::StrCat("sequence '", seq->id, "' belongs to model '", seq->model->name, "'"));
+  }
+  if (seq->tokens.size() + req.prompt.size() >= static_cast<size_t>(slot->config.max_context)) {
+    if (req.sequence_id.empty()) seqs_.erase(seq->id);
+    return absl::InvalidArgumentError(absl::StrCat("prompt of ", req.prompt.size(), " tokens does not fit max_context ", slot->config.max_context));
+  }
+  seq->tokens.insert(seq->tokens.end(), req.prompt.begin(), req.prompt.end());
+  seq->pending_prompt += static_cast<int32_t>(req.prompt.size());
+  seq->sampling = req.sampling;
+  seq->seed = req.sampling.seed;
+  seq->rng = SequenceRng(req.sampling.seed);
+  seq->sink = std::move(sink);
+  seq->keep = req.keep_state;
+  seq->running = true;
+  seq->call_generated = 0;
+  seq->call_prefilled = 0;
+  cv_.notify_all();
+  return seq->id;
+}
+
+absl::StatusOr<GenerateResult> EngineImpl::GenerateBlocking(const GenerateRequest& request) {
+  auto result = std::make_shared<GenerateResult>();
+  auto done = std::make_shared<absl::Notification>();
+  auto error = std::make_shared<std::string>();
+  ASSIGN_OR_RETURN(std::string id, Generate(request, [result, done, error](const GenerateUpdate& u) {
+    result->tokens.insert(result->tokens.end(), u.tokens.begin(), u.tokens.end());
+    if (u.finish != FinishReason::kRunning) {
+      result->finish = u.finish;
+      result->prefilled_tokens = u.prefilled_tokens;
+      *error = u.error;
+      done->Notify();
+    }
+  }));
+  done->WaitForNotification();
+  result->sequence_id = id;
+  if (result->finish == FinishReason::kError) return absl::InternalError(*error);
+  return *result;
+}
+
+absl::StatusOr<uint32_t> EngineImpl::Interrupt(const std::string& sequence_id) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = seqs_.find(sequence_id);
+  if (it == seqs_.end()) return absl::NotFoundError(absl::StrCat("no sequence '", sequence_id, "'"));
+  Sequence* seq = it->second.get();
+  if (!seq->running) return absl::FailedPreconditionError(absl::StrCat("sequence '", sequence_id, "' is not running"));
+  seq->interrupt = true;
+  cv_.notify_all();
+  return seq->call_generated;
+}
+
+std::vector<std::string> EngineImpl::InterruptAll() {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<std::string> ids;
+  for (auto& [id, seq] : seqs_) {
+    if (seq->running) {
+      seq->interrupt = true;
+      ids.push_back(id);
+    }
+  }
+  cv_.notify_all();
+  return ids;
+}
+
+absl::Status EngineImpl::Resume(const std::string& sequence_id, const SamplingParams& sampling,
+                                TokenSink sink) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = seqs_.find(sequence_id);
+  if (it == seqs_.end()) return absl::NotFoundError(absl::StrCat("no kept sequence '", sequence_id, "'"));
+  Sequence* seq = it->second.get();
+  if (seq->running) return absl::FailedPreconditionError(absl::StrCat("sequence '", sequence_id, "' is running"));
+  if (static_cast<int32_t>(seq->tokens.size()) >= seq->model->config.max_context) {
+    return absl::FailedPreconditionError(absl::StrCat("sequence '", sequence_id, "' is at max_context"));
+  }
+  // The random stream continues where it stopped unless a different seed is asked for.
+  if (sampling.seed != seq->seed) {
+    seq->seed = sampling.seed;
+    seq->rng = SequenceRng(sampling.seed);
+  }
+  seq->sampling = sampling;
+  seq->sink = std::move(sink);
+  seq->running = true;
+  seq->keep = true;
+  seq->call_generated = 0;
+  seq->call_prefilled = 0;
+  cv_.notify_all();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> EngineImpl::PolicyVersion(const std::string& model) const {
+  std::lock_guard<std::mutex> l(mu_);
+  ModelSlot* slot = FindModelLocked(model);
+  if (slot == nullptr) return absl::NotFoundError(absl::StrCat("no model '", model, "' loaded"));
+  return slot->version;
+}
+
+absl::StatusOr<ModelConfig> EngineImpl::Config(const std::string& model) const {
+  std::lock_guard<std::mutex> l(mu_);
+  ModelSlot* slot = FindModelLocked(model);
+  if (slot == nullptr) return absl::NotFoundError(absl::StrCat("no model '", model, "' loaded"));
+  return slot->config;
+}
+
+EngineStats EngineImpl::Stats() const {
+  std::lock_guard<std::mutex> l(mu_);
+  EngineStats s = stats_;
+  s.active_sequences = 0;
+  for (const auto& [id, seq] : seqs_) s.active_sequences += seq->running ? 1 : 0;
+  s.kv_pages_used = 0;
+  s.kv_pages_total = 0;
+  for (const auto& [name, slot] : models_) {
+    s.kv_pages_total += slot->backend->num_pages();
+    s.kv_pages_used += slot->backend->num_pages() - static_cast<uint32_t>(slot->free_pages.size());
+  }
+  return s;
+}
+
+void EngineImpl::SchedulerLoop() {
+  for (;;) {
+    bool ran;
+    {
+      std::lock_guard<std::mutex> step(step_mu_);
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        if (stop_) return;
+        PurgeExpiredLocked();
+      }
+      ran = RunStep();
+    }
+    if (!ran) {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait_for(l, std::chrono::milliseconds(200), [&] {
+        if (stop_) return true;
+        for (auto& [id, seq] : seqs_) {
+          if (seq->running) return true;
+        }
+        return false;
+      });
+    }
+  }
+}
+
+bool EngineImpl::RunStep() {
+  std::vector<ModelSlot*> slots;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& [name, slot] : models_) slots.push_back(slot.get());
+  }
+  bool ran = false;
+  for (ModelSlot* slot : slots) {
+    std::vector<Delivery> deliveries;
+    ran = RunModelStep(slot, &deliveries) || ran;
+    for (Delivery& d : deliveries) d.sink(d.update);
+  }
+  return ran;
+}
+
+}  // namespace flotilla::inference

@@ -1,0 +1,128 @@
+// The Engine implementation: a scheduler thread that runs continuous-batching steps over every
+// running sequence of each loaded model.
+//
+// Locking: step_mu_ is held for a whole step (and by every call that touches KV pages or
+// weights), so weights swap and state moves happen only between steps; mu_ guards the maps and
+// flags and is never held across a forward pass or a sink call. Order: step_mu_, then mu_.
+// Interrupt takes only mu_, so a sink may call it.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend.h"
+#include "flotilla/inference/engine.h"
+#include "flotilla/inference/tokenizer.h"
+#include "sampler.h"
+#include "thread_pool.h"
+
+namespace flotilla::inference {
+
+// Whether `t` ends a generation under `p` (default stops: <end>, <eos>).
+bool IsStopTokenFor(const SamplingParams& p, int32_t t);
+
+struct ModelSlot {
+  std::string name;
+  ModelConfig config;
+  std::unique_ptr<ModelBackend> backend;
+  int64_t version = 0;
+  std::vector<int32_t> free_pages;
+};
+
+struct Sequence {
+  std::string id;
+  ModelSlot* model = nullptr;
+  std::vector<int32_t> tokens;      // every token: prompts and generated
+  int32_t cached = 0;               // tokens[0, cached) have K/V in pages
+  int32_t pending_prompt = 0;       // uncached tokens that count as prefill
+  std::vector<int32_t> pages;
+  std::vector<TokenRecord> records; // every generated token, all calls
+  bool running = false;
+  bool interrupt = false;
+  bool keep = false;
+  SamplingParams sampling;
+  uint64_t seed = 0;
+  SequenceRng rng;
+  TokenSink sink;
+  uint32_t call_generated = 0;
+  uint32_t call_prefilled = 0;
+};
+
+struct SavedState {
+  std::string blob;        // host tier
+  std::string file;        // file tier
+  int64_t expires_ns = 0;  // 0: never
+  uint64_t bytes = 0;
+};
+
+class EngineImpl final : public Engine {
+ public:
+  explicit EngineImpl(const EngineOptions& options);
+  ~EngineImpl() override;
+
+  absl::Status LoadModel(const std::string& name, const ModelConfig& config,
+                         const std::string& safetensors_path, int64_t version) override;
+  absl::Status UpdateWeights(const std::string& name, const std::string& path,
+                             int64_t version) override;
+  absl::StatusOr<std::string> Generate(const GenerateRequest& request, TokenSink sink) override;
+  absl::StatusOr<GenerateResult> GenerateBlocking(const GenerateRequest& request) override;
+  absl::StatusOr<uint32_t> Interrupt(const std::string& sequence_id) override;
+  std::vector<std::string> InterruptAll() override;
+  absl::Status Resume(const std::string& sequence_id, const SamplingParams& sampling,
+                      TokenSink sink) override;
+  absl::StatusOr<std::string> SaveState(const std::string& sequence_id, bool to_file,
+                                        uint32_t ttl_ms) override;
+  absl::StatusOr<std::string> LoadState(const std::string& handle) override;
+  absl::StatusOr<uint64_t> Release(const std::string& sequence_id) override;
+  absl::StatusOr<ScoreResult> Score(const std::string& model, const std::vector<int32_t>& tokens,
+                                    uint32_t start, uint32_t top_k, bool full_vocab) override;
+  absl::StatusOr<int64_t> PolicyVersion(const std::string& model) const override;
+  absl::StatusOr<ModelConfig> Config(const std::string& model) const override;
+  EngineStats Stats() const override;
+
+  // Installs already-built weights (the benchmark's random models).
+  absl::Status InstallModel(const std::string& name, std::shared_ptr<const ModelWeights> weights);
+
+ private:
+  struct Delivery {
+    TokenSink sink;
+    GenerateUpdate update;
+  };
+
+  void SchedulerLoop();
+  // One step over every model with running sequences; false when there was nothing to run.
+  bool RunStep();
+  bool RunModelStep(ModelSlot* slot, std::vector<Delivery>* out);
+  absl::StatusOr<std::unique_ptr<ModelBackend>> NewBackend(const ModelConfig& config);
+  ModelSlot* FindModelLocked(const std::string& name) const;
+  absl::Status EnsurePagesLocked(Sequence* seq, int32_t tokens);
+  void FreeSequenceLocked(Sequence* seq);
+  void FinishLocked(Sequence* seq, FinishReason reason, const std::string& error,
+                    std::vector<Delivery>* out);
+  void PurgeExpiredLocked();
+  int64_t NowNanos() const { return clock_->NowNanos(); }
+
+  const EngineOptions options_;
+  const Clock* clock_;
+  std::string state_dir_;
+  bool own_state_dir_ = false;
+  ThreadPool pool_;
+
+  std::mutex step_mu_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::map<std::string, std::unique_ptr<ModelSlot>> models_;
+  std::string default_model_;
+  std::map<std::string, std::unique_ptr<Sequence>> seqs_;
+  std::map<std::string, SavedState> saved_;
+  EngineStats stats_;
+  std::thread scheduler_;
+};
+
+}  // namespace flotilla::inference

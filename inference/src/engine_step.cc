@@ -1,0 +1,187 @@
+// One continuous-batching step, and scoring (prefill only).
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "engine_impl.h"
+#include "flotilla/common/status.h"
+
+namespace flotilla::inference {
+
+bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out) {
+  const ModelConfig& c = slot->config;
+  StepInput in;
+  struct Planned {
+    Sequence* seq;
+    int32_t first_row;
+    int32_t rows;
+    int32_t logit_index;  // -1: no token this step (prefill continues)
+  };
+  std::vector<Planned> plan;
+  int64_t version = 0;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    version = slot->version;
+    std::vector<Sequence*> running;
+    for (auto& [id, seq] : seqs_) {
+      if (seq->model == slot && seq->running) running.push_back(seq.get());
+    }
+    // Token boundary: interrupts take effect before any more work.
+    std::vector<Sequence*> live;
+    for (Sequence* seq : running) {
+      if (seq->interrupt) {
+        FinishLocked(seq, FinishReason::kInterrupted, "", out);
+      } else {
+        live.push_back(seq);
+      }
+    }
+    // Decode rows first (one each), then prefill chunks in what budget is left.
+    std::stable_sort(live.begin(), live.end(), [](Sequence* a, Sequence* b) {
+      return (a->tokens.size() - a->cached) < (b->tokens.size() - b->cached);
+    });
+    int32_t budget = static_cast<int32_t>(options_.max_step_tokens);
+    for (Sequence* seq : live) {
+      if (plan.size() >= options_.max_batch || budget <= 0) break;
+      const int32_t uncached = static_cast<int32_t>(seq->tokens.size()) - seq->cached;
+      const int32_t rows = std::min(uncached, budget);
+      if (rows <= 0) continue;
+      if (absl::Status s = EnsurePagesLocked(seq, seq->cached + rows); !s.ok()) {
+        FinishLocked(seq, FinishReason::kError, std::string(s.message()), out);
+        continue;
+      }
+      const int32_t seq_index = static_cast<int32_t>(in.seq_pages.size());
+      in.seq_pages.push_back(seq->pages);
+      Planned p{seq, static_cast<int32_t>(in.tokens.size()), rows, -1};
+      for (int32_t i = 0; i < rows; ++i) {
+        in.tokens.push_back(seq->tokens[seq->cached + i]);
+        in.positions.push_back(seq->cached + i);
+        in.row_seq.push_back(seq_index);
+      }
+      if (rows == uncached) {
+        p.logit_index = static_cast<int32_t>(in.logit_rows.size());
+        in.logit_rows.push_back(p.first_row + rows - 1);
+      }
+      plan.push_back(p);
+      budget -= rows;
+    }
+  }
+  if (plan.empty()) return !out->empty();
+
+  StepOutput result;
+  absl::Status status = slot->backend->Forward(in, &result);
+
+  std::lock_guard<std::mutex> l(mu_);
+  ++stats_.steps;
+  const int32_t LK = c.n_layers * c.top_k;
+  for (const Planned& p : plan) {
+    Sequence* seq = p.seq;
+    if (!status.ok()) {
+      FinishLocked(seq, FinishReason::kError, std::string(status.message()), out);
+      continue;
+    }
+    const int32_t prefill = std::min(p.rows, seq->pending_prompt);
+    seq->pending_prompt -= prefill;
+    seq->call_prefilled += static_cast<uint32_t>(prefill);
+    stats_.prefill_tokens += static_cast<uint64_t>(prefill);
+    stats_.decode_tokens += static_cast<uint64_t>(p.rows - prefill);
+    seq->cached += p.rows;
+    if (p.logit_index < 0) continue;
+    TokenRecord rec;
+    SampleToken(&result.logits[static_cast<size_t>(p.logit_index) * c.vocab_size], c.vocab_size,
+                seq->sampling, &seq->rng, &rec);
+    rec.policy_version = version;
+    const int32_t row = p.first_row + p.rows - 1;
+    rec.experts.assign(result.experts.begin() + static_cast<ptrdiff_t>(row) * LK,
+                       result.experts.begin() + static_cast<ptrdiff_t>(row + 1) * LK);
+    seq->tokens.push_back(rec.token);
+    seq->records.push_back(rec);
+    ++seq->call_generated;
+    FinishReason finish = FinishReason::kRunning;
+    if (IsStopTokenFor(seq->sampling, rec.token)) {
+      finish = FinishReason::kStop;
+    } else if (seq->call_generated >= seq->sampling.max_new_tokens ||
+               static_cast<int32_t>(seq->tokens.size()) >= c.max_context) {
+      finish = FinishReason::kLength;
+    }
+    if (finish == FinishReason::kRunning) {
+      if (seq->sink) {
+        Delivery d;
+        d.sink = seq->sink;
+        d.update.sequence_id = seq->id;
+        d.update.tokens.push_back(std::move(rec));
+        d.update.prefilled_tokens = seq->call_prefilled;
+        out->push_back(std::move(d));
+      }
+    } else {
+      const size_t before = out->size();
+      FinishLocked(seq, finish, "", out);
+      if (out->size() > before) out->back().update.tokens.push_back(std::move(rec));
+    }
+  }
+  return true;
+}
+
+bool IsStopTokenFor(const SamplingParams& p, int32_t t) {
+  if (p.stop_tokens.empty()) return t == kEndTurn || t == kEos;
+  return std::find(p.stop_tokens.begin(), p.stop_tokens.end(), t) != p.stop_tokens.end();
+}
+
+absl::StatusOr<ScoreResult> EngineImpl::Score(const std::string& model,
+                                              const std::vector<int32_t>& tokens, uint32_t start,
+                                              uint32_t top_k, bool full_vocab) {
+  std::lock_guard<std::mutex> step(step_mu_);
+  ModelSlot* slot;
+  Sequence scratch;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    slot = FindModelLocked(model);
+    if (slot == nullptr) return absl::NotFoundError(absl::StrCat("no model '", model, "' loaded"));
+    if (tokens.empty()) return absl::InvalidArgumentError("score: tokens must not be empty");
+    if (tokens.size() > static_cast<size_t>(slot->config.max_context)) {
+      return absl::InvalidArgumentError(absl::StrCat("score: ", tokens.size(), " tokens exceed max_context ", slot->config.max_context));
+    }
+    scratch.model = slot;
+    RETURN_IF_ERROR(EnsurePagesLocked(&scratch, static_cast<int32_t>(tokens.size())));
+  }
+  const ModelConfig& c = slot->config;
+  const int32_t n = static_cast<int32_t>(tokens.size());
+  const int32_t first = std::max<int32_t>(1, static_cast<int32_t>(start));
+  ScoreResult res;
+  std::vector<float> lp;
+  absl::Status status;
+  const int32_t chunk = static_cast<int32_t>(options_.max_step_tokens);
+  for (int32_t begin = 0; begin < n && status.ok(); begin += chunk) {
+    const int32_t end = std::min(n, begin + chunk);
+    StepInput in;
+    in.seq_pages.push_back(scratch.pages);
+    for (int32_t i = begin; i < end; ++i) {
+      in.tokens.push_back(tokens[i]);
+      in.positions.push_back(i);
+      in.row_seq.push_back(0);
+      // Row i predicts token i + 1.
+      if (i + 1 >= first && i + 1 < n) in.logit_rows.push_back(i - begin);
+    }
+    StepOutput out;
+    status = slot->backend->Forward(in, &out);
+    if (!status.ok()) break;
+    for (size_t k = 0; k < in.logit_rows.size(); ++k) {
+      const int32_t target = tokens[begin + in.logit_rows[k] + 1];
+      LogSoftmax(&out.logits[k * c.vocab_size], c.vocab_size, &lp);
+      res.logprobs.push_back(lp[target]);
+      if (top_k > 0) {
+        std::vector<int32_t> ids;
+        std::vector<float> vals;
+        TopK(lp, top_k, &ids, &vals);
+        res.top_ids.insert(res.top_ids.end(), ids.begin(), ids.end());
+        res.top_logprobs.insert(res.top_logprobs.end(), vals.begin(), vals.end());
+      }
+      if (full_vocab) res.full_logprobs.insert(res.full_logprobs.end(), lp.begin(), lp.end());
+    }
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  for (int32_t p : scratch.pages) slot->free_pages.push_back(p);
+  if (!status.ok()) return status;
+  stats_.prefill_tokens += static_cast<uint64_t>(n);
+  return res;
+}
+
+}  // namespace flotilla::inference

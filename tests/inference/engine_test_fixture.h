@@ -1,0 +1,72 @@
+// A CPU engine over a small random model written to a temp dir, and a blocking helper for
+// sink-based calls.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/notification.h"
+#include "flotilla/common/clock.h"
+#include "flotilla/inference/engine.h"
+#include "flotilla/inference/tokenizer.h"
+#include "gtest/gtest.h"
+#include "test_model.h"
+#include "testing/temp_dir.h"
+
+namespace flotilla::inference::testing {
+
+struct Collected {
+  std::vector<TokenRecord> tokens;
+  FinishReason finish = FinishReason::kRunning;
+  uint32_t prefilled = 0;
+  absl::Notification done;
+  TokenSink Sink() {
+    return [this](const GenerateUpdate& u) {
+      tokens.insert(tokens.end(), u.tokens.begin(), u.tokens.end());
+      if (u.finish != FinishReason::kRunning) {
+        finish = u.finish;
+        prefilled = u.prefilled_tokens;
+        done.Notify();
+      }
+    };
+  }
+};
+
+class EngineFixture : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_ = TinyConfig();
+    v1_ = dir_.file("v1.safetensors");
+    v2_ = dir_.file("v2.safetensors");
+    ASSERT_TRUE(WriteRandomModel(v1_, config_, 1, 0.1f).ok());
+    ASSERT_TRUE(WriteRandomModel(v2_, config_, 2, 0.1f).ok());
+    EngineOptions opts;
+    opts.threads = 2;
+    opts.kv_memory_bytes = 8 << 20;
+    opts.state_dir = dir_.file("states");
+    opts.clock = &clock_;
+    auto e = Engine::Create(opts);
+    ASSERT_TRUE(e.ok()) << e.status();
+    engine_ = std::move(*e);
+    ASSERT_TRUE(engine_->LoadModel("student", config_, v1_, 1).ok());
+  }
+
+  GenerateRequest Request(uint32_t max_new, uint64_t seed) const {
+    GenerateRequest req;
+    req.prompt = Encode("interrupt me at any token");
+    req.sampling.temperature = 0.8f;
+    req.sampling.seed = seed;
+    req.sampling.max_new_tokens = max_new;
+    req.sampling.stop_tokens = {-1};
+    req.keep_state = true;
+    return req;
+  }
+
+  flotilla::testing::TempDir dir_;
+  FakeClock clock_;
+  ModelConfig config_;
+  std::string v1_, v2_;
+  std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace flotilla::inference::testing
