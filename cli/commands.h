@@ -9,4 +9,9 @@ namespace flotilla::cli {
 // Subcommands whose component has not landed yet: each says so and exits 2.
 void AddPlaceholderCommand(CLI::App& app, const char* name, const char* description, int* exit_code);
 
+// `flotilla run`: an RL experiment end to end (trainer_bridge).
+void AddRunCommand(CLI::App& app, int* exit_code);
+// `flotilla bridge serve|status|reconfigure` (trainer_bridge).
+void AddBridgeCommand(CLI::App& app, int* exit_code);
+
 }  // namespace flotilla::cli

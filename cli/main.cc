@@ -16,8 +16,8 @@ int main(int argc, char** argv) {
   AddPlaceholderCommand(app, "node", "Run the node agent daemon", &exit_code);
   AddPlaceholderCommand(app, "engine", "Run the inference engine daemon", &exit_code);
   AddPlaceholderCommand(app, "worker", "Run the worker (OpenAI/Anthropic endpoints, scaffolds)", &exit_code);
-  AddPlaceholderCommand(app, "bridge", "Run or reconfigure the trainer bridge", &exit_code);
-  AddPlaceholderCommand(app, "run", "Run an RL experiment from its YAML", &exit_code);
+  flotilla::cli::AddBridgeCommand(app, &exit_code);
+  flotilla::cli::AddRunCommand(app, &exit_code);
   AddPlaceholderCommand(app, "eval", "Evaluate a model across scaffolds", &exit_code);
   AddPlaceholderCommand(app, "bench", "Run a benchmark (sandbox, scheduler, engine, rollout)", &exit_code);
   AddPlaceholderCommand(app, "trajectories", "Export stored trajectories", &exit_code);

@@ -296,9 +296,24 @@ grpc::Status TrainerBridgeService::Status(grpc::ServerContext*, const v1::Status
     for (const auto& t : teachers_->Active()) resp->add_active_teachers(t);
   }
   resp->set_model_config_json(model_config_.ToJson());
+  std::vector<std::string> active;
+  if (teachers_ != nullptr) active = teachers_->Active();
   for (const auto& t : config_.teachers) {
-    resp->add_teacher_paths(absl::StrCat(t.name, "=", t.model_config, "=", t.weights));
+    v1::TeacherInfo* info = resp->add_teachers();
+    info->set_name(t.name);
+    info->set_model_config(t.model_config);
+    info->set_weights(t.weights);
+    for (const auto& d : t.domains) info->add_domains(d);
+    info->set_active(std::find(active.begin(), active.end(), t.name) != active.end());
   }
+  for (const auto& d : datasets_) {
+    v1::DatasetSpec* spec = resp->add_datasets();
+    spec->set_name(d.name);
+    spec->set_weight(d.weight);
+    spec->set_max_in_flight(d.max_in_flight);
+    spec->set_domain(d.domain);
+  }
+  resp->set_state_dir(config_.state_dir);
   return grpc::Status::OK;
 }
 

@@ -224,6 +224,14 @@ absl::StatusOr<StoredState> TrajectoryStore::LoadState() {
   return s;
 }
 
+absl::Status TrajectoryStore::SetFinished(bool finished) { return SetMeta("finished", finished ? "1" : "0"); }
+
+absl::StatusOr<bool> TrajectoryStore::Finished() {
+  auto v = GetMeta("finished", "0");
+  if (!v.ok()) return v.status();
+  return *v == std::string("1");
+}
+
 absl::StatusOr<int64_t> TrajectoryStore::CountTrajectories() {
   ASSIGN_OR_RETURN(auto st, db_->Prepare("SELECT COUNT(*) FROM trajectories"));
   ASSIGN_OR_RETURN(bool row, st.Step());

@@ -47,6 +47,9 @@ class TrajectoryStore {
   absl::Status SaveCounters(uint64_t groups_dispatched, const std::map<std::string, uint64_t>& by_dataset);
   absl::Status SavePolicy(int64_t version, const std::string& weights_path);
   [[nodiscard]] absl::StatusOr<StoredState> LoadState();
+  // The experiment ran to its end (a later run starts afresh rather than resuming).
+  absl::Status SetFinished(bool finished);
+  [[nodiscard]] absl::StatusOr<bool> Finished();
 
   [[nodiscard]] absl::StatusOr<int64_t> CountTrajectories();
   // Rewards of every stored trajectory in completion order (for summaries).
