@@ -85,7 +85,13 @@ void RolloutRunner::OnUpdate(uint64_t id, const inference::GenerateUpdate& u) {
     l.sample.detail = std::string(s.message());
   }
   stats_.tokens_generated += u.tokens.size();
-  if (l.sample.segments > 1) stats_.resumed_prefill_tokens += u.prefilled_tokens;
+  // prefilled_tokens is cumulative within one Generate/Resume call. A resume that prefills a
+  // sequence which had already produced tokens would be a re-prefill; a sequence interrupted
+  // while still queued (nothing generated) legitimately prefills its prompt for the first time.
+  if (l.sample.segments > 1 && l.resumed_with_tokens && u.prefilled_tokens > l.call_prefilled) {
+    stats_.resumed_prefill_tokens += u.prefilled_tokens - l.call_prefilled;
+  }
+  l.call_prefilled = u.prefilled_tokens;
   switch (u.finish) {
     case inference::FinishReason::kRunning:
       return;
@@ -111,14 +117,19 @@ absl::Status RolloutRunner::StartSample(uint64_t id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     Live& l = live_.at(id);
+    if (paused_ || l.phase != Phase::kPending) return absl::OkStatus();
     req.model = options_.model;
     req.prompt = l.sample.prompt;
     req.sampling = l.sampling;
     req.keep_state = false;
     l.sample.segments = 1;
+    l.phase = Phase::kGenerating;
+    ++starting_;
   }
   auto seq = engine_.Generate(req, SinkFor(id));
   std::lock_guard<std::mutex> lock(mu_);
+  --starting_;
+  cv_.notify_all();
   Live& l = live_.at(id);
   if (!seq.ok()) {
     l.sample.failed = true;
@@ -153,7 +164,7 @@ void RolloutRunner::StartGroup(const GroupTicket& t) {
       l.sampling.max_new_tokens = options_.max_new_tokens;
       if (options_.forced_length) {
         l.sampling.max_new_tokens = options_.forced_length(id);
-        l.sampling.stop_tokens = {inference::kPad};  // never sampled in practice: run to length
+        l.sampling.stop_tokens = {-1};  // no token id matches: run to exactly this length
       }
       live_[id] = std::move(l);
       ids.push_back(id);
@@ -163,6 +174,17 @@ void RolloutRunner::StartGroup(const GroupTicket& t) {
   for (uint64_t id : ids) {
     if (auto s = StartSample(id); !s.ok()) FLOG(warn, "sample failed to start", {{"sample", id}, {"error", s.ToString()}});
   }
+}
+
+void RolloutRunner::StartPending() {
+  std::vector<uint64_t> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, l] : live_) {
+      if (l.phase == Phase::kPending) pending.push_back(id);
+    }
+  }
+  for (uint64_t id : pending) (void)StartSample(id);
 }
 
 void RolloutRunner::Loop() {
@@ -287,6 +309,8 @@ void RolloutRunner::Requeue(std::vector<std::vector<RolloutSample>> groups) {
 
 std::vector<uint64_t> RolloutRunner::InterruptAllLocked(std::unique_lock<std::mutex>& lock) {
   paused_ = true;
+  // A Generate call in progress must land before the engine is told to interrupt.
+  cv_.wait(lock, [&] { return starting_ == 0; });
   lock.unlock();
   std::vector<std::string> ids = engine_.InterruptAll();
   std::set<std::string> interrupted(ids.begin(), ids.end());
@@ -339,6 +363,8 @@ absl::StatusOr<SwitchReport> RolloutRunner::SwitchWeights(const std::string& pat
       sampling.max_new_tokens = l.sampling.max_new_tokens > done ? l.sampling.max_new_tokens - done : 1;
       l.phase = Phase::kGenerating;
       l.sample.segments += 1;
+      l.call_prefilled = 0;
+      l.resumed_with_tokens = !l.sample.completion.empty();
       seq = l.sequence_id;
     }
     if (auto s = engine_.Resume(seq, sampling, SinkFor(id)); !s.ok()) {
@@ -355,6 +381,7 @@ absl::StatusOr<SwitchReport> RolloutRunner::SwitchWeights(const std::string& pat
   paused_ = was_paused;
   report.prefilled_on_resume = stats_.resumed_prefill_tokens - prefill_before;
   lock.unlock();
+  StartPending();
   cv_.notify_all();
   report.stall_ms = watch.ElapsedMillis();
   if (!swapped.ok()) return swapped;
@@ -431,6 +458,8 @@ absl::Status RolloutRunner::Reload() {
       l.handle.clear();
       l.phase = Phase::kGenerating;
       l.sample.segments += 1;
+      l.call_prefilled = 0;
+      l.resumed_with_tokens = !l.sample.completion.empty();
       if (stats_.offloaded > 0 && !handle.empty()) stats_.offloaded -= 1;
     }
     if (auto s = engine_.Resume(seq, sampling, SinkFor(id)); !s.ok()) {
@@ -447,6 +476,7 @@ absl::Status RolloutRunner::Reload() {
     std::lock_guard<std::mutex> g(mu_);
     paused_ = false;
   }
+  StartPending();
   controller_.SetSuspended(false);
   cv_.notify_all();
   return first;

@@ -106,19 +106,23 @@ class RolloutRunner {
   void SetFinishedObserver(std::function<void(const RolloutSample&)> fn);
 
  private:
-  enum class Phase { kGenerating, kInterrupted, kOffloaded, kDone };
+  enum class Phase { kPending, kGenerating, kInterrupted, kOffloaded, kDone };
   struct Live {
     RolloutSample sample;
     Task task;
     std::string sequence_id;
     std::string handle;  // saved state while offloaded
-    Phase phase = Phase::kGenerating;
+    Phase phase = Phase::kPending;
     inference::SamplingParams sampling;
+    uint32_t call_prefilled = 0;  // prefill reported by the current engine call
+    bool resumed_with_tokens = false;  // the current call resumed a sequence that had output
   };
 
   void Loop();
   void StartGroup(const GroupTicket& t);
+  // Submits a pending sample to the engine, unless paused (then it stays pending).
   absl::Status StartSample(uint64_t id);
+  void StartPending();
   inference::TokenSink SinkFor(uint64_t id);
   void OnUpdate(uint64_t id, const inference::GenerateUpdate& u);
   void FinishGroups(const std::vector<uint64_t>& groups);
@@ -143,6 +147,7 @@ class RolloutRunner {
   std::deque<double> recent_rewards_;                   // guarded by mu_
   std::function<void(const RolloutSample&)> observer_;  // guarded by mu_
   bool paused_ = false;                                 // guarded by mu_: no new starts
+  int starting_ = 0;                                    // guarded by mu_: Generate calls in progress
   bool stopping_ = false;                               // guarded by mu_
   RunnerStats stats_;                                   // guarded by mu_
   std::thread loop_;
