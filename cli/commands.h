@@ -8,6 +8,10 @@ namespace flotilla::cli {
 
 // Subcommands whose component has not landed yet: each says so and exits 2.
 void AddPlaceholderCommand(CLI::App& app, const char* name, const char* description, int* exit_code);
+void AddPolicyCommand(CLI::App& app, int* exit_code);
+
+// `flotilla sandbox run|image build` (cli/sandbox_command.cc).
+void AddSandboxCommand(CLI::App& app, int* exit_code);
 
 // `flotilla run`: an RL experiment end to end (trainer_bridge).
 void AddRunCommand(CLI::App& app, int* exit_code);

@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   using flotilla::cli::AddPlaceholderCommand;
   AddPlaceholderCommand(app, "up", "Run every service in one process (the embedded default)", &exit_code);
-  AddPlaceholderCommand(app, "sandbox", "Run commands in sandboxes; build images", &exit_code);
+  flotilla::cli::AddSandboxCommand(app, &exit_code);
   AddPlaceholderCommand(app, "scheduler", "Run the scheduler daemon", &exit_code);
   AddPlaceholderCommand(app, "node", "Run the node agent daemon", &exit_code);
   AddPlaceholderCommand(app, "engine", "Run the inference engine daemon", &exit_code);
@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   AddPlaceholderCommand(app, "eval", "Evaluate a model across scaffolds", &exit_code);
   AddPlaceholderCommand(app, "bench", "Run a benchmark (sandbox, scheduler, engine, rollout)", &exit_code);
   AddPlaceholderCommand(app, "trajectories", "Export stored trajectories", &exit_code);
+  flotilla::cli::AddPolicyCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -1,0 +1,147 @@
+// `flotilla sandbox run|image build`: one-shot sandboxes and image builds on this host.
+#include <unistd.h>
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "flotilla/common/config.h"
+#include "flotilla/sandbox/runtime.h"
+
+namespace flotilla::cli {
+namespace {
+
+using flotilla::sandbox::ExecOptions;
+using flotilla::sandbox::OutputStream;
+using flotilla::sandbox::Runtime;
+using flotilla::sandbox::RuntimeOptions;
+using flotilla::sandbox::SandboxOptions;
+using flotilla::sandbox::StopReason;
+
+struct RunFlags {
+  std::string state_dir = "/var/lib/flotilla";
+  std::string image, policy, memory, disk, timeout, exec_class = "latency_sensitive";
+  uint32_t pids = 0;
+  std::vector<std::string> allow;
+  std::vector<std::string> command;
+};
+
+void WriteAll(int fd, std::string_view d) {
+  while (!d.empty()) {
+    ssize_t n = ::write(fd, d.data(), d.size());
+    if (n <= 0) return;
+    d.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+int RunCommand(const RunFlags& f) {
+  auto fail = [](const std::string& msg) {
+    std::cerr << "flotilla sandbox run: " << msg << "\n";
+    return 125;
+  };
+  if (f.command.empty()) return fail("no command given (use: flotilla sandbox run [flags] -- CMD [ARGS...])");
+  SandboxOptions so;
+  so.image = f.image;
+  so.policy_name = f.policy;
+  so.resources.pids = f.pids;
+  if (!f.memory.empty()) {
+    auto b = ParseBytes(f.memory);
+    if (!b.ok()) return fail("--memory: " + std::string(b.status().message()));
+    so.resources.memory_bytes = *b;
+  }
+  if (!f.disk.empty()) {
+    auto b = ParseBytes(f.disk);
+    if (!b.ok()) return fail("--disk: " + std::string(b.status().message()));
+    so.resources.disk_bytes = *b;
+  }
+  ExecOptions eo;
+  eo.argv = f.command;
+  if (!f.timeout.empty()) {
+    auto ms = ParseDurationMs(f.timeout);
+    if (!ms.ok() || *ms <= 0) return fail("--timeout: bad duration '" + f.timeout + "'");
+    eo.timeout_ms = static_cast<uint32_t>(*ms);
+  }
+  if (f.exec_class == "latency_sensitive") {
+    so.execution_class = flotilla::sandbox::ExecutionClass::kLatencySensitive;
+  } else if (f.exec_class != "best_effort") {
+    return fail("--class: must be best_effort or latency_sensitive, got '" + f.exec_class + "'");
+  }
+  for (const std::string& a : f.allow) {
+    size_t colon = a.rfind(':');
+    flotilla::sandbox::NetworkAllow rule;
+    rule.cidr = a.substr(0, colon);
+    if (colon != std::string::npos && a.find(']') < colon + 1) rule.cidr = a.substr(0, colon);
+    if (colon != std::string::npos) {
+      try {
+        int port = std::stoi(a.substr(colon + 1));
+        if (port < 0 || port > 65535) throw std::out_of_range("port");
+        rule.port = static_cast<uint16_t>(port);
+      } catch (const std::exception&) {
+        return fail("--allow: bad port in '" + a + "' (want CIDR:PORT)");
+      }
+    }
+    so.extra_allow.push_back(rule);
+  }
+  RuntimeOptions ro;
+  ro.state_dir = f.state_dir;
+  auto rt = Runtime::Open(ro);
+  if (!rt.ok()) return fail(rt.status().ToString());
+  auto created = (*rt)->Create(so);
+  if (!created.ok()) return fail(created.status().ToString());
+  auto r = (*rt)->Exec(created->id, eo, [](OutputStream s, std::string_view d) {
+    WriteAll(s == OutputStream::kStdout ? 1 : 2, d);
+  });
+  (void)(*rt)->Destroy(created->id);
+  if (!r.ok()) return fail(r.status().ToString());
+  if (r->reason != StopReason::kNone) {
+    std::cerr << "flotilla: sandbox stopped the command: " << flotilla::sandbox::StopReasonName(r->reason)
+              << (r->detail.empty() ? "" : " (" + r->detail + ")") << "\n";
+  }
+  if (r->signal != 0) return 128 + r->signal;
+  if (r->exit_code < 0) return 125;
+  return r->exit_code;
+}
+
+}  // namespace
+
+void AddSandboxCommand(CLI::App& app, int* exit_code) {
+  CLI::App* sandbox = app.add_subcommand("sandbox", "Run commands in sandboxes; build images");
+  sandbox->require_subcommand(1);
+
+  auto flags = std::make_shared<RunFlags>();
+  CLI::App* run = sandbox->add_subcommand("run", "Run a command in a fresh sandbox, then destroy it");
+  run->add_option("--state-dir", flags->state_dir, "Runtime state directory");
+  run->add_option("--image", flags->image, "Image: a directory, an image name, or a layer id (default: host /usr)");
+  run->add_option("--policy", flags->policy, "Policy: a file or a shipped name (default, no-network, build)");
+  run->add_option("--memory", flags->memory, "Memory limit (e.g. 512M)");
+  run->add_option("--disk", flags->disk, "Writable layer size (e.g. 1G)");
+  run->add_option("--pids", flags->pids, "Process limit");
+  run->add_option("--timeout", flags->timeout, "Wall-clock limit of the command (e.g. 30s)");
+  run->add_option("--class", flags->exec_class, "Execution class: latency_sensitive (default, interactive) or best_effort (SCHED_IDLE)");
+  run->add_option("--allow", flags->allow, "Allow network to CIDR:PORT (repeatable)");
+  run->add_option("command", flags->command, "The command and its arguments (after --)")->required();
+  run->callback([flags, exit_code] { *exit_code = RunCommand(*flags); });
+
+  auto image_dir = std::make_shared<std::string>("/var/lib/flotilla");
+  auto image_name = std::make_shared<std::string>();
+  auto suite = std::make_shared<std::string>();
+  CLI::App* image = sandbox->add_subcommand("image", "Manage sandbox images");
+  image->require_subcommand(1);
+  CLI::App* build = image->add_subcommand("build", "Build a Debian image with debootstrap");
+  build->add_option("name", *image_name, "Image name")->required();
+  build->add_option("--suite", *suite, "Debian suite (default: the host's)");
+  build->add_option("--state-dir", *image_dir, "Runtime state directory");
+  build->callback([image_dir, image_name, suite, exit_code] {
+    absl::Status s = flotilla::sandbox::BuildImage(*image_dir, *image_name, *suite,
+                                                   [](std::string_view line) { std::cerr << line << "\n"; });
+    if (!s.ok()) {
+      std::cerr << "flotilla sandbox image build: " << s << "\n";
+      *exit_code = 1;
+      return;
+    }
+    std::cout << *image_name << "\n";
+  });
+}
+
+}  // namespace flotilla::cli

@@ -1,0 +1,178 @@
+// The eBPF network enforcer: loads the cgroup sock_addr programs once, attaches per sandbox.
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "cgroup2_internal.h"
+#include "flotilla/common/status.h"
+#include "flotilla/policies/network.h"
+#include "net_policy.skel.h"
+#include "net_policy_abi.h"
+#include "net_rules.h"
+
+namespace flotilla::policies {
+
+struct NetworkEnforcer::Impl {
+  net_policy* skel = nullptr;
+  int rules_fd = -1;
+  int denials_fd = -1;
+  std::string anchor_dir;             // empty: none
+  std::vector<UniqueFd> anchor_links;
+  ~Impl() {
+    anchor_links.clear();
+    if (!anchor_dir.empty()) rmdir(anchor_dir.c_str());
+    if (skel != nullptr) net_policy__destroy(skel);
+  }
+};
+
+namespace {
+
+constexpr char kAnchorPrefix[] = "flotilla-netpolicy-anchor.";
+
+// The four programs and their attach points, in attach order.
+std::vector<std::pair<bpf_program*, bpf_attach_type>> Programs(net_policy* skel) {
+  return {{skel->progs.flotilla_connect4, BPF_CGROUP_INET4_CONNECT},
+          {skel->progs.flotilla_connect6, BPF_CGROUP_INET6_CONNECT},
+          {skel->progs.flotilla_sendmsg4, BPF_CGROUP_UDP4_SENDMSG},
+          {skel->progs.flotilla_sendmsg6, BPF_CGROUP_UDP6_SENDMSG}};
+}
+
+// Removes anchor cgroups left by processes that no longer exist (a crashed agent).
+void RemoveStaleAnchors(const std::string& root) {
+  DIR* dir = opendir(root.c_str());
+  if (dir == nullptr) return;
+  while (dirent* e = readdir(dir)) {
+    std::string_view name(e->d_name);
+    if (name.substr(0, sizeof(kAnchorPrefix) - 1) != kAnchorPrefix) continue;
+    int pid = std::atoi(e->d_name + sizeof(kAnchorPrefix) - 1);
+    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) rmdir((root + "/" + e->d_name).c_str());
+  }
+  closedir(dir);
+}
+
+flotilla_rule_key MakeKey(uint64_t cgroup_id, const Cidr& cidr) {
+  flotilla_rule_key key{};
+  key.prefixlen = 64 + cidr.prefix_len;
+  std::memcpy(key.data, &cgroup_id, 8);
+  std::memcpy(key.data + 8, cidr.addr.data(), 16);
+  return key;
+}
+
+absl::Status BpfError(std::string_view what, int err) {
+  if (err < 0) err = -err;
+  if (err == EPERM || err == EACCES) {
+    return absl::PermissionDeniedError(absl::StrCat(std::string(what), ": ", std::strerror(err),
+                                                    " (needs CAP_BPF and CAP_NET_ADMIN, or root)"));
+  }
+  return ErrnoStatus(what, err);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<NetworkEnforcer>> NetworkEnforcer::Create(const Options& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->skel = net_policy__open();
+  if (impl->skel == nullptr) return BpfError("opening the BPF network programs", errno);
+  bpf_map__set_max_entries(impl->skel->maps.flotilla_rules, options.max_rules);
+  if (int rc = net_policy__load(impl->skel); rc != 0) return BpfError("loading the BPF network programs", rc);
+  impl->rules_fd = bpf_map__fd(impl->skel->maps.flotilla_rules);
+  impl->denials_fd = bpf_map__fd(impl->skel->maps.flotilla_denials);
+  if (options.keep_hooks_warm) {
+    // The kernel switches each cgroup hook on (live code patching, milliseconds) when the
+    // first program anywhere attaches to it and off when the last one leaves. An empty
+    // cgroup holding the programs for the enforcer's lifetime keeps that off the per-sandbox
+    // path. It has no tasks, so its (absent) rules never judge anything.
+    ASSIGN_OR_RETURN(std::string root, FindCgroup2Mount());
+    RemoveStaleAnchors(root);
+    impl->anchor_dir = absl::StrCat(root, "/", kAnchorPrefix, getpid());
+    if (mkdir(impl->anchor_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      int err = errno;
+      impl->anchor_dir.clear();
+      return ErrnoStatus("creating the BPF anchor cgroup", err);
+    }
+    UniqueFd dir(open(impl->anchor_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!dir.valid()) return ErrnoStatus("opening the BPF anchor cgroup");
+    for (const auto& [prog, type] : Programs(impl->skel)) {
+      int link = bpf_link_create(bpf_program__fd(prog), dir.get(), type, nullptr);
+      if (link < 0) return BpfError("attaching to the BPF anchor cgroup", link);
+      impl->anchor_links.emplace_back(link);
+    }
+  }
+  return std::unique_ptr<NetworkEnforcer>(new NetworkEnforcer(std::move(impl)));
+}
+
+NetworkEnforcer::NetworkEnforcer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+NetworkEnforcer::~NetworkEnforcer() = default;
+
+absl::StatusOr<std::unique_ptr<NetworkAttachment>> NetworkEnforcer::Attach(const NetworkPolicy& policy,
+                                                                          int cgroup_dir_fd) {
+  ASSIGN_OR_RETURN(uint64_t cgroup_id, Cgroup2Id(cgroup_dir_fd));
+  ASSIGN_OR_RETURN(std::vector<RuleEntry> entries, BuildRuleEntries(policy));
+  std::unique_ptr<NetworkAttachment> att(new NetworkAttachment(this, cgroup_id));
+  // Rules go in before the links, so the sandbox never runs under a half-written policy.
+  uint64_t zero = 0;
+  if (bpf_map_update_elem(impl_->denials_fd, &cgroup_id, &zero, BPF_NOEXIST) != 0) {
+    if (errno == EEXIST) return absl::AlreadyExistsError(absl::StrCat("cgroup ", cgroup_id, " already has a network policy"));
+    return BpfError("creating the denial counter", errno);
+  }
+  att->counter_created_ = true;
+  for (const auto& e : entries) {
+    flotilla_rule_key key = MakeKey(cgroup_id, e.cidr);
+    flotilla_rule_value value{};
+    value.flags = e.deny ? FLOTILLA_RULE_DENY : 0;
+    value.nranges = static_cast<uint32_t>(e.ports.size());
+    for (size_t i = 0; i < e.ports.size(); ++i) value.ranges[i] = {e.ports[i].lo, e.ports[i].hi};
+    if (bpf_map_update_elem(impl_->rules_fd, &key, &value, BPF_ANY) != 0) {
+      return BpfError(absl::StrCat("writing the network rule for ", e.cidr.ToString()), errno);
+    }
+    const auto* bytes = reinterpret_cast<const uint8_t*>(&key);
+    att->keys_.emplace_back(bytes, bytes + sizeof(key));
+  }
+  att->rule_count_ = entries.size();
+  for (const auto& [prog, type] : Programs(impl_->skel)) {
+    int link = bpf_link_create(bpf_program__fd(prog), cgroup_dir_fd, type, nullptr);
+    if (link < 0) return BpfError(absl::StrCat("attaching ", bpf_program__name(prog), " to the cgroup"), link);
+    att->links_.emplace_back(link);
+  }
+  return att;
+}
+
+void NetworkEnforcer::Detach(NetworkAttachment* att) {
+  att->links_.clear();  // closing a link fd detaches its program
+  for (const auto& key : att->keys_) bpf_map_delete_elem(impl_->rules_fd, key.data());
+  att->keys_.clear();
+  if (att->counter_created_) bpf_map_delete_elem(impl_->denials_fd, &att->cgroup_id_);
+}
+
+uint64_t NetworkEnforcer::Denials(uint64_t cgroup_id) const {
+  uint64_t count = 0;
+  if (bpf_map_lookup_elem(impl_->denials_fd, &cgroup_id, &count) != 0) return 0;
+  return count;
+}
+
+NetworkAttachment::~NetworkAttachment() { owner_->Detach(this); }
+
+uint64_t NetworkAttachment::denials() const { return owner_->Denials(cgroup_id_); }
+
+std::vector<uint32_t> NetworkAttachment::link_ids() const {
+  std::vector<uint32_t> ids;
+  for (const auto& fd : links_) {
+    bpf_link_info info{};
+    uint32_t len = sizeof(info);
+    if (bpf_obj_get_info_by_fd(fd.get(), &info, &len) == 0) ids.push_back(info.id);
+  }
+  return ids;
+}
+
+}  // namespace flotilla::policies

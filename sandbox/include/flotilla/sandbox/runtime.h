@@ -1,0 +1,240 @@
+// The node-local sandbox runtime: isolated process trees with their own root filesystem.
+//
+//   ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, Runtime::Open({.state_dir = "/var/lib/flotilla"}));
+//   ASSIGN_OR_RETURN(CreateResult c, rt->Create({.policy_name = "default"}));
+//   ExecOptions ex{.argv = {"/bin/sh", "-c", "echo hi"}};
+//   ASSIGN_OR_RETURN(ExecResult r, rt->Exec(c.id, ex, [](OutputStream s, std::string_view d) {...}));
+//   RETURN_IF_ERROR(rt->Destroy(c.id));
+//
+// A sandbox is a process tree in new user (root inside = an unprivileged host uid range), pid,
+// mount, network, uts, ipc and cgroup namespaces, with no_new_privs and a small capability
+// bounding set. PID 1 inside is the runtime's own init: it reaps zombies and starts execs on
+// request. The root filesystem is overlayfs: read-only image layers below, a per-sandbox
+// size-limited writable layer above, entered with pivot_root; /proc is masked like OCI
+// runtimes do, /sys is absent, /dev is minimal. Resources are enforced through cgroups (v2
+// where its controllers are enabled, v1 otherwise, detected when the runtime opens).
+//
+// Thread-safety: every Runtime method may be called concurrently from any thread, including
+// several Exec calls on one sandbox. Ownership: the Runtime owns every sandbox it created;
+// destroying the Runtime destroys them all (no process, mount, cgroup, BPF link or file stays).
+// Errors: NotFound for an unknown sandbox id, InvalidArgument for bad options (naming the
+// field), FailedPrecondition for a sandbox that is gone or paused, Unavailable when the host
+// lacks a required kernel feature, Internal for kernel calls that failed unexpectedly.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace flotilla::sandbox {
+
+// Why the runtime stopped something, or how a sandbox broke (mirrors flotilla.v1.StopReason).
+enum class StopReason {
+  kNone = 0,
+  kTimeout = 1,        // exec or sandbox wall-clock limit
+  kOom = 2,            // memory limit
+  kPids = 3,           // pids limit
+  kPolicy = 4,         // a policy enforcer refused (seccomp, network, filesystem)
+  kOutputLimit = 5,    // output cap reached
+  kSandboxDied = 6,    // init of the sandbox exited
+  kSandboxBroken = 7,  // the sandbox destroyed its own userland (e.g. no /bin/sh)
+  kNodeLost = 8,       // reported by the scheduler, never by the runtime
+  kDestroyed = 9,      // destroyed while running
+  kDiskFull = 10,      // writable layer full
+};
+std::string_view StopReasonName(StopReason r);  // "timeout", "oom", ...
+
+enum class ExecutionClass {
+  kLatencySensitive,  // runs normally
+  kBestEffort,        // every process SCHED_IDLE
+};
+
+struct ResourceLimits {
+  uint64_t memory_bytes = 0;          // 0: the runtime's default
+  uint32_t pids = 0;                  // 0: the runtime's default
+  uint32_t cpu_weight = 0;            // 1..10000 (cgroup v2 scale); 0: default (100)
+  uint32_t cpu_quota_millicores = 0;  // 0: unlimited
+  uint64_t disk_bytes = 0;            // writable layer size; 0: the runtime's default
+  uint32_t timeout_ms = 0;            // whole-sandbox wall clock; 0: none
+};
+
+struct NetworkAllow {
+  std::string cidr;   // "10.0.0.0/8", "::1/128"
+  uint16_t port = 0;  // 0: any
+};
+
+struct SandboxOptions {
+  std::string id;     // empty: the runtime picks "sbx-<hex>"; otherwise a safe id (IsSafeId)
+  std::string image;  // empty: embedded default (host /usr + generated /etc); a layer id
+                      // ("sha256:..."), an image name built by BuildImage, or a directory
+  std::string policy_yaml;   // full policy text; empty: policy_name
+  std::string policy_name;   // "default", "no-network", "build", or a file; empty: "default"
+  ResourceLimits resources;  // zero fields fall back to the policy, then the runtime defaults
+  ExecutionClass execution_class = ExecutionClass::kBestEffort;
+  std::map<std::string, std::string> labels;
+  std::vector<NetworkAllow> extra_allow;  // added to the policy's network allow list
+};
+
+struct CreateResult {
+  std::string id;
+  std::vector<std::string> enforcers_active;    // "seccomp", "ebpf-net", "landlock", "apparmor"
+  std::vector<std::string> enforcers_inactive;  // "apparmor: not enabled on this host"
+  bool core_scheduling = false;                 // PR_SCHED_CORE cookie set for the sandbox
+  double create_ms = 0;
+};
+
+struct ExecOptions {
+  std::vector<std::string> argv;           // argv[0] is the program; PATH is searched if no '/'
+  std::map<std::string, std::string> env;  // empty: PATH, HOME=/root, TERM=dumb
+  std::string cwd;                         // empty: "/"
+  std::string stdin_data;                  // fed to the process, then stdin is closed
+  uint32_t timeout_ms = 0;                 // 0: the policy's exec timeout (or none)
+  uint64_t output_limit_bytes = 0;         // stdout+stderr; 0: the policy's (or none)
+};
+
+enum class OutputStream { kStdout, kStderr };
+// Receives output as it arrives, on the calling thread of Exec. Never called after Exec returns.
+using OutputCallback = std::function<void(OutputStream stream, std::string_view data)>;
+
+struct ExecResult {
+  int exit_code = -1;  // -1 when killed by a signal
+  int signal = 0;
+  StopReason reason = StopReason::kNone;  // set when the runtime stopped it or the sandbox broke
+  std::string detail;                     // a human line about `reason`
+  double wall_ms = 0;
+  uint64_t stdout_bytes = 0;
+  uint64_t stderr_bytes = 0;
+};
+
+struct FileContent {
+  std::string content;
+  uint32_t mode = 0;  // permission bits
+};
+
+struct SnapshotResult {
+  std::string layer_id;  // "sha256:<hex>" of a canonical walk of the layer
+  uint64_t bytes = 0;    // file bytes in the layer
+};
+
+struct SandboxInfo {
+  std::string id;
+  std::map<std::string, std::string> labels;
+  ResourceLimits resources;  // effective limits
+  ExecutionClass execution_class = ExecutionClass::kBestEffort;
+  bool paused = false;
+  uint64_t memory_used_bytes = 0;
+  int64_t created_unix_ms = 0;
+};
+
+struct SandboxEvent {
+  enum class Kind { kCreated = 1, kDestroyed = 2, kCrashed = 3, kPaused = 4, kResumed = 5 };
+  std::string sandbox_id;
+  Kind kind = Kind::kCreated;
+  StopReason reason = StopReason::kNone;
+  std::string detail;
+  int64_t unix_ms = 0;
+};
+std::string_view EventKindName(SandboxEvent::Kind k);
+
+// Called for every event of the watched sandbox (or all sandboxes), on a runtime thread; keep
+// it short. Never called after the returned Watch handle is destroyed.
+using EventCallback = std::function<void(const SandboxEvent&)>;
+
+// Unsubscribes on destruction. Move-only.
+class Watch {
+ public:
+  virtual ~Watch() = default;
+};
+
+struct CleanupReport {
+  int sandboxes = 0;  // leftover sandbox state dirs removed
+  int cgroups = 0;    // flotilla-* cgroups removed
+  int mounts = 0;     // stale mounts under the state dir detached
+  int processes = 0;  // processes killed in leftover cgroups
+};
+
+struct RuntimeOptions {
+  std::string state_dir = "/var/lib/flotilla";  // layers, images, per-sandbox dirs
+  // Cgroup names are "<cgroup_prefix>-<sandbox id>" under a "<cgroup_prefix>" parent; two
+  // runtimes on one host must use different prefixes (or state dirs).
+  std::string cgroup_prefix = "flotilla";
+  uint32_t host_uid_base = 100000;  // root inside maps to this host uid (shared 65536 range)
+  uint64_t default_memory_bytes = 1ull << 30;
+  uint32_t default_pids = 512;
+  uint64_t default_disk_bytes = 1ull << 30;
+  bool cleanup_leftovers = true;  // run CleanupLeftovers() in Open
+  std::string policies_dir;       // extra directory of named policies; empty: built-ins only
+};
+
+// What the host supports, detected when the runtime opens.
+struct HostFeatures {
+  bool cgroup_v2_controllers = false;  // pure v2 with memory/pids/cpu enabled
+  bool cgroup_v1 = false;              // v1 memory/pids/cpu/freezer hierarchies
+  bool cgroup_v2_unified = false;      // a v2 hierarchy to attach BPF programs to
+  bool core_scheduling = false;        // prctl(PR_SCHED_CORE)
+  bool idmapped_mounts = false;
+  std::string detail;                  // one line per missing feature
+};
+
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+
+  // Opens the runtime on `options.state_dir`. Unavailable when not root or when the kernel
+  // lacks user namespaces, overlayfs or cgroups; the message names what is missing.
+  static absl::StatusOr<std::unique_ptr<Runtime>> Open(const RuntimeOptions& options);
+
+  virtual const HostFeatures& features() const = 0;
+
+  // Creates and starts a sandbox (its init is running when this returns).
+  virtual absl::StatusOr<CreateResult> Create(const SandboxOptions& options) = 0;
+
+  // Runs argv inside the sandbox and waits for it. Output is streamed to `on_output` (may be
+  // null). A process the runtime stopped returns OK with result.reason set; a sandbox whose
+  // init died returns OK with reason kSandboxDied. Never blocks past the timeout + 1 s.
+  virtual absl::StatusOr<ExecResult> Exec(const std::string& id, const ExecOptions& options,
+                                          const OutputCallback& on_output) = 0;
+
+  // Files, resolved inside the sandbox root (openat2 RESOLVE_IN_ROOT|RESOLVE_NO_MAGICLINKS):
+  // symlinks and ".." never leave it. PutFile creates missing parent directories.
+  virtual absl::Status PutFile(const std::string& id, const std::string& path,
+                               std::string_view content, uint32_t mode) = 0;
+  // OutOfRange when the file is larger than max_bytes (0: 64 MiB).
+  virtual absl::StatusOr<FileContent> GetFile(const std::string& id, const std::string& path,
+                                              uint64_t max_bytes) = 0;
+
+  // Commits the sandbox's writable layer as a content-addressed layer; `name` (optional) names
+  // it as an image for SandboxOptions::image. The sandbox keeps running.
+  virtual absl::StatusOr<SnapshotResult> Snapshot(const std::string& id, const std::string& name) = 0;
+
+  virtual absl::Status Pause(const std::string& id) = 0;   // freezes every process
+  virtual absl::Status Resume(const std::string& id) = 0;
+
+  // Kills every process, removes every mount, cgroup, BPF link and file of the sandbox.
+  // Running Execs return with reason kDestroyed.
+  virtual absl::Status Destroy(const std::string& id) = 0;
+
+  virtual std::vector<SandboxInfo> List() const = 0;
+  virtual absl::StatusOr<SandboxInfo> Info(const std::string& id) const = 0;
+
+  // Subscribes to events of one sandbox (`id`) or of all (`id` empty).
+  virtual std::unique_ptr<Watch> WatchEvents(const std::string& id, EventCallback callback) = 0;
+
+  // Removes what a crashed earlier run left: sandbox dirs under the state dir, cgroups named
+  // with the prefix (killing their processes), stale mounts under the state dir.
+  virtual absl::StatusOr<CleanupReport> CleanupLeftovers() = 0;
+};
+
+// Builds a Debian image with debootstrap into <state_dir>/images/<name> (mirror from the
+// machine's apt configuration). Progress lines go to `progress` (may be null).
+absl::Status BuildImage(const std::string& state_dir, const std::string& name,
+                        const std::string& suite, const std::function<void(std::string_view)>& progress);
+
+}  // namespace flotilla::sandbox

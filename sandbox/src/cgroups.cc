@@ -1,0 +1,267 @@
+#include "cgroups.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/match.h"
+#include "absl/strings/ascii.h"
+#include "flotilla/common/status.h"
+#include "sys_util.h"
+
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+#ifndef CGROUP_SUPER_MAGIC
+#define CGROUP_SUPER_MAGIC 0x27e0eb
+#endif
+
+namespace flotilla::sandbox {
+namespace {
+
+bool IsFs(const std::string& path, long magic) {
+  struct statfs st;
+  return ::statfs(path.c_str(), &st) == 0 && static_cast<long>(st.f_type) == magic;
+}
+
+absl::Status MkdirIfMissing(const std::string& path) {
+  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoStatus("mkdir " + path);
+  return absl::OkStatus();
+}
+
+// Kills the processes listed in <dir>/cgroup.procs; returns how many.
+int KillProcs(const std::string& dir) {
+  auto procs = ReadSmallFile(dir + "/cgroup.procs");
+  if (!procs.ok()) return 0;
+  int n = 0;
+  for (absl::string_view line : absl::StrSplit(*procs, '\n', absl::SkipEmpty())) {
+    int pid = 0;
+    if (absl::SimpleAtoi(line, &pid) && pid > 1 && ::kill(pid, SIGKILL) == 0) ++n;
+  }
+  return n;
+}
+
+// rmdir with a short retry: a cgroup whose last task is exiting is briefly busy.
+absl::Status RmdirRetry(const std::string& dir) {
+  for (int i = 0; i < 200; ++i) {
+    if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return absl::OkStatus();
+    if (errno != EBUSY) return ErrnoStatus("rmdir " + dir);
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  return ErrnoStatus("rmdir " + dir, EBUSY);
+}
+
+}  // namespace
+
+absl::StatusOr<CgroupDriver> CgroupDriver::Detect(const std::string& root) {
+  CgroupDriver d;
+  if (IsFs(root, CGROUP2_SUPER_MAGIC)) {
+    auto controllers = ReadSmallFile(root + "/cgroup.controllers");
+    if (controllers.ok() && absl::StrContains(*controllers, "memory") && absl::StrContains(*controllers, "pids")) {
+      d.pure_v2_ = true;
+      d.v2_ = root;
+      d.unified_ = root;
+      return d;
+    }
+    return absl::UnavailableError("cgroup v2 at " + root + " lacks the memory and pids controllers");
+  }
+  auto v1 = [&](const char* name) { return IsFs(root + "/" + name, CGROUP_SUPER_MAGIC) ? root + "/" + name : ""; };
+  d.memory_ = v1("memory");
+  d.pids_ = v1("pids");
+  d.cpu_ = v1("cpu");
+  if (d.cpu_.empty()) d.cpu_ = v1("cpu,cpuacct");
+  d.freezer_ = v1("freezer");
+  if (IsFs(root + "/unified", CGROUP2_SUPER_MAGIC)) d.unified_ = root + "/unified";
+  if (d.memory_.empty() || d.pids_.empty() || d.freezer_.empty()) {
+    return absl::UnavailableError("no usable cgroups under " + root +
+                                  ": need v2 with memory+pids or v1 memory, pids and freezer");
+  }
+  return d;
+}
+
+std::string CgroupDriver::Describe() const {
+  if (pure_v2_) return "cgroup v2 at " + v2_;
+  return absl::StrCat("cgroup v1 (memory, pids, ", cpu_.empty() ? "no cpu" : "cpu", ", freezer)",
+                      unified_.empty() ? "" : " + v2 " + unified_ + " for BPF");
+}
+
+absl::Status CgroupDriver::EnsureGroup(const std::string& group) const {
+  std::vector<std::string> roots;
+  if (pure_v2_) {
+    roots = {v2_};
+  } else {
+    roots = {memory_, pids_, freezer_};
+    if (!cpu_.empty()) roots.push_back(cpu_);
+    if (!unified_.empty()) roots.push_back(unified_);
+  }
+  for (const std::string& r : roots) {
+    std::string path = r;
+    for (absl::string_view part : absl::StrSplit(group, '/', absl::SkipEmpty())) {
+      path += "/" + std::string(part);
+      RETURN_IF_ERROR(MkdirIfMissing(path));
+      if (pure_v2_) {
+        // Children need the controllers delegated; missing ones (cpu) are tolerated.
+        (void)WriteSmallFile(path + "/cgroup.subtree_control", "+memory +pids +cpu");
+      }
+    }
+  }
+  if (pure_v2_) (void)WriteSmallFile(v2_ + "/cgroup.subtree_control", "+memory +pids +cpu");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<SandboxCgroup>> CgroupDriver::Create(const std::string& group, const std::string& name,
+                                                                    const CgroupLimits& limits) const {
+  std::unique_ptr<SandboxCgroup> cg(new SandboxCgroup());
+  cg->pure_v2_ = pure_v2_;
+  std::string rel = "/" + group + "/" + name;
+  auto make = [&](const std::string& root) -> absl::StatusOr<std::string> {
+    std::string dir = root + rel;
+    if (::mkdir(dir.c_str(), 0755) != 0) return ErrnoStatus("mkdir cgroup " + dir);
+    cg->dirs_.push_back(dir);
+    cg->procs_files_.push_back(dir + "/cgroup.procs");
+    return dir;
+  };
+  if (pure_v2_) {
+    ASSIGN_OR_RETURN(std::string dir, make(v2_));
+    cg->unified_dir_ = cg->memory_dir_ = cg->pids_dir_ = cg->freezer_dir_ = dir;
+    if (limits.memory_bytes) RETURN_IF_ERROR(WriteSmallFile(dir + "/memory.max", absl::StrCat(limits.memory_bytes)));
+    (void)WriteSmallFile(dir + "/memory.swap.max", "0");
+    if (limits.pids) RETURN_IF_ERROR(WriteSmallFile(dir + "/pids.max", absl::StrCat(limits.pids)));
+    if (limits.cpu_weight && limits.cpu_weight != 100) {
+      (void)WriteSmallFile(dir + "/cpu.weight", absl::StrCat(limits.cpu_weight));
+    }
+    if (limits.cpu_quota_millicores) {
+      (void)WriteSmallFile(dir + "/cpu.max", absl::StrCat(limits.cpu_quota_millicores * 100, " 100000"));
+    }
+    return cg;
+  }
+  ASSIGN_OR_RETURN(cg->memory_dir_, make(memory_));
+  ASSIGN_OR_RETURN(cg->pids_dir_, make(pids_));
+  ASSIGN_OR_RETURN(cg->freezer_dir_, make(freezer_));
+  if (limits.memory_bytes) {
+    RETURN_IF_ERROR(WriteSmallFile(cg->memory_dir_ + "/memory.limit_in_bytes", absl::StrCat(limits.memory_bytes)));
+  }
+  if (limits.pids) RETURN_IF_ERROR(WriteSmallFile(cg->pids_dir_ + "/pids.max", absl::StrCat(limits.pids)));
+  if (!cpu_.empty() && ((limits.cpu_weight && limits.cpu_weight != 100) || limits.cpu_quota_millicores)) {
+    ASSIGN_OR_RETURN(std::string cpu, make(cpu_));
+    if (limits.cpu_weight && limits.cpu_weight != 100) {
+      // v2 weight 100 == v1 shares 1024.
+      RETURN_IF_ERROR(WriteSmallFile(cpu + "/cpu.shares", absl::StrCat(std::max<uint64_t>(2, limits.cpu_weight * 1024ull / 100))));
+    }
+    if (limits.cpu_quota_millicores) {
+      RETURN_IF_ERROR(WriteSmallFile(cpu + "/cpu.cfs_quota_us", absl::StrCat(limits.cpu_quota_millicores * 100)));
+    }
+  }
+  if (!unified_.empty()) {
+    ASSIGN_OR_RETURN(cg->unified_dir_, make(unified_));
+  }
+  return cg;
+}
+
+void CgroupDriver::RemoveGroup(const std::string& group, int* killed, int* removed) const {
+  std::vector<std::string> roots = pure_v2_ ? std::vector<std::string>{v2_}
+                                            : std::vector<std::string>{memory_, pids_, freezer_, cpu_, unified_};
+  for (const std::string& r : roots) {
+    if (r.empty()) continue;
+    std::string top = r + "/" + group;
+    for (const std::string& child : ListGroupAt(top)) {
+      std::string dir = top + "/" + child;
+      if (r == freezer_) (void)WriteSmallFile(dir + "/freezer.state", "THAWED");
+      if (r == v2_) (void)WriteSmallFile(dir + "/cgroup.freeze", "0");
+      *killed += KillProcs(dir);
+      if (RmdirRetry(dir).ok()) ++*removed;
+    }
+    *killed += KillProcs(top);
+    if (RmdirRetry(top).ok()) ++*removed;
+  }
+}
+
+std::vector<std::string> CgroupDriver::ListGroupAt(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.is_directory(ec) && !e.is_symlink(ec)) out.push_back(e.path().filename().string());
+  }
+  return out;
+}
+
+std::vector<std::string> CgroupDriver::ListGroup(const std::string& group) const {
+  return ListGroupAt((pure_v2_ ? v2_ : memory_) + "/" + group);
+}
+
+SandboxCgroup::~SandboxCgroup() {
+  if (!removed_) {
+    KillAll();
+    (void)Remove();
+  }
+}
+
+CgroupCounters SandboxCgroup::Counters() const {
+  CgroupCounters c;
+  if (pure_v2_) {
+    if (auto ev = ReadSmallFile(memory_dir_ + "/memory.events"); ev.ok()) c.oom_kills = KeyedValue(*ev, "oom_kill");
+    if (auto ev = ReadSmallFile(pids_dir_ + "/pids.events"); ev.ok()) c.pids_max_hits = KeyedValue(*ev, "max");
+    if (auto cur = ReadSmallFile(memory_dir_ + "/memory.current"); cur.ok()) {
+      (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(*cur), &c.memory_current);
+    }
+    return c;
+  }
+  if (auto oc = ReadSmallFile(memory_dir_ + "/memory.oom_control"); oc.ok()) c.oom_kills = KeyedValue(*oc, "oom_kill");
+  if (auto ev = ReadSmallFile(pids_dir_ + "/pids.events"); ev.ok()) c.pids_max_hits = KeyedValue(*ev, "max");
+  if (auto cur = ReadSmallFile(memory_dir_ + "/memory.usage_in_bytes"); cur.ok()) {
+    (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(*cur), &c.memory_current);
+  }
+  return c;
+}
+
+absl::Status SandboxCgroup::Freeze(bool frozen) {
+  if (pure_v2_) {
+    RETURN_IF_ERROR(WriteSmallFile(freezer_dir_ + "/cgroup.freeze", frozen ? "1" : "0"));
+    for (int i = 0; i < 2000; ++i) {
+      auto ev = ReadSmallFile(freezer_dir_ + "/cgroup.events");
+      if (!ev.ok() || KeyedValue(*ev, "frozen") == (frozen ? 1u : 0u)) return absl::OkStatus();
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+    return absl::DeadlineExceededError("cgroup did not settle in freeze state");
+  }
+  const char* want = frozen ? "FROZEN" : "THAWED";
+  RETURN_IF_ERROR(WriteSmallFile(freezer_dir_ + "/freezer.state", want));
+  for (int i = 0; i < 2000; ++i) {
+    auto st = ReadSmallFile(freezer_dir_ + "/freezer.state");
+    if (!st.ok() || absl::StripAsciiWhitespace(*st) == want) return absl::OkStatus();
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  return absl::DeadlineExceededError(absl::StrCat("freezer did not reach ", want));
+}
+
+int SandboxCgroup::KillAll() {
+  if (pure_v2_) {
+    if (WriteSmallFile(unified_dir_ + "/cgroup.kill", "1").ok()) return 1;
+    (void)Freeze(false);
+    return KillProcs(unified_dir_);
+  }
+  int n = 0;
+  if (!unified_dir_.empty() && WriteSmallFile(unified_dir_ + "/cgroup.kill", "1").ok()) n = 1;
+  n += KillProcs(memory_dir_);
+  (void)WriteSmallFile(freezer_dir_ + "/freezer.state", "THAWED");
+  return n;
+}
+
+absl::Status SandboxCgroup::Remove() {
+  absl::Status first;
+  for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) {
+    absl::Status s = RmdirRetry(*it);
+    if (!s.ok() && first.ok()) first = s;
+  }
+  removed_ = true;
+  return first;
+}
+
+}  // namespace flotilla::sandbox

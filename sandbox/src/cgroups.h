@@ -1,0 +1,94 @@
+// Cgroups for sandboxes, on whatever the host has: pure v2 with controllers, or v1 controller
+// hierarchies (plus a v2 hierarchy without controllers, used only to attach BPF programs).
+//
+// CgroupDriver is detected once (Detect) and is immutable afterwards: thread-safe.
+// SandboxCgroup owns one sandbox's cgroup directories and removes them when it dies.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace flotilla::sandbox {
+
+struct CgroupLimits {
+  uint64_t memory_bytes = 0;  // 0: unlimited
+  uint32_t pids = 0;          // 0: unlimited
+  uint32_t cpu_weight = 100;  // 1..10000
+  uint32_t cpu_quota_millicores = 0;
+};
+
+// Counters used to tell why a process died.
+struct CgroupCounters {
+  uint64_t oom_kills = 0;
+  uint64_t pids_max_hits = 0;
+  uint64_t memory_current = 0;
+};
+
+class SandboxCgroup;
+
+class CgroupDriver {
+ public:
+  // Finds the hierarchies under `root` (normally /sys/fs/cgroup). Unavailable when neither a
+  // usable v2 nor v1 memory+pids+cpu+freezer is mounted.
+  static absl::StatusOr<CgroupDriver> Detect(const std::string& root = "/sys/fs/cgroup");
+
+  bool pure_v2() const { return pure_v2_; }
+  bool has_unified() const { return !unified_.empty(); }
+  std::string Describe() const;
+
+  // Creates (if needed) the group directory `group` (e.g. "flotilla/i1234") everywhere.
+  absl::Status EnsureGroup(const std::string& group) const;
+  // Creates <group>/<name> with limits. Takes a few mkdir and writes.
+  absl::StatusOr<std::unique_ptr<SandboxCgroup>> Create(const std::string& group, const std::string& name,
+                                                       const CgroupLimits& limits) const;
+  // Kills every process under <group> (recursively) and removes the directories. Returns the
+  // number of processes killed and cgroups removed.
+  void RemoveGroup(const std::string& group, int* killed, int* removed) const;
+  // Lists the sub-directories of <group> (in the first hierarchy).
+  std::vector<std::string> ListGroup(const std::string& group) const;
+
+ private:
+  friend class SandboxCgroup;
+  static std::vector<std::string> ListGroupAt(const std::string& dir);
+  bool pure_v2_ = false;
+  std::string v2_;        // pure v2 mount
+  std::string unified_;   // v2 mount used for BPF only (hybrid) or == v2_
+  std::string memory_, pids_, cpu_, freezer_;  // v1 mounts
+};
+
+class SandboxCgroup {
+ public:
+  ~SandboxCgroup();
+  SandboxCgroup(const SandboxCgroup&) = delete;
+  SandboxCgroup& operator=(const SandboxCgroup&) = delete;
+
+  // "cgroup.procs" files the sandbox's init writes "0" into to join (before it unshares its
+  // cgroup namespace).
+  const std::vector<std::string>& procs_files() const { return procs_files_; }
+  // The v2 directory (for BPF attachment), empty when the host has none.
+  const std::string& unified_dir() const { return unified_dir_; }
+
+  [[nodiscard]] CgroupCounters Counters() const;
+  absl::Status Freeze(bool frozen);
+  // SIGKILLs every process in the cgroup (thawing first). Returns how many were signalled.
+  int KillAll();
+  // Removes the directories now; retried briefly while the kernel still holds tasks.
+  absl::Status Remove();
+
+ private:
+  friend class CgroupDriver;
+  SandboxCgroup() = default;
+  bool pure_v2_ = false;
+  std::vector<std::string> dirs_;  // every directory, removed in reverse order
+  std::vector<std::string> procs_files_;
+  std::string unified_dir_, memory_dir_, pids_dir_, freezer_dir_;
+  bool removed_ = false;
+};
+
+}  // namespace flotilla::sandbox

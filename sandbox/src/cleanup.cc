@@ -1,0 +1,91 @@
+// Runtime::CleanupLeftovers: what a crashed earlier runtime left behind. Each runtime instance
+// owns <state>/run/<instance>/ and the cgroups <prefix>/<instance>, where the instance name
+// holds the owner's pid and start time; an instance whose owner is gone is removed: its
+// processes are killed, its cgroups and mounts removed, its directory deleted.
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "flotilla/common/status.h"
+#include "runtime_impl.h"
+#include "sys_util.h"
+
+namespace flotilla::sandbox {
+namespace {
+
+// Instance names are "i<pid>-<start time>-<n>"; the owner is alive when that pid still has
+// that start time.
+bool OwnerAlive(const std::string& instance) {
+  std::vector<std::string> f = absl::StrSplit(instance, '-');
+  int pid = 0;
+  if (f.size() != 3 || f[0].size() < 2 || f[0][0] != 'i' || !absl::SimpleAtoi(f[0].substr(1), &pid) || pid <= 0) {
+    return true;  // not ours: leave it alone
+  }
+  auto stat = ReadSmallFile(absl::StrCat("/proc/", pid, "/stat"));
+  if (!stat.ok()) return false;
+  size_t p = stat->rfind(')');
+  if (p == std::string::npos) return false;
+  std::vector<std::string> sf = absl::StrSplit(stat->substr(p + 2), ' ');
+  return sf.size() > 19 && sf[19] == f[1];
+}
+
+// Mount points at or under `dir` in this mount namespace, deepest first.
+std::vector<std::string> MountsUnder(const std::string& dir) {
+  std::vector<std::string> out;
+  auto info = ReadSmallFile("/proc/self/mountinfo");
+  if (!info.ok()) return out;
+  for (absl::string_view line : absl::StrSplit(*info, '\n', absl::SkipEmpty())) {
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
+    if (f.size() < 5) continue;
+    std::string mp(f[4]);
+    if (mp == dir || absl::StartsWith(mp, dir + "/")) out.push_back(mp);
+  }
+  std::sort(out.begin(), out.end(), [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<CleanupReport> RuntimeImpl::CleanupLeftovers() {
+  CleanupReport report;
+  const std::string run = options_.state_dir + "/run";
+  std::error_code ec;
+  std::vector<std::string> dead;
+  for (const auto& e : std::filesystem::directory_iterator(run, ec)) {
+    std::string name = e.path().filename().string();
+    if (name == instance_ || !e.is_directory(ec)) continue;
+    if (!OwnerAlive(name)) dead.push_back(name);
+  }
+  // Cgroups of dead instances (of any state dir: the name says whose they are).
+  for (const std::string& name : cgroups_->ListGroup(options_.cgroup_prefix)) {
+    if (name == instance_ || std::find(dead.begin(), dead.end(), name) != dead.end()) continue;
+    if (!OwnerAlive(name)) dead.push_back(name);
+  }
+  for (const std::string& name : dead) {
+    const std::string dir = run + "/" + name;
+    std::error_code ec2;
+    if (std::filesystem::exists(dir + "/sbx", ec2)) {
+      for (const auto& s : std::filesystem::directory_iterator(dir + "/sbx", ec2)) {
+        (void)s;
+        ++report.sandboxes;
+      }
+    }
+    int killed = 0, removed = 0;
+    cgroups_->RemoveGroup(options_.cgroup_prefix + "/" + name, &killed, &removed);
+    report.processes += killed;
+    report.cgroups += removed;
+    for (const std::string& mp : MountsUnder(dir)) {
+      if (::umount2(mp.c_str(), MNT_DETACH) == 0) ++report.mounts;
+    }
+    RemoveTree(dir);
+  }
+  return report;
+}
+
+}  // namespace flotilla::sandbox

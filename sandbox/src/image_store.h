@@ -1,0 +1,67 @@
+// Image layers on disk and their read-only, id-mapped mounts.
+//
+// Layout under the state dir:
+//   layers/<sha256 hex>/{root/,usr/,parent}   a committed writable layer (uids stored as inside)
+//   images/<name>/rootfs/                     a full root filesystem (debootstrap)
+//   images/<name>/layer                       or: a name for a layer ("sha256:<hex>")
+//   base/skeleton-<hash>/                     the default image's root (links into /usr, /etc),
+//                                             rebuilt when the host files it copies change
+// and under the runtime instance's own dir:
+//   mnt/<n>/                                  id-mapped read-only mounts of the above and /usr
+//
+// Every lower layer is mounted through an id-mapped mount so that files owned by host root
+// appear as owned by root inside the sandbox (host uid base): `rm -rf /usr/bin` inside then
+// succeeds in the sandbox's own upper layer while the host's /usr stays untouched.
+//
+// Thread-safety: all methods may be called concurrently. The store owns its mounts and
+// detaches them when destroyed.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "flotilla/sandbox/runtime.h"
+
+namespace flotilla::sandbox {
+
+struct ResolvedImage {
+  std::vector<std::string> root_lowers;  // mounted paths, topmost first
+  std::vector<std::string> usr_lowers;   // empty when the image is a full root filesystem
+  std::string top;                       // the layer id or base a snapshot records as parent
+};
+
+class ImageStore {
+ public:
+  static absl::StatusOr<std::unique_ptr<ImageStore>> Open(const std::string& state_dir,
+                                                          const std::string& instance_dir, int userns_fd,
+                                                          uint32_t uid_base);
+  ~ImageStore();
+  ImageStore(const ImageStore&) = delete;
+  ImageStore& operator=(const ImageStore&) = delete;
+
+  // "" / "default", "sha256:<hex>", an image name, or an absolute directory.
+  absl::StatusOr<ResolvedImage> Resolve(const std::string& image);
+
+  // Commits an upper layer (`root_fd`, and `usr_fd` or -1) on top of `parent` as a new
+  // content-addressed layer; names it when `name` is not empty.
+  absl::StatusOr<SnapshotResult> Commit(int root_fd, int usr_fd, const std::string& parent, const std::string& name);
+
+ private:
+  ImageStore() = default;
+  absl::StatusOr<std::string> MountLayer(const std::string& src);  // cached by src
+  absl::Status BuildSkeleton();
+
+  std::string state_dir_, instance_dir_;
+  std::string skeleton_;  // <state>/base/skeleton-<inputs hash>
+  int userns_fd_ = -1;
+  uint32_t uid_base_ = 0;
+  std::mutex mu_;
+  std::map<std::string, std::string> mounts_;  // source -> mount point
+  int next_mount_ = 0;
+};
+
+}  // namespace flotilla::sandbox

@@ -1,0 +1,388 @@
+#include "init_process.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/poll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <cstring>
+
+#include "init_protocol.h"
+
+#ifndef PR_SCHED_CORE
+#define PR_SCHED_CORE 62
+#define PR_SCHED_CORE_CREATE 1
+#endif
+#ifndef PR_SCHED_CORE_SCOPE_THREAD_GROUP
+#define PR_SCHED_CORE_SCOPE_THREAD_GROUP 1
+#endif
+
+extern char** environ;
+
+namespace flotilla::sandbox {
+namespace {
+
+// Reports a set-up failure to the runtime and exits. No allocation.
+[[noreturn]] void Fail(int ctl, const char* step, int err) {
+  char buf[512];
+  InitHeader h{};
+  h.type = InitMsg::kSetupError;
+  size_t n = 0;
+  auto append = [&](const char* s) {
+    while (*s && n < sizeof(buf) - sizeof(h) - 1) buf[sizeof(h) + n++] = *s++;
+  };
+  append(step);
+  append(": ");
+  append(strerrordesc_np(err) ? strerrordesc_np(err) : "error");
+  h.arg = err;
+  h.payload_len = static_cast<uint32_t>(n);
+  std::memcpy(buf, &h, sizeof(h));
+  (void)!::send(ctl, buf, sizeof(h) + n, MSG_NOSIGNAL);
+  ::_exit(1);
+}
+
+int WriteAll(int fd, const char* s, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, s, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    s += w;
+    n -= static_cast<size_t>(w);
+  }
+  return 0;
+}
+
+void BringLoopbackUp() {
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return;
+  struct ifreq ifr {};
+  std::memcpy(ifr.ifr_name, "lo", 3);
+  if (::ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    (void)::ioctl(s, SIOCSIFFLAGS, &ifr);
+  }
+  ::close(s);
+}
+
+int SetCapabilities(uint64_t keep) {
+  for (int cap = 0; cap <= 63; ++cap) {
+    if (keep & (1ull << cap)) continue;
+    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) return errno;
+  }
+  (void)::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  struct __user_cap_header_struct hdr {};
+  hdr.version = _LINUX_CAPABILITY_VERSION_3;
+  struct __user_cap_data_struct data[2] {};
+  data[0].effective = data[0].permitted = static_cast<uint32_t>(keep);
+  data[1].effective = data[1].permitted = static_cast<uint32_t>(keep >> 32);
+  if (::syscall(SYS_capset, &hdr, data) != 0) return errno;
+  return 0;
+}
+
+// Closes every inherited descriptor except the plan's: init must not hold other sandboxes'
+// channels or layers open.
+void CloseInherited(const std::vector<int>& keep) {
+  unsigned int from = 0;
+  for (int fd : keep) {
+    if (static_cast<unsigned int>(fd) > from) ::close_range(from, static_cast<unsigned int>(fd) - 1, 0);
+    from = static_cast<unsigned int>(fd) + 1;
+  }
+  ::close_range(from, ~0u, 0);
+}
+
+// Replaces the command line this copy of the runtime inherited (host paths, flags) with
+// "flotilla-init": overwrites the argv area named by /proc/self/stat fields 48-49.
+void HideCommandLine() {
+  static const char kName[] = "flotilla-init";
+  (void)::prctl(PR_SET_NAME, reinterpret_cast<unsigned long>(kName), 0, 0, 0);
+  static char stat[4096];
+  int fd = ::open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = ::read(fd, stat, sizeof(stat) - 1);
+  ::close(fd);
+  if (n <= 0) return;
+  stat[n] = '\0';
+  char* p = std::strrchr(stat, ')');
+  if (p == nullptr) return;
+  unsigned long fields[47] = {};
+  int idx = 0;  // token 0 is field 3 (state)
+  for (p += 2; *p && idx < 47; ++idx) {
+    unsigned long v = 0;
+    while (*p >= '0' && *p <= '9') v = v * 10 + static_cast<unsigned long>(*p++ - '0');
+    fields[idx] = v;
+    while (*p && *p != ' ') ++p;
+    if (*p == ' ') ++p;
+  }
+  if (idx < 47) return;
+  char* start = reinterpret_cast<char*>(fields[45]);
+  char* end = reinterpret_cast<char*>(fields[46]);
+  if (start == nullptr || end <= start) return;
+  std::memset(start, 0, static_cast<size_t>(end - start));
+  size_t len = std::min(sizeof(kName), static_cast<size_t>(end - start));
+  std::memcpy(start, kName, len);
+  end[-1] = '\0';
+}
+
+void SetUp(const InitPlan& p) {
+  const int ctl = p.control_fd;
+  CloseInherited(p.keep_fds);
+  char zero[] = "0";
+  for (const std::string& f : p.cgroup_procs) {
+    int fd = ::open(f.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || ::write(fd, zero, 1) != 1) Fail(ctl, "join cgroup", errno);
+    ::close(fd);
+  }
+  if (::unshare(CLONE_NEWCGROUP) != 0) Fail(ctl, "unshare cgroup namespace", errno);
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) Fail(ctl, "make / private", errno);
+  if (::move_mount(p.tmpfs_fd, "", AT_FDCWD, p.rw_dir.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+    Fail(ctl, "attach writable layer", errno);
+  }
+  ::close(p.tmpfs_fd);
+  for (const InitStep& m : p.steps) {
+    int rc = 0;
+    switch (m.kind) {
+      case InitStep::Kind::kMount:
+        rc = ::mount(m.source.empty() ? nullptr : m.source.c_str(), m.target.c_str(),
+                     m.fstype.empty() ? nullptr : m.fstype.c_str(), m.flags, m.data.empty() ? nullptr : m.data.c_str());
+        break;
+      case InitStep::Kind::kMkdir:
+        rc = ::mkdir(m.target.c_str(), m.mode);
+        if (rc != 0 && errno == EEXIST) rc = 0;
+        if (rc == 0) rc = ::chmod(m.target.c_str(), m.mode);
+        break;
+      case InitStep::Kind::kMknod:
+        rc = ::mknod(m.target.c_str(), m.mode, m.dev);
+        if (rc == 0) rc = ::chmod(m.target.c_str(), m.mode & 07777);
+        break;
+      case InitStep::Kind::kSymlink:
+        rc = ::symlink(m.source.c_str(), m.target.c_str());
+        break;
+    }
+    if (rc != 0 && !m.optional) Fail(ctl, m.target.c_str(), errno);
+  }
+  if (!p.hostname.empty() && ::sethostname(p.hostname.c_str(), p.hostname.size()) != 0) Fail(ctl, "sethostname", errno);
+  BringLoopbackUp();
+  if (::chdir(p.root_dir.c_str()) != 0) Fail(ctl, "chdir root", errno);
+  if (::syscall(SYS_pivot_root, ".", ".") != 0) Fail(ctl, "pivot_root", errno);
+  if (::umount2(".", MNT_DETACH) != 0) Fail(ctl, "detach old root", errno);
+  if (::chdir("/") != 0) Fail(ctl, "chdir /", errno);
+  for (const auto& [hook, arg] : p.before_userns) {
+    if (int err = hook(arg); err != 0) Fail(ctl, "enforcer", err);
+  }
+  HideCommandLine();
+  if (::setns(p.userns_fd, CLONE_NEWUSER) != 0) Fail(ctl, "enter user namespace", errno);
+  ::close(p.userns_fd);
+  // Raw system calls: glibc's wrappers broadcast to every thread it believes exists, and the
+  // threads of the runtime process this child was cloned from do not exist here.
+  if (::syscall(SYS_setgroups, 0, nullptr) != 0) Fail(ctl, "setgroups", errno);
+  if (::syscall(SYS_setresgid, 0, 0, 0) != 0) Fail(ctl, "setresgid", errno);
+  if (::syscall(SYS_setresuid, 0, 0, 0) != 0) Fail(ctl, "setresuid", errno);
+  if (int err = SetCapabilities(p.keep_caps); err != 0) Fail(ctl, "capabilities", err);
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) Fail(ctl, "no_new_privs", errno);
+  // Credentials changed: set these only now (a credential change clears the death signal).
+  (void)::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  (void)::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  if (p.sched_idle) {
+    struct sched_param sp {};
+    if (::sched_setscheduler(0, SCHED_IDLE, &sp) != 0) Fail(ctl, "SCHED_IDLE", errno);
+  }
+  if (p.core_sched) (void)::prctl(PR_SCHED_CORE, PR_SCHED_CORE_CREATE, 0, PR_SCHED_CORE_SCOPE_THREAD_GROUP, 0);
+  for (const auto& [hook, arg] : p.last) {
+    if (int err = hook(arg); err != 0) Fail(ctl, "enforcer", err);
+  }
+}
+
+struct ExecSlot {
+  pid_t pid = 0;
+  uint32_t exec_id = 0;
+  int status_fd = -1;
+};
+
+// Static: init never allocates after clone.
+ExecSlot g_slots[kInitMaxExecs];
+char g_msg[kInitMaxMessage];
+char* g_ptrs[kInitMaxArgs + 2];
+
+[[noreturn]] void StartExec(const InitHeader& h, char* payload, const int* fds, const sigset_t& old_mask) {
+  ::setsid();
+  for (int i = 0; i < 3; ++i) {
+    if (::dup2(fds[i], i) < 0) ::_exit(126);
+  }
+  ::close_range(3, ~0u, 0);
+  ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  ::signal(SIGPIPE, SIG_DFL);
+  char* end = payload + h.payload_len;
+  char* cwd = payload;
+  char* q = cwd + std::strlen(cwd) + 1;
+  uint32_t argc = h.argc, envc = h.envc;
+  if (argc == 0 || argc + envc + 2 > kInitMaxArgs) ::_exit(126);
+  char** argv = g_ptrs;
+  for (uint32_t i = 0; i < argc && q < end; ++i, q += std::strlen(q) + 1) argv[i] = q;
+  argv[argc] = nullptr;
+  char** envp = g_ptrs + argc + 1;
+  for (uint32_t i = 0; i < envc && q < end; ++i, q += std::strlen(q) + 1) envp[i] = q;
+  envp[envc] = nullptr;
+  if (::chdir(*cwd ? cwd : "/") != 0) {
+    const char msg[] = "flotilla: cannot enter the working directory\n";
+    (void)WriteAll(2, msg, sizeof(msg) - 1);
+    ::_exit(127);
+  }
+  environ = envp;
+  ::execvp(argv[0], argv);
+  int err = errno;
+  const char pre[] = "flotilla: cannot execute ";
+  (void)WriteAll(2, pre, sizeof(pre) - 1);
+  (void)WriteAll(2, argv[0], std::strlen(argv[0]));
+  (void)WriteAll(2, ": ", 2);
+  const char* d = strerrordesc_np(err);
+  if (d) (void)WriteAll(2, d, std::strlen(d));
+  (void)WriteAll(2, "\n", 1);
+  ::_exit(err == ENOENT ? 127 : 126);
+}
+
+void HandleMessage(int ctl, const sigset_t& old_mask) {
+  struct iovec iov {g_msg, sizeof(g_msg)};
+  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kInitExecFds)];
+  struct msghdr mh {};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = cbuf;
+  mh.msg_controllen = sizeof(cbuf);
+  ssize_t n = ::recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC);
+  if (n == 0) ::_exit(0);  // the runtime closed the channel: the sandbox ends
+  if (n < 0) {
+    if (errno == EINTR || errno == EAGAIN) return;
+    ::_exit(0);
+  }
+  int fds[kInitExecFds] = {-1, -1, -1, -1};
+  int nfds = 0;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      nfds = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+      if (nfds > kInitExecFds) nfds = kInitExecFds;
+      std::memcpy(fds, CMSG_DATA(c), sizeof(int) * static_cast<size_t>(nfds));
+    }
+  }
+  auto close_fds = [&] {
+    for (int i = 0; i < nfds; ++i) ::close(fds[i]);
+  };
+  if (static_cast<size_t>(n) < sizeof(InitHeader)) {
+    close_fds();
+    return;
+  }
+  InitHeader h;
+  std::memcpy(&h, g_msg, sizeof(h));
+  if (h.type == InitMsg::kKill) {
+    for (ExecSlot& s : g_slots) {
+      if (s.pid > 0 && s.exec_id == h.exec_id) {
+        ::kill(-s.pid, h.arg);
+        ::kill(s.pid, h.arg);
+      }
+    }
+    close_fds();
+    return;
+  }
+  if (h.type != InitMsg::kExec || nfds != kInitExecFds || sizeof(h) + h.payload_len > static_cast<size_t>(n)) {
+    close_fds();
+    return;
+  }
+  ExecSlot* slot = nullptr;
+  for (ExecSlot& s : g_slots) {
+    if (s.pid == 0) {
+      slot = &s;
+      break;
+    }
+  }
+  if (slot == nullptr) {  // too many concurrent execs: report as a failed start
+    int status = 126 << 8;
+    (void)WriteAll(fds[3], reinterpret_cast<const char*>(&status), sizeof(status));
+    close_fds();
+    return;
+  }
+  g_msg[sizeof(h) + h.payload_len] = '\0';
+  pid_t pid = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
+  if (pid == 0) StartExec(h, g_msg + sizeof(h), fds, old_mask);
+  if (pid < 0) {
+    int status = 126 << 8;
+    (void)WriteAll(fds[3], reinterpret_cast<const char*>(&status), sizeof(status));
+    close_fds();
+    return;
+  }
+  slot->pid = pid;
+  slot->exec_id = h.exec_id;
+  slot->status_fd = fds[3];
+  for (int i = 0; i < 3; ++i) ::close(fds[i]);
+}
+
+void Reap() {
+  for (;;) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    for (ExecSlot& s : g_slots) {
+      if (s.pid == pid) {
+        (void)WriteAll(s.status_fd, reinterpret_cast<const char*>(&status), sizeof(status));
+        ::close(s.status_fd);
+        s = ExecSlot{};
+      }
+    }
+  }
+}
+
+}  // namespace
+
+uint64_t DefaultKeptCapabilities() {
+  uint64_t m = 0;
+  for (int c : {CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID, CAP_KILL, CAP_SETGID, CAP_SETUID, CAP_SETPCAP,
+                CAP_NET_BIND_SERVICE, CAP_SYS_CHROOT, CAP_AUDIT_WRITE, CAP_SETFCAP}) {
+    m |= 1ull << c;
+  }
+  return m;
+}
+
+void RunInit(const InitPlan& plan) {
+  SetUp(plan);
+  sigset_t mask, old_mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+  sigemptyset(&old_mask);  // execs start with no signal blocked
+  int sfd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) Fail(plan.control_fd, "signalfd", errno);
+  ::signal(SIGPIPE, SIG_IGN);
+  InitHeader ready{};
+  ready.type = InitMsg::kReady;
+  if (::send(plan.control_fd, &ready, sizeof(ready), MSG_NOSIGNAL) != sizeof(ready)) ::_exit(1);
+  struct pollfd pfd[2] = {{plan.control_fd, POLLIN, 0}, {sfd, POLLIN, 0}};
+  for (;;) {
+    if (::poll(pfd, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      ::_exit(1);
+    }
+    if (pfd[1].revents & POLLIN) {
+      struct signalfd_siginfo si;
+      while (::read(sfd, &si, sizeof(si)) == sizeof(si)) {
+      }
+      Reap();
+    }
+    if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) HandleMessage(plan.control_fd, old_mask);
+  }
+}
+
+}  // namespace flotilla::sandbox

@@ -1,0 +1,220 @@
+// PolicyEnforcement over policies/: a sandbox's policy resolved once per name, compiled once
+// per policy (seccomp BPF, Landlock plan), applied by init on itself (Landlock, then seccomp as
+// its last set-up step) and attached from outside (eBPF network programs on the sandbox's v2
+// cgroup, the seccomp listener to the supervisor that answers and counts denied calls).
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <map>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "enforcement.h"
+#include "flotilla/common/status.h"
+#include "flotilla/policies/apparmor.h"
+#include "flotilla/policies/enforcers.h"
+#include "flotilla/policies/landlock.h"
+#include "flotilla/policies/network.h"
+#include "flotilla/policies/policy.h"
+#include "flotilla/policies/seccomp.h"
+#include "unique_fd.h"
+
+namespace flotilla::sandbox {
+namespace {
+
+namespace pol = flotilla::policies;
+
+struct HostEnforcers {
+  bool seccomp = false;
+  bool landlock = false;
+  bool apparmor = false;
+  std::unique_ptr<pol::SeccompSupervisor> supervisor;  // null: violations not counted
+  std::unique_ptr<pol::NetworkEnforcer> network;       // null: no eBPF network policy here
+  std::vector<std::string> inactive;                   // "name: why"
+};
+
+int ApplyLandlock(void* arg) { return static_cast<const pol::LandlockPlan*>(arg)->ApplyInChild(); }
+
+struct SeccompArg {
+  const pol::SeccompProgram* program;
+  int socket;
+};
+int ApplySeccomp(void* arg) {
+  auto* a = static_cast<SeccompArg*>(arg);
+  return pol::InstallSeccompInChild(*a->program, a->socket);
+}
+
+class PoliciesSandboxEnforcement final : public SandboxEnforcement {
+ public:
+  PoliciesSandboxEnforcement(HostEnforcers* host, pol::Policy policy, std::string id)
+      : host_(host), policy_(std::move(policy)), id_(std::move(id)) {}
+
+  absl::Status Compile() {
+    if (host_->seccomp) {
+      pol::SeccompOptions so;
+      so.count_violations = host_->supervisor != nullptr;
+      ASSIGN_OR_RETURN(program_, pol::SeccompCompiler::Get(policy_, so));
+      if (program_->uses_notify()) {
+        int sv[2];
+        if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return ErrnoStatus("socketpair");
+        listener_parent_.Reset(sv[0]);
+        listener_child_.Reset(sv[1]);
+      }
+      seccomp_arg_ = {program_.get(), listener_child_.get()};
+      active_.push_back("seccomp");
+    }
+    if (host_->landlock) {
+      auto plan = pol::LandlockPlan::Create(policy_.filesystem);
+      if (plan.ok()) {
+        landlock_ = std::make_unique<pol::LandlockPlan>(std::move(*plan));
+        active_.push_back("landlock");
+      } else {
+        inactive_.push_back(absl::StrCat("landlock: ", plan.status().message()));
+      }
+    }
+    if (host_->network) active_.push_back("ebpf-net");
+    inactive_.insert(inactive_.end(), host_->inactive.begin(), host_->inactive.end());
+    return absl::OkStatus();
+  }
+
+  void AddChildHooks(InitPlan* plan) override {
+    if (landlock_) plan->last.emplace_back(&ApplyLandlock, landlock_.get());
+    if (program_) {
+      plan->last.emplace_back(&ApplySeccomp, &seccomp_arg_);
+      if (listener_child_.valid()) plan->extra_fds.push_back(listener_child_.get());
+    }
+  }
+
+  absl::Status AfterStart(const std::string& cgroup_v2_dir) override {
+    listener_child_.Reset();
+    if (listener_parent_.valid() && host_->supervisor) {
+      ASSIGN_OR_RETURN(pol::UniqueFd fd, pol::ReceiveListenerFd(listener_parent_.get()));
+      ASSIGN_OR_RETURN(seccomp_watch_, host_->supervisor->Watch(id_, std::move(fd)));
+      listener_parent_.Reset();
+    }
+    if (host_->network && !cgroup_v2_dir.empty()) {
+      int fd = ::open(cgroup_v2_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (fd < 0) return ErrnoStatus("open " + cgroup_v2_dir);
+      auto att = host_->network->Attach(policy_.network, fd);
+      ::close(fd);
+      if (!att.ok()) return Annotate(att.status(), "attaching the network policy");
+      network_ = std::move(*att);
+    }
+    return absl::OkStatus();
+  }
+
+  uint64_t Violations() const override {
+    return (seccomp_watch_ ? seccomp_watch_->violations() : 0) + (network_ ? network_->denials() : 0);
+  }
+  const std::vector<std::string>& active() const override { return active_; }
+  const std::vector<std::string>& inactive() const override { return inactive_; }
+
+ private:
+  HostEnforcers* host_;
+  pol::Policy policy_;
+  std::string id_;
+  std::shared_ptr<const pol::SeccompProgram> program_;
+  flotilla::sandbox::UniqueFd listener_parent_, listener_child_;
+  SeccompArg seccomp_arg_{};
+  std::unique_ptr<pol::LandlockPlan> landlock_;
+  std::unique_ptr<pol::SeccompWatch> seccomp_watch_;
+  std::unique_ptr<pol::NetworkAttachment> network_;
+  std::vector<std::string> active_, inactive_;
+};
+
+class PoliciesEnforcement final : public PolicyEnforcement {
+ public:
+  explicit PoliciesEnforcement(std::string policies_dir) : policies_dir_(std::move(policies_dir)) {}
+
+  absl::Status Init() {
+    for (const pol::EnforcerStatus& s : pol::ProbeEnforcers()) {
+      if (s.name == "seccomp") host_.seccomp = s.active;
+      if (s.name == "landlock") host_.landlock = s.active;
+      if (s.name == "apparmor") host_.apparmor = s.active;
+      if (!s.active && s.name != "ebpf_network") host_.inactive.push_back(s.detail);
+    }
+    if (host_.seccomp) {
+      auto sup = pol::SeccompSupervisor::Start();
+      if (sup.ok()) host_.supervisor = std::move(*sup);
+    }
+    auto net = pol::NetworkEnforcer::Create();
+    if (net.ok()) {
+      host_.network = std::move(*net);
+    } else {
+      host_.inactive.push_back(absl::StrCat("ebpf-net: ", net.status().message()));
+    }
+    // AppArmor profiles per sandbox need a kernel with AppArmor enabled; where it is, the
+    // Landlock ruleset and seccomp filter above still apply.
+    if (host_.apparmor) host_.inactive.push_back("apparmor: per-sandbox profiles are not loaded by this runtime");
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::unique_ptr<SandboxEnforcement>> Prepare(const SandboxOptions& options,
+                                                              PolicyLimits* limits) override {
+    pol::Policy policy;
+    if (!options.policy_yaml.empty()) {
+      ASSIGN_OR_RETURN(policy, pol::ParsePolicyText(options.policy_yaml, "policy_yaml"));
+    } else {
+      ASSIGN_OR_RETURN(policy, Named(options.policy_name.empty() ? "default" : options.policy_name));
+    }
+    for (size_t i = 0; i < options.extra_allow.size(); ++i) {
+      const NetworkAllow& a = options.extra_allow[i];
+      auto cidr = pol::Cidr::Parse(a.cidr);
+      if (!cidr.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("extra_allow[", i, "].cidr: ", cidr.status().message()));
+      }
+      pol::NetworkRule rule;
+      rule.cidr = *cidr;
+      rule.ports = {a.port ? pol::PortRange{a.port, a.port} : pol::PortRange{0, 65535}};
+      policy.network.allow.push_back(rule);
+    }
+    const pol::ResourcePolicy& r = policy.resources;
+    limits->execution_class = policy.execution_class == pol::ExecutionClass::kLatencySensitive
+                                  ? ExecutionClass::kLatencySensitive
+                                  : ExecutionClass::kBestEffort;
+    limits->execution_class_set = true;
+    limits->memory_bytes = r.memory_bytes;
+    limits->pids = static_cast<uint32_t>(r.pids);
+    limits->cpu_weight = static_cast<uint32_t>(r.cpu_weight);
+    limits->cpu_quota_millicores = static_cast<uint32_t>(r.cpu_quota * 1000);
+    limits->disk_bytes = r.disk_bytes;
+    limits->exec_timeout_ms = static_cast<uint32_t>(r.exec_timeout_ms);
+    limits->sandbox_timeout_ms = static_cast<uint32_t>(r.sandbox_timeout_ms);
+    limits->output_limit_bytes = r.output_limit_bytes;
+    auto e = std::make_unique<PoliciesSandboxEnforcement>(&host_, std::move(policy), options.id);
+    RETURN_IF_ERROR(e->Compile());
+    return e;
+  }
+
+ private:
+  // Named policies are resolved once (their named address lists need name lookups).
+  absl::StatusOr<pol::Policy> Named(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = cache_.find(name); it != cache_.end()) return it->second;
+    std::string source = name;
+    if (!policies_dir_.empty() && name.find('/') == std::string::npos && name.find(".yaml") == std::string::npos) {
+      std::string file = policies_dir_ + "/" + name + ".yaml";
+      if (::access(file.c_str(), R_OK) == 0) source = file;
+    }
+    auto p = pol::LoadPolicy(source);
+    if (!p.ok()) return Annotate(p.status(), "policy_name");
+    cache_[name] = *p;
+    return *p;
+  }
+
+  std::string policies_dir_;
+  HostEnforcers host_;
+  std::mutex mu_;
+  std::map<std::string, pol::Policy> cache_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PolicyEnforcement>> PolicyEnforcement::Create(const RuntimeOptions& options) {
+  auto e = std::make_unique<PoliciesEnforcement>(options.policies_dir);
+  RETURN_IF_ERROR(e->Init());
+  return std::unique_ptr<PolicyEnforcement>(std::move(e));
+}
+
+}  // namespace flotilla::sandbox

@@ -1,0 +1,668 @@
+#include "runtime_impl.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mount.h>
+#include <sys/poll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "flotilla/common/clock.h"
+#include "flotilla/common/ids.h"
+#include "flotilla/common/logging.h"
+#include "flotilla/common/status.h"
+#include "init_protocol.h"
+#include "sys_util.h"
+#include "user_namespace.h"
+
+#ifndef PR_SCHED_CORE
+#define PR_SCHED_CORE 62
+#endif
+
+namespace flotilla::sandbox {
+namespace {
+
+// clone3's argument block (defined here: <linux/sched.h> clashes with glibc's <sched.h>).
+struct CloneArgs {
+  uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size, cgroup;
+};
+
+int64_t NowNs() { return SystemClock::Get().NowNanos(); }
+
+std::string OwnStartTime() {
+  auto stat = ReadSmallFile("/proc/self/stat");
+  if (!stat.ok()) return "";
+  size_t p = stat->rfind(')');
+  std::vector<std::string> f = absl::StrSplit(stat->substr(p + 2), ' ');
+  return f.size() > 19 ? f[19] : "";
+}
+
+class WatchHandle final : public Watch {
+ public:
+  WatchHandle(RuntimeImpl* rt, uint64_t token) : rt_(rt), token_(token) {}
+  ~WatchHandle() override { rt_->Unsubscribe(token_); }
+
+ private:
+  RuntimeImpl* rt_;
+  uint64_t token_;
+};
+
+}  // namespace
+
+std::string_view StopReasonName(StopReason r) {
+  switch (r) {
+    case StopReason::kNone: return "none";
+    case StopReason::kTimeout: return "timeout";
+    case StopReason::kOom: return "oom";
+    case StopReason::kPids: return "pids";
+    case StopReason::kPolicy: return "policy";
+    case StopReason::kOutputLimit: return "output_limit";
+    case StopReason::kSandboxDied: return "sandbox_died";
+    case StopReason::kSandboxBroken: return "sandbox_broken";
+    case StopReason::kNodeLost: return "node_lost";
+    case StopReason::kDestroyed: return "destroyed";
+    case StopReason::kDiskFull: return "disk_full";
+  }
+  return "unknown";
+}
+
+std::string_view EventKindName(SandboxEvent::Kind k) {
+  switch (k) {
+    case SandboxEvent::Kind::kCreated: return "created";
+    case SandboxEvent::Kind::kDestroyed: return "destroyed";
+    case SandboxEvent::Kind::kCrashed: return "crashed";
+    case SandboxEvent::Kind::kPaused: return "paused";
+    case SandboxEvent::Kind::kResumed: return "resumed";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) {
+  return RuntimeImpl::Open(options);
+}
+
+absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions& options) {
+  if (::geteuid() != 0) return absl::UnavailableError("the sandbox runtime needs root (it maps user namespaces)");
+  if (options.state_dir.empty() || options.state_dir[0] != '/') {
+    return absl::InvalidArgumentError("state_dir: must be an absolute path, got '" + options.state_dir + "'");
+  }
+  if (options.state_dir.find_first_of(",:\\ ") != std::string::npos) {
+    return absl::InvalidArgumentError("state_dir: must not contain ',', ':', '\\' or spaces (overlayfs options)");
+  }
+  if (!IsSafeId(options.cgroup_prefix)) {
+    return absl::InvalidArgumentError("cgroup_prefix: bad name '" + options.cgroup_prefix + "'");
+  }
+  std::unique_ptr<RuntimeImpl> rt(new RuntimeImpl());
+  rt->options_ = options;
+  ASSIGN_OR_RETURN(CgroupDriver driver, CgroupDriver::Detect());
+  rt->cgroups_ = std::make_unique<CgroupDriver>(driver);
+  rt->features_.cgroup_v2_controllers = driver.pure_v2();
+  rt->features_.cgroup_v1 = !driver.pure_v2();
+  rt->features_.cgroup_v2_unified = driver.has_unified();
+  uint64_t cookie = 0;
+  rt->features_.core_scheduling = ::prctl(PR_SCHED_CORE, 0, 0, 0, reinterpret_cast<unsigned long>(&cookie)) == 0;
+  if (!rt->features_.core_scheduling) rt->features_.detail += "core scheduling: not supported by this kernel\n";
+  if (!driver.has_unified()) rt->features_.detail += "cgroup v2: none mounted; eBPF network policy unavailable\n";
+
+  std::error_code ec;
+  std::filesystem::create_directories(options.state_dir + "/run", ec);
+  if (ec) return absl::InternalError("creating " + options.state_dir + "/run: " + ec.message());
+  if (options.cleanup_leftovers) {
+    auto report = rt->CleanupLeftovers();
+    if (!report.ok()) FLOG(warn, "leftover cleanup failed", {{"error", std::string(report.status().message())}});
+  }
+  // "i<pid>-<start time>-<n>": whether its owner still runs can be told from the name alone.
+  static std::atomic<int> instances{0};
+  rt->instance_ = absl::StrCat("i", ::getpid(), "-", OwnStartTime(), "-", instances.fetch_add(1));
+  rt->instance_dir_ = options.state_dir + "/run/" + rt->instance_;
+  std::filesystem::create_directories(rt->instance_dir_ + "/sbx", ec);
+  if (ec) return absl::InternalError("creating " + rt->instance_dir_ + ": " + ec.message());
+  rt->cgroup_group_ = options.cgroup_prefix + "/" + rt->instance_;
+  RETURN_IF_ERROR(driver.EnsureGroup(rt->cgroup_group_));
+
+  ASSIGN_OR_RETURN(rt->userns_, CreateUserNamespace(options.host_uid_base));
+  auto images = ImageStore::Open(options.state_dir, rt->instance_dir_, rt->userns_.get(), options.host_uid_base);
+  if (!images.ok()) return images.status();
+  rt->images_ = std::move(*images);
+  // Probe id-mapped mounts now, so that a host without them fails at Open, not at Create.
+  auto probe = rt->images_->Resolve("default");
+  if (!probe.ok()) {
+    return absl::UnavailableError(absl::StrCat("id-mapped overlay lower layers unavailable: ", probe.status().message()));
+  }
+  rt->features_.idmapped_mounts = true;
+  ASSIGN_OR_RETURN(rt->enforcement_, PolicyEnforcement::Create(options));
+
+  rt->epoll_.Reset(::epoll_create1(EPOLL_CLOEXEC));
+  rt->wake_.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!rt->epoll_.valid() || !rt->wake_.valid()) return ErrnoStatus("epoll/eventfd");
+  struct epoll_event ev {};
+  ev.events = EPOLLIN;
+  ev.data.fd = rt->wake_.get();
+  ::epoll_ctl(rt->epoll_.get(), EPOLL_CTL_ADD, rt->wake_.get(), &ev);
+  RuntimeImpl* raw = rt.get();
+  rt->spawner_ = std::thread([raw] { raw->SpawnerLoop(); });
+  rt->monitor_ = std::thread([raw] { raw->MonitorLoop(); });
+  return std::unique_ptr<Runtime>(std::move(rt));
+}
+
+RuntimeImpl::~RuntimeImpl() {
+  std::vector<std::string> ids;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, sb] : sandboxes_) ids.push_back(id);
+  }
+  for (const std::string& id : ids) (void)Destroy(id);
+  {
+    std::lock_guard<std::mutex> lock(spawn_mu_);
+    stopping_ = true;
+  }
+  spawn_cv_.notify_all();
+  if (wake_.valid()) {
+    uint64_t one = 1;
+    (void)!::write(wake_.get(), &one, sizeof(one));
+  }
+  if (spawner_.joinable()) spawner_.join();
+  if (monitor_.joinable()) monitor_.join();
+  images_.reset();
+  int killed = 0, removed = 0;
+  if (cgroups_ && !cgroup_group_.empty()) cgroups_->RemoveGroup(cgroup_group_, &killed, &removed);
+  if (!instance_dir_.empty()) RemoveTree(instance_dir_);
+}
+
+absl::StatusOr<std::pair<pid_t, int>> RuntimeImpl::Spawn(const InitPlan& plan) {
+  SpawnJob job{&plan};
+  {
+    std::lock_guard<std::mutex> lock(spawn_mu_);
+    spawn_queue_.push_back(&job);
+  }
+  spawn_cv_.notify_all();
+  std::unique_lock<std::mutex> lock(spawn_mu_);
+  spawn_cv_.wait(lock, [&] { return job.done; });
+  if (job.err != 0) return ErrnoStatus("clone3 sandbox init", job.err);
+  return std::make_pair(job.pid, job.pidfd);
+}
+
+void RuntimeImpl::SpawnerLoop() {
+  std::unique_lock<std::mutex> lock(spawn_mu_);
+  for (;;) {
+    spawn_cv_.wait(lock, [&] { return stopping_ || !spawn_queue_.empty(); });
+    if (spawn_queue_.empty()) return;
+    SpawnJob* job = spawn_queue_.front();
+    spawn_queue_.pop_front();
+    lock.unlock();
+    int pidfd = -1;
+    CloneArgs args{};
+    args.flags = CLONE_PIDFD | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC;
+    args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+    args.exit_signal = SIGCHLD;
+    long r = ::syscall(SYS_clone3, &args, sizeof(args));
+    if (r == 0) RunInit(*job->plan);
+    int err = r < 0 ? errno : 0;
+    if (pidfd >= 0) ::fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+    lock.lock();
+    job->pid = static_cast<pid_t>(r);
+    job->pidfd = pidfd;
+    job->err = err;
+    job->done = true;
+    spawn_cv_.notify_all();
+  }
+}
+
+absl::StatusOr<std::shared_ptr<Sandbox>> RuntimeImpl::Find(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) return absl::NotFoundError("no sandbox '" + id + "'");
+  return it->second;
+}
+
+absl::StatusOr<std::shared_ptr<Sandbox>> RuntimeImpl::FindRunning(const std::string& id) const {
+  ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, Find(id));
+  std::lock_guard<std::mutex> lock(sb->mu);
+  if (sb->dead) {
+    return absl::FailedPreconditionError(absl::StrCat("sandbox '", id, "' is not running (",
+                                                      std::string(StopReasonName(sb->death_reason)), ")"));
+  }
+  return sb;
+}
+
+absl::StatusOr<CreateResult> RuntimeImpl::Create(const SandboxOptions& options) {
+  Stopwatch watch;
+  std::string id = options.id.empty() ? NewId("sbx") : options.id;
+  if (!IsSafeId(id)) return absl::InvalidArgumentError("id: bad sandbox id '" + id + "'");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (sandboxes_.count(id) || creating_.count(id)) return absl::AlreadyExistsError("sandbox '" + id + "' exists");
+    creating_[id] = true;
+  }
+  auto sb = std::make_shared<Sandbox>();
+  sb->id = id;
+  sb->options = options;
+  absl::Status s = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(sb->enforcement, enforcement_->Prepare(options, &sb->policy));
+    const ResourceLimits& r = options.resources;
+    const PolicyLimits& p = sb->policy;
+    auto pick = [](auto a, auto b, auto c) { return a ? a : (b ? b : c); };
+    sb->limits.memory_bytes = pick(r.memory_bytes, p.memory_bytes, options_.default_memory_bytes);
+    sb->limits.pids = pick(r.pids, p.pids, options_.default_pids);
+    sb->limits.cpu_weight = pick(r.cpu_weight, p.cpu_weight, 100u);
+    sb->limits.cpu_quota_millicores = pick(r.cpu_quota_millicores, p.cpu_quota_millicores, 0u);
+    sb->limits.disk_bytes = pick(r.disk_bytes, p.disk_bytes, options_.default_disk_bytes);
+    sb->limits.timeout_ms = pick(r.timeout_ms, p.sandbox_timeout_ms, 0u);
+    if (sb->limits.cpu_weight > 10000) return absl::InvalidArgumentError("resources.cpu_weight: must be 1..10000");
+    if (sb->limits.disk_bytes < (1u << 20)) return absl::InvalidArgumentError("resources.disk_bytes: at least 1 MiB");
+    if (sb->limits.memory_bytes < (8u << 20)) return absl::InvalidArgumentError("resources.memory_bytes: at least 8 MiB");
+    sb->execution_class = options.execution_class;
+    ASSIGN_OR_RETURN(ResolvedImage image, images_->Resolve(options.image));
+    sb->image_top = image.top;
+    sb->has_usr_layer = !image.usr_lowers.empty();
+    CgroupLimits cl{.memory_bytes = sb->limits.memory_bytes, .pids = sb->limits.pids,
+                    .cpu_weight = sb->limits.cpu_weight, .cpu_quota_millicores = sb->limits.cpu_quota_millicores};
+    ASSIGN_OR_RETURN(sb->cgroup, cgroups_->Create(cgroup_group_, id, cl));
+    return Start(*sb, image);
+  }();
+  if (!s.ok()) {
+    Teardown(*sb);
+    std::lock_guard<std::mutex> lock(mu_);
+    creating_.erase(id);
+    return s;
+  }
+  sb->created_unix_ms = SystemClock::Get().WallMillis();
+  if (sb->limits.timeout_ms) sb->deadline_ns = NowNs() + int64_t{sb->limits.timeout_ms} * 1'000'000;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    creating_.erase(id);
+    sandboxes_[id] = sb;
+  }
+  WatchInit(sb);
+  CreateResult result;
+  result.id = id;
+  result.enforcers_active = sb->enforcement->active();
+  result.enforcers_inactive = sb->enforcement->inactive();
+  result.core_scheduling = features_.core_scheduling;
+  if (!features_.core_scheduling) result.enforcers_inactive.push_back("core-scheduling: not supported by this kernel");
+  result.create_ms = watch.ElapsedMillis();
+  Emit(MakeEvent(id, SandboxEvent::Kind::kCreated));
+  return result;
+}
+
+absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image) {
+  sb.dir = instance_dir_ + "/sbx/" + sb.id;
+  const std::string rw = sb.dir + "/rw", root = sb.dir + "/root";
+  for (const std::string& d : {sb.dir, rw, root}) {
+    if (::mkdir(d.c_str(), 0700) != 0) return ErrnoStatus("mkdir " + d);
+  }
+  // The writable layer: a size-limited tmpfs, created detached so it never shows in the host's
+  // mount table; init attaches it inside its own mount namespace.
+  {
+    UniqueFd fsfd(::fsopen("tmpfs", FSOPEN_CLOEXEC));
+    if (!fsfd.valid()) return ErrnoStatus("fsopen tmpfs");
+    std::string size = absl::StrCat(sb.limits.disk_bytes);
+    if (::fsconfig(fsfd.get(), FSCONFIG_SET_STRING, "size", size.c_str(), 0) != 0 ||
+        ::fsconfig(fsfd.get(), FSCONFIG_SET_STRING, "mode", "0700", 0) != 0 ||
+        ::fsconfig(fsfd.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0) {
+      return ErrnoStatus("configure writable layer tmpfs");
+    }
+    sb.layer.Reset(::fsmount(fsfd.get(), FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV));
+    if (!sb.layer.valid()) return ErrnoStatus("fsmount writable layer");
+    const uint32_t base = options_.host_uid_base;
+    for (const char* d : {"upper", "work", "usr-upper", "usr-work"}) {
+      if (::mkdirat(sb.layer.get(), d, 0755) != 0) return ErrnoStatus(absl::StrCat("mkdir layer ", d));
+    }
+    if (::fchownat(sb.layer.get(), "upper", base, base, 0) != 0 ||
+        ::fchownat(sb.layer.get(), "usr-upper", base, base, 0) != 0) {
+      return ErrnoStatus("chown writable layer");
+    }
+  }
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return ErrnoStatus("socketpair");
+  sb.control.Reset(sv[0]);
+  UniqueFd child_end(sv[1]);
+
+  InitPlan plan;
+  plan.control_fd = child_end.get();
+  plan.userns_fd = userns_.get();
+  plan.tmpfs_fd = sb.layer.get();
+  plan.rw_dir = rw;
+  plan.root_dir = root;
+  plan.cgroup_procs = sb.cgroup->procs_files();
+  plan.hostname = sb.id.substr(0, 63);
+  plan.sched_idle = sb.execution_class == ExecutionClass::kBestEffort;
+  plan.core_sched = features_.core_scheduling;
+  plan.keep_caps = DefaultKeptCapabilities();
+  using K = InitStep::Kind;
+  auto mount = [&](std::string src, std::string target, std::string type, unsigned long flags, std::string data,
+                   bool optional = false) {
+    InitStep st;
+    st.kind = K::kMount;
+    st.source = std::move(src);
+    st.target = std::move(target);
+    st.fstype = std::move(type);
+    st.data = std::move(data);
+    st.flags = flags;
+    st.optional = optional;
+    plan.steps.push_back(std::move(st));
+  };
+  auto mkdir = [&](std::string target, unsigned mode) {
+    InitStep st;
+    st.kind = K::kMkdir;
+    st.target = std::move(target);
+    st.mode = mode;
+    plan.steps.push_back(std::move(st));
+  };
+  const unsigned long nosuid = MS_NOSUID | MS_NODEV;
+  mount("overlay", root, "overlay", nosuid,
+        absl::StrCat("lowerdir=", absl::StrJoin(image.root_lowers, ":"), ",upperdir=", rw, "/upper,workdir=", rw,
+                     "/work,xino=off,index=off,redirect_dir=off,metacopy=off"));
+  if (!image.usr_lowers.empty()) {
+    mount("overlay", root + "/usr", "overlay", nosuid,
+          absl::StrCat("lowerdir=", absl::StrJoin(image.usr_lowers, ":"), ",upperdir=", rw, "/usr-upper,workdir=",
+                       rw, "/usr-work,xino=off,index=off,redirect_dir=off,metacopy=off"));
+  }
+  mkdir(root + "/proc", 0555);
+  mkdir(root + "/dev", 0755);
+  mount("proc", root + "/proc", "proc", nosuid | MS_NOEXEC, "");
+  for (const char* f : {"kcore", "keys", "timer_list", "sched_debug", "latency_stats", "timer_stats", "kallsyms",
+                        "kpagecount", "kpageflags", "kpagecgroup", "sysrq-trigger", "config.gz"}) {
+    mount("/dev/null", root + "/proc/" + f, "", MS_BIND, "", true);
+  }
+  for (const char* d : {"acpi", "scsi", "driver"}) {
+    mount("tmpfs", root + "/proc/" + d, "tmpfs", nosuid | MS_NOEXEC | MS_RDONLY, "size=0", true);
+  }
+  for (const char* d : {"sys", "irq", "bus", "fs"}) {
+    mount(root + "/proc/" + d, root + "/proc/" + d, "", MS_BIND | MS_REC, "", true);
+    mount("", root + "/proc/" + d, "", MS_BIND | MS_REMOUNT | MS_RDONLY | nosuid | MS_NOEXEC, "", true);
+  }
+  mount("tmpfs", root + "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=65536k,nr_inodes=4096");
+  struct Node {
+    const char* name;
+    unsigned major, minor;
+  };
+  for (Node n : {Node{"null", 1, 3}, Node{"zero", 1, 5}, Node{"full", 1, 7}, Node{"random", 1, 8},
+                 Node{"urandom", 1, 9}, Node{"tty", 5, 0}}) {
+    InitStep st;
+    st.kind = K::kMknod;
+    st.target = root + "/dev/" + n.name;
+    st.mode = S_IFCHR | 0666;
+    st.dev = makedev(n.major, n.minor);
+    plan.steps.push_back(std::move(st));
+  }
+  mkdir(root + "/dev/pts", 0755);
+  mkdir(root + "/dev/shm", 01777);
+  mkdir(root + "/dev/mqueue", 01777);
+  mount("devpts", root + "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620");
+  for (auto [target, link] : {std::pair<const char*, const char*>{"pts/ptmx", "ptmx"}, {"/proc/self/fd", "fd"},
+                              {"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"},
+                              {"/proc/self/fd/2", "stderr"}}) {
+    InitStep st;
+    st.kind = K::kSymlink;
+    st.source = target;
+    st.target = root + "/dev/" + link;
+    plan.steps.push_back(std::move(st));
+  }
+  sb.enforcement->AddChildHooks(&plan);
+  plan.keep_fds = {plan.control_fd, plan.userns_fd, plan.tmpfs_fd};
+  for (int fd : plan.extra_fds) plan.keep_fds.push_back(fd);
+  std::sort(plan.keep_fds.begin(), plan.keep_fds.end());
+
+  ASSIGN_OR_RETURN(auto spawned, Spawn(plan));
+  sb.pid = spawned.first;
+  sb.pidfd.Reset(spawned.second);
+  child_end.Reset();
+  RETURN_IF_ERROR(WaitReady(sb));
+  sb.rootfd.Reset(::open(absl::StrCat("/proc/", sb.pid, "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!sb.rootfd.valid()) return ErrnoStatus("open sandbox root");
+  return sb.enforcement->AfterStart(sb.cgroup->unified_dir());
+}
+
+absl::Status RuntimeImpl::WaitReady(Sandbox& sb) {
+  struct pollfd pfd {sb.control.get(), POLLIN, 0};
+  int rc;
+  do {
+    rc = ::poll(&pfd, 1, 10000);
+  } while (rc < 0 && errno == EINTR);
+  if (rc == 0) return absl::DeadlineExceededError("sandbox init did not report ready within 10 s");
+  char buf[1024];
+  ssize_t n = ::recv(sb.control.get(), buf, sizeof(buf), 0);
+  if (n < static_cast<ssize_t>(sizeof(InitHeader))) return absl::InternalError("sandbox init exited during set-up");
+  InitHeader h;
+  std::memcpy(&h, buf, sizeof(h));
+  if (h.type == InitMsg::kReady) return absl::OkStatus();
+  std::string text(buf + sizeof(h), std::min<size_t>(h.payload_len, static_cast<size_t>(n) - sizeof(h)));
+  absl::Status err = ErrnoStatus("sandbox set-up", h.arg);
+  return absl::Status(err.code(), "sandbox set-up failed: " + text);
+}
+
+void RuntimeImpl::Teardown(Sandbox& sb) {
+  if (sb.pidfd.valid()) {
+    if (sb.paused.load() && sb.cgroup) (void)sb.cgroup->Freeze(false);
+    ::syscall(SYS_pidfd_send_signal, sb.pidfd.get(), SIGKILL, nullptr, 0);
+  }
+  if (sb.cgroup) sb.cgroup->KillAll();
+  if (sb.pidfd.valid()) {
+    // Reaped either by the monitor (registered sandboxes) or here (failed creates).
+    std::unique_lock<std::mutex> lock(sb.mu);
+    bool watched;
+    {
+      std::lock_guard<std::mutex> mlock(monitor_mu_);
+      watched = watched_.count(sb.pidfd.get()) > 0;
+    }
+    if (watched) {
+      sb.cv.wait_for(lock, std::chrono::seconds(10), [&] { return sb.dead; });
+    } else {
+      lock.unlock();
+      siginfo_t info;
+      ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(sb.pidfd.get()), &info, WEXITED);
+    }
+  }
+  sb.enforcement.reset();
+  if (sb.cgroup) {
+    absl::Status s = sb.cgroup->Remove();
+    if (!s.ok()) FLOG(warn, "sandbox cgroup removal failed", {{"id", sb.id}, {"error", std::string(s.message())}});
+  }
+  sb.rootfd.Reset();
+  sb.control.Reset();
+  sb.layer.Reset();
+  sb.pidfd.Reset();
+  if (!sb.dir.empty()) RemoveTree(sb.dir);
+}
+
+absl::Status RuntimeImpl::Destroy(const std::string& id) {
+  std::shared_ptr<Sandbox> sb;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sandboxes_.find(id);
+    if (it == sandboxes_.end()) return absl::NotFoundError("no sandbox '" + id + "'");
+    sb = it->second;
+    sandboxes_.erase(it);
+  }
+  sb->destroying = true;
+  Teardown(*sb);
+  Emit(MakeEvent(id, SandboxEvent::Kind::kDestroyed, StopReason::kDestroyed));
+  return absl::OkStatus();
+}
+
+void RuntimeImpl::WatchInit(const std::shared_ptr<Sandbox>& sb) {
+  {
+    std::lock_guard<std::mutex> lock(monitor_mu_);
+    watched_[sb->pidfd.get()] = sb;
+  }
+  struct epoll_event ev {};
+  ev.events = EPOLLIN;
+  ev.data.fd = sb->pidfd.get();
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, sb->pidfd.get(), &ev);
+  if (sb->deadline_ns) {
+    uint64_t one = 1;
+    (void)!::write(wake_.get(), &one, sizeof(one));
+  }
+}
+
+void RuntimeImpl::MonitorLoop() {
+  for (;;) {
+    int64_t now = NowNs(), next = 0;
+    std::vector<std::shared_ptr<Sandbox>> expired;
+    {
+      std::lock_guard<std::mutex> lock(monitor_mu_);
+      for (auto& [fd, weak] : watched_) {
+        auto sb = weak.lock();
+        if (!sb || !sb->deadline_ns || sb->timed_out) continue;
+        if (sb->deadline_ns <= now) {
+          expired.push_back(sb);
+        } else if (!next || sb->deadline_ns < next) {
+          next = sb->deadline_ns;
+        }
+      }
+    }
+    for (auto& sb : expired) {
+      sb->timed_out = true;
+      if (sb->paused) (void)sb->cgroup->Freeze(false);
+      ::syscall(SYS_pidfd_send_signal, sb->pidfd.get(), SIGKILL, nullptr, 0);
+    }
+    int timeout = next ? static_cast<int>(std::max<int64_t>(1, (next - now) / 1'000'000 + 1)) : -1;
+    struct epoll_event evs[64];
+    int n = ::epoll_wait(epoll_.get(), evs, 64, timeout);
+    for (int i = 0; i < n; ++i) {
+      int fd = evs[i].data.fd;
+      if (fd == wake_.get()) {
+        uint64_t v;
+        (void)!::read(wake_.get(), &v, sizeof(v));
+        std::lock_guard<std::mutex> lock(spawn_mu_);
+        if (stopping_) return;
+        continue;
+      }
+      std::shared_ptr<Sandbox> sb;
+      {
+        std::lock_guard<std::mutex> lock(monitor_mu_);
+        auto it = watched_.find(fd);
+        if (it == watched_.end()) continue;
+        sb = it->second.lock();
+        watched_.erase(it);
+      }
+      ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+      if (sb) OnInitExit(sb);
+    }
+  }
+}
+
+void RuntimeImpl::OnInitExit(const std::shared_ptr<Sandbox>& sb) {
+  siginfo_t info{};
+  ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(sb->pidfd.get()), &info, WEXITED);
+  StopReason reason = StopReason::kSandboxDied;
+  std::string detail = absl::StrCat("init exited (", info.si_code == CLD_EXITED ? "status " : "signal ",
+                                    info.si_status, ")");
+  if (sb->destroying) {
+    reason = StopReason::kDestroyed;
+  } else if (sb->timed_out) {
+    reason = StopReason::kTimeout;
+    detail = absl::StrCat("sandbox wall-clock limit of ", sb->limits.timeout_ms, " ms reached");
+  } else if (sb->cgroup->Counters().oom_kills > 0 && info.si_status == SIGKILL) {
+    reason = StopReason::kOom;
+    detail = "init was killed by the memory limit";
+  }
+  {
+    std::lock_guard<std::mutex> lock(sb->mu);
+    sb->dead = true;
+    sb->death_reason = reason;
+    sb->death_detail = detail;
+  }
+  sb->cv.notify_all();
+  if (!sb->destroying) Emit(MakeEvent(sb->id, SandboxEvent::Kind::kCrashed, reason, detail));
+}
+
+void RuntimeImpl::Emit(SandboxEvent event) {
+  if (event.unix_ms == 0) event.unix_ms = SystemClock::Get().WallMillis();
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  for (auto& [token, sub] : subscribers_) {
+    if (sub.first.empty() || sub.first == event.sandbox_id) sub.second(event);
+  }
+}
+
+std::unique_ptr<Watch> RuntimeImpl::WatchEvents(const std::string& id, EventCallback callback) {
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  uint64_t token = next_token_++;
+  subscribers_[token] = {id, std::move(callback)};
+  return std::make_unique<WatchHandle>(this, token);
+}
+
+void RuntimeImpl::Unsubscribe(uint64_t token) {
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  subscribers_.erase(token);
+}
+
+SandboxInfo RuntimeImpl::InfoOf(const Sandbox& sb) const {
+  SandboxInfo info;
+  info.id = sb.id;
+  info.labels = sb.options.labels;
+  info.resources = sb.limits;
+  info.execution_class = sb.execution_class;
+  info.paused = sb.paused;
+  info.memory_used_bytes = sb.cgroup ? sb.cgroup->Counters().memory_current : 0;
+  info.created_unix_ms = sb.created_unix_ms;
+  return info;
+}
+
+std::vector<SandboxInfo> RuntimeImpl::List() const {
+  std::vector<std::shared_ptr<Sandbox>> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, sb] : sandboxes_) all.push_back(sb);
+  }
+  std::vector<SandboxInfo> out;
+  for (const auto& sb : all) out.push_back(InfoOf(*sb));
+  return out;
+}
+
+absl::StatusOr<SandboxInfo> RuntimeImpl::Info(const std::string& id) const {
+  ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, Find(id));
+  return InfoOf(*sb);
+}
+
+absl::Status RuntimeImpl::Pause(const std::string& id) {
+  ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, FindRunning(id));
+  if (sb->paused.exchange(true)) return absl::OkStatus();
+  absl::Status s = sb->cgroup->Freeze(true);
+  if (!s.ok()) {
+    sb->paused = false;
+    return s;
+  }
+  Emit(MakeEvent(id, SandboxEvent::Kind::kPaused));
+  return absl::OkStatus();
+}
+
+absl::Status RuntimeImpl::Resume(const std::string& id) {
+  ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, FindRunning(id));
+  if (!sb->paused) return absl::OkStatus();
+  RETURN_IF_ERROR(sb->cgroup->Freeze(false));
+  sb->paused = false;
+  Emit(MakeEvent(id, SandboxEvent::Kind::kResumed));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SnapshotResult> RuntimeImpl::Snapshot(const std::string& id, const std::string& name) {
+  ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, FindRunning(id));
+  bool was_paused = sb->paused;
+  if (!was_paused) RETURN_IF_ERROR(sb->cgroup->Freeze(true));
+  UniqueFd upper(::openat(sb->layer.get(), "upper", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd usr(sb->has_usr_layer ? ::openat(sb->layer.get(), "usr-upper", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1);
+  absl::StatusOr<SnapshotResult> r = upper.valid() ? images_->Commit(upper.get(), usr.get(), sb->image_top, name)
+                                                   : ErrnoStatus("open writable layer");
+  if (!was_paused) (void)sb->cgroup->Freeze(false);
+  return r;
+}
+
+}  // namespace flotilla::sandbox

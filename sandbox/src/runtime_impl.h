@@ -1,0 +1,154 @@
+// RuntimeImpl: the Runtime behind runtime.h. Private.
+//
+// Threads: the caller's threads run Create/Exec/Destroy...; a spawner thread performs every
+// clone (so that each init's parent-death signal is tied to a thread that lives as long as the
+// runtime); a monitor thread reaps inits (pidfds in epoll), enforces sandbox wall-clock limits
+// and reports crashes. Locks: mu_ guards the sandbox map; each Sandbox guards its own state;
+// watch_mu_ guards subscribers (held while a callback runs, so unsubscribing waits for it).
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "cgroups.h"
+#include "enforcement.h"
+#include "flotilla/sandbox/runtime.h"
+#include "image_store.h"
+#include "init_process.h"
+#include "unique_fd.h"
+
+namespace flotilla::sandbox {
+
+struct Sandbox {
+  std::string id;
+  SandboxOptions options;
+  ResourceLimits limits;  // effective
+  PolicyLimits policy;
+  ExecutionClass execution_class = ExecutionClass::kBestEffort;
+  std::string dir;        // <instance>/sbx/<id>
+  std::string image_top;  // parent recorded by snapshots
+  bool has_usr_layer = false;
+  int64_t created_unix_ms = 0;
+  int64_t deadline_ns = 0;  // whole-sandbox wall clock (monotonic), 0: none
+
+  std::unique_ptr<SandboxCgroup> cgroup;
+  std::unique_ptr<SandboxEnforcement> enforcement;
+  UniqueFd control;  // runtime end of the init channel
+  UniqueFd pidfd;
+  pid_t pid = 0;     // host pid of init
+  UniqueFd layer;    // the writable-layer tmpfs (mount fd)
+  UniqueFd rootfd;   // O_PATH of the sandbox root (through /proc/<pid>/root)
+
+  std::atomic<uint32_t> next_exec{1};
+  std::atomic<bool> destroying{false};
+  std::atomic<bool> paused{false};
+  std::atomic<bool> broken{false};
+  std::atomic<bool> timed_out{false};
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool dead = false;  // init reaped (guarded by mu)
+  StopReason death_reason = StopReason::kNone;
+  std::string death_detail;
+};
+
+inline SandboxEvent MakeEvent(const std::string& id, SandboxEvent::Kind kind, StopReason reason = StopReason::kNone,
+                              std::string detail = "") {
+  SandboxEvent e;
+  e.sandbox_id = id;
+  e.kind = kind;
+  e.reason = reason;
+  e.detail = std::move(detail);
+  return e;
+}
+
+class RuntimeImpl final : public Runtime {
+ public:
+  static absl::StatusOr<std::unique_ptr<Runtime>> Open(const RuntimeOptions& options);
+  ~RuntimeImpl() override;
+
+  const HostFeatures& features() const override { return features_; }
+  absl::StatusOr<CreateResult> Create(const SandboxOptions& options) override;
+  absl::StatusOr<ExecResult> Exec(const std::string& id, const ExecOptions& options,
+                                  const OutputCallback& on_output) override;
+  absl::Status PutFile(const std::string& id, const std::string& path, std::string_view content,
+                       uint32_t mode) override;
+  absl::StatusOr<FileContent> GetFile(const std::string& id, const std::string& path, uint64_t max_bytes) override;
+  absl::StatusOr<SnapshotResult> Snapshot(const std::string& id, const std::string& name) override;
+  absl::Status Pause(const std::string& id) override;
+  absl::Status Resume(const std::string& id) override;
+  absl::Status Destroy(const std::string& id) override;
+  std::vector<SandboxInfo> List() const override;
+  absl::StatusOr<SandboxInfo> Info(const std::string& id) const override;
+  std::unique_ptr<Watch> WatchEvents(const std::string& id, EventCallback callback) override;
+  absl::StatusOr<CleanupReport> CleanupLeftovers() override;
+
+  void Emit(SandboxEvent event);
+  void Unsubscribe(uint64_t token);
+
+ private:
+  RuntimeImpl() = default;
+  absl::StatusOr<std::shared_ptr<Sandbox>> Find(const std::string& id) const;
+  absl::StatusOr<std::shared_ptr<Sandbox>> FindRunning(const std::string& id) const;
+  absl::Status Start(Sandbox& sb, const ResolvedImage& image);
+  absl::Status WaitReady(Sandbox& sb);
+  void Teardown(Sandbox& sb);
+  // Spawner: runs `plan` in a clone3 child from the spawner thread. Returns pid and pidfd.
+  absl::StatusOr<std::pair<pid_t, int>> Spawn(const InitPlan& plan);
+  void SpawnerLoop();
+  void MonitorLoop();
+  void WatchInit(const std::shared_ptr<Sandbox>& sb);
+  void OnInitExit(const std::shared_ptr<Sandbox>& sb);
+  SandboxInfo InfoOf(const Sandbox& sb) const;
+
+  RuntimeOptions options_;
+  HostFeatures features_;
+  std::unique_ptr<CgroupDriver> cgroups_;
+  std::string instance_;      // "i<pid>-<hex>"
+  std::string instance_dir_;  // <state>/run/<instance>
+  std::string cgroup_group_;  // <prefix>/<instance>
+  UniqueFd userns_;
+  std::unique_ptr<ImageStore> images_;
+  std::unique_ptr<PolicyEnforcement> enforcement_;
+
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
+  std::map<std::string, bool> creating_;
+
+  // Spawner.
+  struct SpawnJob {
+    const InitPlan* plan;
+    pid_t pid = -1;
+    int pidfd = -1;
+    int err = 0;
+    bool done = false;
+  };
+  std::mutex spawn_mu_;
+  std::condition_variable spawn_cv_;
+  std::deque<SpawnJob*> spawn_queue_;
+  bool stopping_ = false;
+  std::thread spawner_;
+
+  // Monitor.
+  UniqueFd epoll_;
+  UniqueFd wake_;  // eventfd: new deadlines or shutdown
+  std::mutex monitor_mu_;
+  std::map<int, std::weak_ptr<Sandbox>> watched_;  // pidfd -> sandbox
+  std::thread monitor_;
+
+  std::mutex watch_mu_;
+  std::map<uint64_t, std::pair<std::string, EventCallback>> subscribers_;
+  uint64_t next_token_ = 1;
+};
+
+}  // namespace flotilla::sandbox

@@ -1,0 +1,56 @@
+// Prints the time of each phase of create -> exec /bin/true -> destroy (not a test: a probe to
+// run by hand; the benchmark proper is `flotilla bench sandbox`).
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "flotilla/common/clock.h"
+#include "flotilla/sandbox/runtime.h"
+#include "testing/temp_dir.h"
+
+using namespace flotilla::sandbox;
+
+int main(int argc, char** argv) {
+  int n = argc > 1 ? std::atoi(argv[1]) : 50;
+  flotilla::testing::TempDir dir;
+  RuntimeOptions o;
+  o.state_dir = dir.path().string();
+  o.cgroup_prefix = "flotilla-probe";
+  flotilla::Stopwatch open_watch;
+  auto rt = Runtime::Open(o);
+  if (!rt.ok()) {
+    std::fprintf(stderr, "%s\n", rt.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("open_ms=%.2f\n", open_watch.ElapsedMillis());
+  std::vector<double> c, e, d, t;
+  for (int i = 0; i < n; ++i) {
+    SandboxOptions so;
+    so.execution_class = ExecutionClass::kLatencySensitive;
+    flotilla::Stopwatch w;
+    auto cr = (*rt)->Create(so);
+    if (!cr.ok()) {
+      std::fprintf(stderr, "%s\n", cr.status().ToString().c_str());
+      return 1;
+    }
+    double t1 = w.ElapsedMillis();
+    ExecOptions eo;
+    eo.argv = {"/bin/true"};
+    auto er = (*rt)->Exec(cr->id, eo, nullptr);
+    double t2 = w.ElapsedMillis();
+    if (!er.ok() || er->exit_code != 0) return 1;
+    (void)(*rt)->Destroy(cr->id);
+    double t3 = w.ElapsedMillis();
+    c.push_back(t1);
+    e.push_back(t2 - t1);
+    d.push_back(t3 - t2);
+    t.push_back(t3);
+  }
+  auto p50 = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::printf("create_p50_ms=%.3f exec_p50_ms=%.3f destroy_p50_ms=%.3f total_p50_ms=%.3f\n", p50(c), p50(e), p50(d),
+              p50(t));
+  return 0;
+}

@@ -1,0 +1,196 @@
+// The runtime for real: namespaces, identity mapping, root filesystem, /proc masks, exec.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/ascii.h"
+#include "sandbox_fixture.h"
+
+namespace flotilla::sandbox::testing {
+namespace {
+
+std::string Trim(std::string s) { return std::string(absl::StripAsciiWhitespace(s)); }
+
+TEST_F(SandboxTest, EchoStreamsStdoutAndStderrAndExitCode) {
+  ScopedSandbox sb(rt());
+  ASSERT_TRUE(sb.ok());
+  std::string out, err;
+  ExecResult r = Run(sb.id(), {"/bin/sh", "-c", "echo hello; echo oops >&2; exit 7"}, &out, &err);
+  EXPECT_EQ(out, "hello\n");
+  EXPECT_EQ(err, "oops\n");
+  EXPECT_EQ(r.exit_code, 7);
+  EXPECT_EQ(r.signal, 0);
+  EXPECT_EQ(r.reason, StopReason::kNone);
+}
+
+TEST_F(SandboxTest, NamespacesAreNew) {
+  ScopedSandbox sb(rt());
+  ASSERT_TRUE(sb.ok());
+  // The first exec is pid 2; init (pid 1) shows no trace of the host runtime's command line.
+  EXPECT_EQ(Trim(Sh(sb.id(), "echo $$; tr -d '\\0' < /proc/1/cmdline; echo; cat /proc/1/comm")),
+            "2\nflotilla-init\nflotilla-init");
+  for (const char* ns : {"user", "pid", "mnt", "net", "uts", "ipc", "cgroup"}) {
+    struct stat host;
+    ASSERT_EQ(::stat((std::string("/proc/self/ns/") + ns).c_str(), &host), 0);
+    std::string out = Sh(sb.id(), std::string("stat -L -c %i /proc/self/ns/") + ns);
+    EXPECT_NE(Trim(out), std::to_string(host.st_ino)) << ns;
+    EXPECT_FALSE(Trim(out).empty()) << ns;
+  }
+  EXPECT_EQ(Trim(Sh(sb.id(), "hostname")), sb.id());
+  EXPECT_EQ(Trim(Sh(sb.id(), "cat /proc/self/cgroup | tail -1")), "0::/");
+}
+
+TEST_F(SandboxTest, RootInsideMapsToUnprivilegedHostUid) {
+  ScopedSandbox sb(rt());
+  ASSERT_TRUE(sb.ok());
+  EXPECT_EQ(Trim(Sh(sb.id(), "id -u; id -g")), "0\n0");
+  EXPECT_EQ(Trim(Sh(sb.id(), "cat /proc/self/uid_map")), "0     100000      65536");
+  // A long-running process inside, seen from the host: uid 100000.
+  ExecOptions o;
+  o.timeout_ms = 5000;
+  std::string out = Sh(sb.id(), "grep -E '^(Uid|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status");
+  EXPECT_NE(out.find("Uid:\t0\t0\t0\t0"), std::string::npos) << out;
+  EXPECT_NE(out.find("NoNewPrivs:\t1"), std::string::npos) << out;
+  // CHOWN DAC_OVERRIDE FOWNER FSETID KILL SETGID SETUID SETPCAP NET_BIND_SERVICE SYS_CHROOT
+  // AUDIT_WRITE SETFCAP: no NET_RAW, MKNOD, SYS_ADMIN, SYS_PTRACE, SYS_MODULE...
+  EXPECT_NE(out.find("CapBnd:\t00000000a00405fb"), std::string::npos) << out;
+}
+
+TEST_F(SandboxTest, PivotRootHidesTheHost) {
+  ScopedSandbox sb(rt());
+  ASSERT_TRUE(sb.ok());
+  ExecResult r;
+  std::string out = Sh(sb.id(), "ls /; test -e /work/wt || echo no-work; test -e /etc/shadow || echo no-shadow; "
+                                "test -e /sys/kernel || echo no-sys; cat /etc/passwd | head -1", &r);
+  EXPECT_NE(out.find("no-work"), std::string::npos) << out;
+  EXPECT_NE(out.find("no-shadow"), std::string::npos) << out;
+  EXPECT_NE(out.find("no-sys"), std::string::npos) << out;
+  EXPECT_NE(out.find("root:x:0:0:root:/root:/bin/bash"), std::string::npos) << out;
+  EXPECT_EQ(Trim(Sh(sb.id(), "awk '$5 == \"/\"' /proc/self/mountinfo | wc -l")), "1");
+  EXPECT_EQ(Trim(Sh(sb.id(), "awk '$5 == \"/\" {print $9}' /proc/self/mountinfo")), "overlay");
+}
+
+TEST_F(SandboxTest, ProcIsMasked) {
+  ScopedSandbox sb(rt());
+  ASSERT_TRUE(sb.ok());
+  EXPECT_EQ(Trim(Sh(sb.id(), "wc -c < /proc/keys; wc -c < /proc/timer_list; ls /proc/acpi | wc -l")), "0\n0\n0");
+  ExecResult r;
+  std::string out = Sh(sb.id(), "echo 1 > /proc/sys/kernel/domainname 2>&1 && echo wrote; "
+                                "echo b > /proc/sysrq-trigger; echo rc=$?", &r);
+  EXPECT_EQ(out.find("wrote"), std::string::npos) << out;
+  EXPECT_EQ(Trim(Sh(sb.id(), "grep ' /proc/sys ' /proc/self/mountinfo | grep -c ' ro,'")), "1");
+  EXPECT_EQ(Trim(Sh(sb.id(), "ls /dev | tr '\\n' ' '")), "fd full mqueue null ptmx pts random shm stderr stdin stdout tty urandom zero");
+}
+
+TEST_F(SandboxTest, OverlayWritesStayInTheSandbox) {
+  ScopedSandbox a(rt()), b(rt());
+  ASSERT_TRUE(a.ok() && b.ok());
+  ExecResult r;
+  Sh(a.id(), "rm -rf /usr/bin/tac && echo hi > /usr/new-file && rm -f /etc/passwd", &r);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(Trim(Sh(a.id(), "test -e /usr/bin/tac && echo present || echo gone")), "gone");
+  EXPECT_TRUE(std::ifstream("/usr/bin/tac").good());
+  EXPECT_FALSE(std::ifstream("/usr/new-file").good());
+  EXPECT_EQ(Trim(Sh(b.id(), "test -e /usr/bin/tac && echo present; cat /etc/passwd | wc -l")), "present\n4");
+}
+
+TEST_F(SandboxTest, WritableLayerSizeLimitGivesEnospc) {
+  SandboxOptions o;
+  o.resources.disk_bytes = 4ull << 20;
+  ScopedSandbox sb(rt(), o);
+  ASSERT_TRUE(sb.ok());
+  std::string err;
+  ExecResult r = Run(sb.id(), {"/bin/sh", "-c", "dd if=/dev/zero of=/big bs=1M count=8"}, nullptr, &err);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(err.find("No space left on device"), std::string::npos) << err;
+  EXPECT_EQ(r.reason, StopReason::kDiskFull);
+}
+
+TEST_F(SandboxTest, MemoryLimitReportsOom) {
+  SandboxOptions o;
+  o.resources.memory_bytes = 32ull << 20;
+  ScopedSandbox sb(rt(), o);
+  ASSERT_TRUE(sb.ok());
+  ExecOptions e;
+  e.timeout_ms = 20000;
+  ExecResult r = Run(sb.id(), {"/usr/bin/python3", "-c", "a = bytearray(256 << 20); a[::4096] = b'x' * len(a[::4096])"},
+                     nullptr, nullptr, e);
+  EXPECT_EQ(r.signal, SIGKILL);
+  EXPECT_EQ(r.reason, StopReason::kOom) << r.detail;
+}
+
+TEST_F(SandboxTest, PidsLimitReportsPids) {
+  SandboxOptions o;
+  o.resources.pids = 16;
+  ScopedSandbox sb(rt(), o);
+  ASSERT_TRUE(sb.ok());
+  ExecOptions e;
+  e.timeout_ms = 10000;
+  ExecResult r = Run(sb.id(), {"/bin/sh", "-c", "for i in $(seq 40); do sleep 30 & done; wait"}, nullptr, nullptr, e);
+  EXPECT_EQ(r.reason, StopReason::kPids) << r.detail;
+}
+
+TEST_F(SandboxTest, ExecTimeoutKillsTheProcessGroup) {
+  ScopedSandbox sb(rt());
+  ASSERT_TRUE(sb.ok());
+  ExecOptions e;
+  e.timeout_ms = 200;
+  ExecResult r = Run(sb.id(), {"/bin/sh", "-c", "sleep 30 & sleep 30"}, nullptr, nullptr, e);
+  EXPECT_EQ(r.reason, StopReason::kTimeout);
+  EXPECT_EQ(r.signal, SIGKILL);
+  EXPECT_LT(r.wall_ms, 2000);
+  EXPECT_EQ(Trim(Sh(sb.id(), "pgrep -c sleep || true")), "0");
+}
+
+TEST_F(SandboxTest, OutputCapStopsTheProcess) {
+  ScopedSandbox sb(rt());
+  ASSERT_TRUE(sb.ok());
+  ExecOptions e;
+  e.output_limit_bytes = 1000;
+  e.timeout_ms = 10000;
+  std::string out;
+  ExecResult r = Run(sb.id(), {"/bin/sh", "-c", "yes"}, &out, nullptr, e);
+  EXPECT_EQ(r.reason, StopReason::kOutputLimit);
+  EXPECT_EQ(out.size(), 1000u);
+}
+
+TEST_F(SandboxTest, StdinEnvAndCwd) {
+  ScopedSandbox sb(rt());
+  ASSERT_TRUE(sb.ok());
+  ExecOptions e;
+  e.stdin_data = "abc";
+  e.env = {{"FOO", "bar"}};
+  e.cwd = "/tmp";
+  std::string out;
+  Run(sb.id(), {"sh", "-c", "cat; echo \" $FOO $(pwd)\""}, &out, nullptr, e);
+  EXPECT_EQ(out, "abc bar /tmp\n");
+  ExecResult r = Run(sb.id(), {"/no/such/binary"});
+  EXPECT_EQ(r.exit_code, 127);
+}
+
+TEST_F(SandboxTest, ZombiesAreReaped) {
+  ScopedSandbox sb(rt());
+  ASSERT_TRUE(sb.ok());
+  // The shell exits at once; its background children become init's and exit later.
+  Sh(sb.id(), "for i in 1 2 3 4 5; do (sleep 0.05) & done; exit 0");
+  ExecResult r;
+  std::string out = Sh(sb.id(), "sleep 0.3; ps -eo stat= | grep -c Z || true", &r);
+  EXPECT_EQ(Trim(out), "0");
+}
+
+TEST_F(SandboxTest, BestEffortRunsSchedIdle) {
+  SandboxOptions o;
+  o.execution_class = ExecutionClass::kBestEffort;
+  ScopedSandbox be(rt(), o);
+  o.execution_class = ExecutionClass::kLatencySensitive;
+  ScopedSandbox ls(rt(), o);
+  ASSERT_TRUE(be.ok() && ls.ok());
+  EXPECT_EQ(Trim(Sh(be.id(), "chrt -p $$ | head -1 | sed 's/.*: //'")), "SCHED_IDLE");
+  EXPECT_EQ(Trim(Sh(ls.id(), "chrt -p $$ | head -1 | sed 's/.*: //'")), "SCHED_OTHER");
+}
+
+}  // namespace
+}  // namespace flotilla::sandbox::testing
