@@ -21,7 +21,7 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 
-int Serve(const std::string& experiment, const std::string& listen, const std::string& node_agent, int threads) {
+int Serve(const std::string& experiment, const std::string& listen, int threads) {
   auto cfg = trainer_bridge::LoadExperimentConfig(experiment);
   if (!cfg.ok()) {
     std::cerr << "bridge: " << cfg.status().message() << "\n";
@@ -35,14 +35,14 @@ int Serve(const std::string& experiment, const std::string& listen, const std::s
     std::cerr << "bridge: engine: " << engine.status().message() << "\n";
     return 1;
   }
-  auto sandbox = StartSandbox(node_agent, cfg->state_dir + "/sandbox");
+  auto sandbox = OpenSandboxRuntime(cfg->state_dir + "/sandbox");
   if (!sandbox.ok()) {
     std::cerr << "bridge: sandbox: " << sandbox.status().message() << "\n";
     return 1;
   }
   trainer_bridge::ExperimentOptions xo;
   xo.listen = listen;
-  auto exp = trainer_bridge::Experiment::Start(*cfg, **engine, (*sandbox)->stub(), xo);
+  auto exp = trainer_bridge::Experiment::Start(*cfg, **engine, sandbox->get(), xo);
   if (!exp.ok()) {
     std::cerr << "bridge: " << exp.status().message() << "\n";
     return 1;
@@ -124,14 +124,13 @@ void AddBridgeCommand(CLI::App& app, int* exit_code) {
   CLI::App* bridge = app.add_subcommand("bridge", "Run or reconfigure the trainer bridge");
   bridge->require_subcommand(1);
 
-  struct ServeFlags { std::string experiment, listen, node_agent; int threads = 1; };
+  struct ServeFlags { std::string experiment, listen; int threads = 1; };
   auto sf = std::make_shared<ServeFlags>();
   CLI::App* serve = bridge->add_subcommand("serve", "Serve an experiment's TrainerBridge for an external trainer");
   serve->add_option("experiment", sf->experiment, "experiment YAML")->required();
   serve->add_option("--listen", sf->listen, "address (default: trainer.address)");
-  serve->add_option("--node-agent", sf->node_agent, "node agent address (default: in-process)");
   serve->add_option("--engine-threads", sf->threads, "engine CPU threads");
-  serve->callback([sf, exit_code] { *exit_code = Serve(sf->experiment, sf->listen, sf->node_agent, sf->threads); });
+  serve->callback([sf, exit_code] { *exit_code = Serve(sf->experiment, sf->listen, sf->threads); });
 
   auto address = std::make_shared<std::string>();
   CLI::App* status = bridge->add_subcommand("status", "Show a running bridge's state");

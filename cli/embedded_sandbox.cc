@@ -1,31 +1,21 @@
 #include "embedded_sandbox.h"
 
-#include "absl/strings/str_cat.h"
+#include <filesystem>
+#include <functional>
+
+#include "absl/strings/str_format.h"
 
 namespace flotilla::cli {
-namespace {
 
-class RemoteSandbox final : public EmbeddedSandbox {
- public:
-  explicit RemoteSandbox(std::shared_ptr<grpc::Channel> ch) : stub_(v1::NodeAgent::NewStub(ch)) {}
-  std::shared_ptr<v1::NodeAgent::StubInterface> stub() override { return stub_; }
-
- private:
-  std::shared_ptr<v1::NodeAgent::StubInterface> stub_;
-};
-
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<EmbeddedSandbox>> StartSandbox(const std::string& address, const std::string& state_dir) {
-  if (!address.empty()) {
-    auto ch = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-    if (!ch->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
-      return absl::UnavailableError(absl::StrCat("node agent at '", address, "' is not reachable"));
-    }
-    return std::unique_ptr<EmbeddedSandbox>(new RemoteSandbox(ch));
-  }
-  (void)state_dir;
-  return absl::UnavailableError("this build has no in-process sandbox runtime; pass --node-agent ADDRESS");
+absl::StatusOr<std::unique_ptr<sandbox::Runtime>> OpenSandboxRuntime(const std::string& state_dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(state_dir, ec);
+  std::string abs = std::filesystem::absolute(state_dir, ec).lexically_normal().string();
+  sandbox::RuntimeOptions o;
+  o.state_dir = abs;
+  o.cgroup_prefix = absl::StrFormat("flotilla-x%08x", static_cast<uint32_t>(std::hash<std::string>{}(abs)));
+  o.cleanup_leftovers = true;
+  return sandbox::Runtime::Open(o);
 }
 
 }  // namespace flotilla::cli

@@ -1,26 +1,17 @@
-// The sandbox node agent the experiment's verifier uses, served in-process (embedded default)
-// or reached over gRPC at an address.
+// The sandbox runtime an experiment's verifier uses, in this process (the embedded default).
 #pragma once
 
 #include <memory>
 #include <string>
 
-#include <grpcpp/grpcpp.h>
-
 #include "absl/status/statusor.h"
-#include "flotilla/proto/sandbox.grpc.pb.h"
+#include "flotilla/sandbox/runtime.h"
 
 namespace flotilla::cli {
 
-// Owns whatever serves the agent (runtime, in-process server); the stub is valid while it lives.
-class EmbeddedSandbox {
- public:
-  virtual ~EmbeddedSandbox() = default;
-  virtual std::shared_ptr<v1::NodeAgent::StubInterface> stub() = 0;
-};
-
-// `address` non-empty: a remote node agent. Otherwise the sandbox runtime runs in this process
-// with its state under `state_dir`.
-absl::StatusOr<std::unique_ptr<EmbeddedSandbox>> StartSandbox(const std::string& address, const std::string& state_dir);
+// Opens the node-local runtime with its state under `state_dir`. Its cgroup prefix is derived
+// from the directory, so a restarted experiment cleans up what its previous run left while
+// other runtimes on the host are untouched.
+absl::StatusOr<std::unique_ptr<sandbox::Runtime>> OpenSandboxRuntime(const std::string& state_dir);
 
 }  // namespace flotilla::cli

@@ -31,7 +31,6 @@ struct RunFlags {
   std::string backend = "cpu";
   int engine_threads = 1;
   int trainer_threads = 1;
-  std::string node_agent;
   std::string listen;
   double minutes = 0;  // 0: the experiment's own limits
 };
@@ -105,14 +104,14 @@ int Run(const RunFlags& f) {
     std::cerr << "run: engine: " << engine.status().message() << "\n";
     return 1;
   }
-  auto sandbox = StartSandbox(f.node_agent, (std::filesystem::path(cfg->state_dir) / "sandbox").string());
+  auto sandbox = OpenSandboxRuntime((std::filesystem::path(cfg->state_dir) / "sandbox").string());
   if (!sandbox.ok()) {
     std::cerr << "run: sandbox: " << sandbox.status().message() << "\n";
     return 1;
   }
   trainer_bridge::ExperimentOptions xo;
   xo.listen = f.listen;
-  auto exp = trainer_bridge::Experiment::Start(*cfg, **engine, (*sandbox)->stub(), xo);
+  auto exp = trainer_bridge::Experiment::Start(*cfg, **engine, sandbox->get(), xo);
   if (!exp.ok()) {
     std::cerr << "run: " << exp.status().message() << "\n";
     return 1;
@@ -201,7 +200,6 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   run->add_option("--backend", flags->backend, "engine backend: cpu or cuda");
   run->add_option("--engine-threads", flags->engine_threads, "engine CPU threads");
   run->add_option("--trainer-threads", flags->trainer_threads, "PyTorch threads of the trainer");
-  run->add_option("--node-agent", flags->node_agent, "address of a node agent (default: in-process sandbox runtime)");
   run->add_option("--listen", flags->listen, "TrainerBridge address (default: trainer.address)");
   run->add_option("--minutes", flags->minutes, "stop RL after this many minutes");
   run->callback([flags, exit_code] { *exit_code = Run(*flags); });

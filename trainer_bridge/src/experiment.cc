@@ -26,7 +26,7 @@ absl::StatusOr<inference::ModelConfig> PolicyModelConfig(const ExperimentConfig&
 }
 
 absl::StatusOr<std::unique_ptr<Experiment>> Experiment::Start(const ExperimentConfig& config, inference::Engine& engine,
-                                                              std::shared_ptr<v1::NodeAgent::StubInterface> agent,
+                                                              sandbox::Runtime* sandbox,
                                                               const ExperimentOptions& options) {
   std::unique_ptr<Experiment> e(new Experiment());
   e->config_ = config;
@@ -49,10 +49,10 @@ absl::StatusOr<std::unique_ptr<Experiment>> Experiment::Start(const ExperimentCo
     if (!src.ok()) return Annotate(src.status(), absl::StrCat(config.file, ": datasets[", i, "].source"));
     tasks[config.datasets[i].name] = std::move(*src);
   }
-  if (agent == nullptr) {
-    return absl::FailedPreconditionError("the experiment's verifier needs a sandbox node agent; none is available");
+  if (sandbox == nullptr) {
+    return absl::FailedPreconditionError("the experiment's verifier needs the sandbox runtime; none is available");
   }
-  ASSIGN_OR_RETURN(auto verifier, SandboxVerifier::Create(agent, config.sandbox_policy));
+  ASSIGN_OR_RETURN(auto verifier, SandboxVerifier::Create(*sandbox, config.sandbox_policy));
   e->verifier_ = std::move(verifier);
   if (!config.teachers.empty()) e->teachers_ = std::make_unique<TeacherRegistry>(config.teachers, config.datasets);
 

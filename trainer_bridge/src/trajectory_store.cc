@@ -4,9 +4,31 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "flotilla/common/status.h"
+#include "flotilla/inference/tokenizer.h"
 
 namespace flotilla::trainer_bridge {
 namespace {
+
+// Turn text is a proto string (UTF-8): bytes that do not form valid UTF-8 become U+FFFD. The
+// token ids stay exact; the text is only for people reading trajectories.
+std::string ValidUtf8(const std::string& in) {
+  std::string out;
+  size_t i = 0;
+  while (i < in.size()) {
+    unsigned char c = static_cast<unsigned char>(in[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = n > 0 && i + n <= in.size();
+    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(in[i + k]) >> 6) == 0x2;
+    if (ok) {
+      out.append(in, i, n);
+      i += n;
+    } else {
+      out += "\xEF\xBF\xBD";
+      i += 1;
+    }
+  }
+  return out;
+}
 
 const std::vector<std::string>& Migrations() {
   static const std::vector<std::string> m = {
@@ -49,6 +71,7 @@ v1::Trajectory TrajectoryStore::ToTrajectory(const RolloutSample& s, const std::
   seg->set_reason("start");
   v1::Turn* prompt = seg->add_turns();
   prompt->set_role(v1::Turn::USER);
+  prompt->set_text(ValidUtf8(inference::Decode(s.prompt, /*skip_special=*/true)));
   for (int32_t id : s.prompt) {
     prompt->mutable_tokens()->add_ids(id);
     prompt->mutable_tokens()->add_loss_mask(0);
@@ -57,6 +80,7 @@ v1::Trajectory TrajectoryStore::ToTrajectory(const RolloutSample& s, const std::
   }
   v1::Turn* reply = seg->add_turns();
   reply->set_role(v1::Turn::ASSISTANT);
+  reply->set_text(ValidUtf8(inference::Decode(s.completion, /*skip_special=*/false)));
   v1::TokenSpan* span = reply->mutable_tokens();
   span->set_experts_per_token(s.routing_width);
   for (size_t i = 0; i < s.completion.size(); ++i) {

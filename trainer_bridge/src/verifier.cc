@@ -1,10 +1,9 @@
 #include "flotilla/trainer_bridge/verifier.h"
 
-#include <grpcpp/grpcpp.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "flotilla/common/logging.h"
+#include "flotilla/common/status.h"
 
 namespace flotilla::trainer_bridge {
 namespace {
@@ -17,11 +16,6 @@ std::string Clean(const std::string& s) {
     if (c == '\t' || c == '\n' || c == '\r') c = ' ';
   }
   return out;
-}
-
-absl::Status FromGrpc(const grpc::Status& s, const std::string& what) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), absl::StrCat(what, ": ", s.error_message()));
 }
 
 }  // namespace
@@ -50,34 +44,63 @@ done
   return script;
 }
 
-absl::StatusOr<std::unique_ptr<SandboxVerifier>> SandboxVerifier::Create(
-    std::shared_ptr<v1::NodeAgent::StubInterface> agent, const std::string& policy_name) {
-  grpc::ClientContext cctx;
-  v1::CreateRequest req;
-  req.set_policy_name(policy_name);
-  req.set_execution_class(v1::LATENCY_SENSITIVE);
-  (*req.mutable_labels())["role"] = "verifier";
-  v1::CreateResponse resp;
-  if (auto s = FromGrpc(agent->Create(&cctx, req, &resp), "creating the verifier sandbox"); !s.ok()) return s;
-  std::unique_ptr<SandboxVerifier> v(new SandboxVerifier(agent, resp.sandbox_id()));
-  grpc::ClientContext pctx;
-  v1::PutFileRequest put;
-  put.set_sandbox_id(v->sandbox_id_);
-  put.set_path(kScriptPath);
-  put.set_content(VerifierScript());
-  put.set_mode(0755);
-  v1::PutFileResponse presp;
-  if (auto s = FromGrpc(agent->PutFile(&pctx, put, &presp), "installing the verifier script"); !s.ok()) return s;
-  FLOG(info, "verifier sandbox ready", {{"sandbox", v->sandbox_id_}});
+absl::StatusOr<std::unique_ptr<SandboxVerifier>> SandboxVerifier::Create(sandbox::Runtime& runtime,
+                                                                         const std::string& policy_name) {
+  std::unique_ptr<SandboxVerifier> v(new SandboxVerifier(runtime, policy_name));
+  RETURN_IF_ERROR(v->Recreate());
   return v;
 }
 
+absl::Status SandboxVerifier::Recreate() {
+  absl::MutexLock lock(&mu_);
+  if (!sandbox_id_.empty()) (void)runtime_.Destroy(sandbox_id_);
+  sandbox_id_.clear();
+  sandbox::SandboxOptions opts;
+  opts.policy_name = policy_;
+  opts.execution_class = sandbox::ExecutionClass::kLatencySensitive;
+  opts.labels["role"] = "verifier";
+  auto created = runtime_.Create(opts);
+  if (!created.ok()) return Annotate(created.status(), "creating the verifier sandbox");
+  RETURN_IF_ERROR(Annotate(runtime_.PutFile(created->id, kScriptPath, VerifierScript(), 0755),
+                           "installing the verifier script"));
+  sandbox_id_ = created->id;
+  FLOG(info, "verifier sandbox ready", {{"sandbox", sandbox_id_}, {"create_ms", created->create_ms}});
+  return absl::OkStatus();
+}
+
+std::string SandboxVerifier::sandbox_id() const {
+  absl::MutexLock lock(&mu_);
+  return sandbox_id_;
+}
+
 SandboxVerifier::~SandboxVerifier() {
-  grpc::ClientContext ctx;
-  v1::SandboxRef ref;
-  ref.set_sandbox_id(sandbox_id_);
-  v1::Empty out;
-  (void)agent_->Destroy(&ctx, ref, &out);
+  absl::MutexLock lock(&mu_);
+  if (!sandbox_id_.empty()) (void)runtime_.Destroy(sandbox_id_);
+}
+
+absl::StatusOr<std::vector<double>> SandboxVerifier::RunOnce(const std::string& id, const std::string& input, size_t n) {
+  sandbox::ExecOptions ex;
+  ex.argv = {"/bin/sh", kScriptPath};
+  ex.stdin_data = input;
+  ex.timeout_ms = 30000;
+  ex.output_limit_bytes = 1 << 20;
+  std::string out, err;
+  auto r = runtime_.Exec(id, ex, [&](sandbox::OutputStream s, std::string_view d) {
+    (s == sandbox::OutputStream::kStdout ? out : err).append(d);
+  });
+  if (!r.ok()) return r.status();
+  execs_.fetch_add(1);
+  if (r->reason != sandbox::StopReason::kNone || r->exit_code != 0) {
+    return absl::InternalError(absl::StrCat("verifier exited with ", r->exit_code, " (",
+                                            std::string(sandbox::StopReasonName(r->reason)), " ", r->detail, "): ", err));
+  }
+  std::vector<std::string> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
+  if (lines.size() != n) {
+    return absl::InternalError(absl::StrCat("verifier printed ", lines.size(), " verdicts for ", n, " items: ", err));
+  }
+  std::vector<double> rewards;
+  for (const auto& l : lines) rewards.push_back(l == "1" ? 1.0 : 0.0);
+  return rewards;
 }
 
 absl::StatusOr<std::vector<double>> SandboxVerifier::Verify(const std::vector<VerifyItem>& items) {
@@ -87,41 +110,11 @@ absl::StatusOr<std::vector<double>> SandboxVerifier::Verify(const std::vector<Ve
     absl::StrAppend(&input, Clean(it.family), "\t", Clean(it.prompt), "\t", Clean(it.reference), "\t",
                     Clean(it.response), "\n");
   }
-  grpc::ClientContext ctx;
-  v1::ExecRequest req;
-  req.set_sandbox_id(sandbox_id_);
-  req.add_argv("/bin/sh");
-  req.add_argv(kScriptPath);
-  req.set_stdin(input);
-  req.set_timeout_ms(30000);
-  req.set_output_limit_bytes(1 << 20);
-  auto reader = agent_->Exec(&ctx, req);
-  std::string out, err;
-  v1::ExecChunk chunk;
-  v1::ExecExit exit;
-  bool exited = false;
-  while (reader->Read(&chunk)) {
-    if (chunk.has_exit()) {
-      exit = chunk.exit();
-      exited = true;
-    } else if (chunk.kind_case() == v1::ExecChunk::kStdout) {
-      out += chunk.stdout();
-    } else if (chunk.kind_case() == v1::ExecChunk::kStderr) {
-      err += chunk.stderr();
-    }
-  }
-  if (auto s = FromGrpc(reader->Finish(), "verifier exec"); !s.ok()) return s;
-  execs_.fetch_add(1);
-  if (!exited || exit.exit_code() != 0) {
-    return absl::InternalError(absl::StrCat("verifier exited with ", exit.exit_code(), " (", exit.detail(), "): ", err));
-  }
-  std::vector<std::string> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
-  if (lines.size() != items.size()) {
-    return absl::InternalError(absl::StrCat("verifier printed ", lines.size(), " verdicts for ", items.size(), " items"));
-  }
-  std::vector<double> rewards;
-  for (const auto& l : lines) rewards.push_back(l == "1" ? 1.0 : 0.0);
-  return rewards;
+  auto r = RunOnce(sandbox_id(), input, items.size());
+  if (r.ok()) return r;
+  FLOG(warn, "verifier sandbox failed; replacing it", {{"error", r.status().ToString()}});
+  RETURN_IF_ERROR(Recreate());
+  return RunOnce(sandbox_id(), input, items.size());
 }
 
 }  // namespace flotilla::trainer_bridge

@@ -8,7 +8,7 @@
 //
 // Restart: when the state directory holds an unfinished experiment, Start resumes it: the last
 // published weights are reloaded, counters continue, and stored groups not yet trained on are
-// sent first. Thread-safe; the engine and agent must outlive it.
+// sent first. Thread-safe; the engine and sandbox runtime must outlive it.
 #pragma once
 
 #include <memory>
@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "flotilla/common/clock.h"
 #include "flotilla/inference/engine.h"
-#include "flotilla/proto/sandbox.grpc.pb.h"
+#include "flotilla/sandbox/runtime.h"
 #include "flotilla/trainer_bridge/experiment_config.h"
 #include "flotilla/trainer_bridge/rollout_controller.h"
 #include "flotilla/trainer_bridge/rollout_runner.h"
@@ -47,7 +47,7 @@ struct RunSummary {
 class Experiment {
  public:
   static absl::StatusOr<std::unique_ptr<Experiment>> Start(const ExperimentConfig& config, inference::Engine& engine,
-                                                           std::shared_ptr<v1::NodeAgent::StubInterface> agent,
+                                                           sandbox::Runtime* sandbox,
                                                            const ExperimentOptions& options);
   ~Experiment();
   Experiment(const Experiment&) = delete;

@@ -1,7 +1,7 @@
 // Verifier: turns responses into rewards. SandboxVerifier runs the task family's check script
-// inside a sandbox through the NodeAgent API (common/proto/sandbox.proto), so a response is
+// inside a sandbox of the node-local runtime (flotilla::sandbox::Runtime), so a response is
 // judged in isolation and the truth is recomputed there from the prompt (for file tasks, the
-// reference answer is passed in).
+// reference answer is passed in). A broken sandbox is replaced once, then reported.
 //
 // Thread-safe: Verify may be called from several threads; each call is one Exec.
 #pragma once
@@ -11,7 +11,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "flotilla/proto/sandbox.grpc.pb.h"
+#include "absl/synchronization/mutex.h"
+#include "flotilla/sandbox/runtime.h"
 
 namespace flotilla::trainer_bridge {
 
@@ -36,21 +37,25 @@ const std::string& VerifierScript();
 class SandboxVerifier final : public Verifier {
  public:
   // Creates the verifier's sandbox (policy `policy_name`, no network) and installs the script.
-  static absl::StatusOr<std::unique_ptr<SandboxVerifier>> Create(std::shared_ptr<v1::NodeAgent::StubInterface> agent,
+  static absl::StatusOr<std::unique_ptr<SandboxVerifier>> Create(sandbox::Runtime& runtime,
                                                                  const std::string& policy_name);
   ~SandboxVerifier() override;
   SandboxVerifier(const SandboxVerifier&) = delete;
   SandboxVerifier& operator=(const SandboxVerifier&) = delete;
 
   absl::StatusOr<std::vector<double>> Verify(const std::vector<VerifyItem>& items) override;
-  [[nodiscard]] const std::string& sandbox_id() const { return sandbox_id_; }
+  [[nodiscard]] std::string sandbox_id() const;
   [[nodiscard]] uint64_t execs() const { return execs_.load(); }
 
  private:
-  SandboxVerifier(std::shared_ptr<v1::NodeAgent::StubInterface> agent, std::string id)
-      : agent_(std::move(agent)), sandbox_id_(std::move(id)) {}
-  std::shared_ptr<v1::NodeAgent::StubInterface> agent_;
-  std::string sandbox_id_;
+  SandboxVerifier(sandbox::Runtime& runtime, std::string policy) : runtime_(runtime), policy_(std::move(policy)) {}
+  absl::Status Recreate();
+  absl::StatusOr<std::vector<double>> RunOnce(const std::string& id, const std::string& input, size_t n);
+
+  sandbox::Runtime& runtime_;
+  const std::string policy_;
+  mutable absl::Mutex mu_;
+  std::string sandbox_id_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> execs_{0};
 };
 
