@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   flotilla::cli::AddBridgeCommand(app, &exit_code);
   flotilla::cli::AddRunCommand(app, &exit_code);
   AddPlaceholderCommand(app, "eval", "Evaluate a model across scaffolds", &exit_code);
-  AddPlaceholderCommand(app, "bench", "Run a benchmark (sandbox, scheduler, engine, rollout)", &exit_code);
+  flotilla::cli::AddBenchRolloutCommand(app, &exit_code);
   AddPlaceholderCommand(app, "trajectories", "Export stored trajectories", &exit_code);
   flotilla::cli::AddPolicyCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);

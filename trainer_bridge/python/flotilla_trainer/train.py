@@ -67,6 +67,7 @@ def train_teachers(client, status, args, device):
         opt = torch.optim.AdamW(model.parameters(), lr=args.sft_lr, weight_decay=0.0)
         for ds in datasets:
             sft(model, opt, client, args.teacher_steps, args.sft_batch, args.seed + 7, device, ds, f"teacher {t.name}/{ds}")
+        os.makedirs(os.path.dirname(os.path.abspath(t.weights)), exist_ok=True)
         save(model, t.weights)
         log(f"teacher {t.name} written to {t.weights}")
 
@@ -127,7 +128,11 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.0, betas=(0.9, 0.99))
     t0 = time.time()
     steps = 0
+    timing = {"wait_s": 0.0, "train_s": 0.0, "publish_s": 0.0}
+    mark = time.time()
     for batch in client.batches(trainer_version=version):
+        timing["wait_s"] += time.time() - mark
+        mark = time.time()
         t = from_batch(batch, cfg.n_layers, cfg.top_k).to(device)
         model.train()
         logits = forward_replay(model, t.ids, t.routing)
@@ -141,6 +146,8 @@ def main():
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item()
         opt.step()
         steps += 1
+        timing["train_s"] += time.time() - mark
+        mark = time.time()
         published = steps % a.publish_every == 0
         if published:
             version += 1
@@ -150,10 +157,13 @@ def main():
             old = os.path.join(a.out, f"v{version - 3}.safetensors")
             if version - 3 > 0 and os.path.exists(old):
                 os.remove(old)
+        timing["publish_s"] += time.time() - mark
         rewards = [s.reward for s in batch.samples]
         done = steps >= a.rl_steps or (a.time_limit_s > 0 and time.time() - t0 >= a.time_limit_s)
         client.report(batch.step, loss=loss.item(), grad_norm=gnorm, reward=sum(rewards) / len(rewards),
-                      version=version, stale_masked=batch.stale_masked_tokens, done=1 if done else 0, **stats)
+                      version=version, stale_masked=batch.stale_masked_tokens, done=1 if done else 0,
+                      **stats, **timing)
+        mark = time.time()
         if done:
             break
     log(f"done: {steps} steps, version {version}, {time.time() - t0:.1f}s")
