@@ -29,4 +29,11 @@ void AddUpCommand(CLI::App& app, int* exit_code);
 void AddWorkerCommand(CLI::App& app, int* exit_code);
 void AddTrajectoriesCommand(CLI::App& app, int* exit_code);
 
+// `flotilla run`: an RL experiment end to end (trainer_bridge).
+void AddRunCommand(CLI::App& app, int* exit_code);
+// `flotilla bench rollout` (trainer_bridge); creates `bench` if no one has yet.
+void AddBenchRolloutCommand(CLI::App& app, int* exit_code);
+// `flotilla bridge serve|status|reconfigure` (trainer_bridge).
+void AddBridgeCommand(CLI::App& app, int* exit_code);
+
 }  // namespace flotilla::cli

@@ -16,10 +16,11 @@ int main(int argc, char** argv) {
   flotilla::cli::AddNodeCommand(app, &exit_code);
   flotilla::cli::AddEngineCommand(app, &exit_code);
   flotilla::cli::AddWorkerCommand(app, &exit_code);
-  AddPlaceholderCommand(app, "bridge", "Run or reconfigure the trainer bridge", &exit_code);
-  AddPlaceholderCommand(app, "run", "Run an RL experiment from its YAML", &exit_code);
+  flotilla::cli::AddBridgeCommand(app, &exit_code);
+  flotilla::cli::AddRunCommand(app, &exit_code);
   AddPlaceholderCommand(app, "eval", "Evaluate a model across scaffolds", &exit_code);
   flotilla::cli::AddBenchCommand(app, &exit_code);
+  flotilla::cli::AddBenchRolloutCommand(app, &exit_code);
   flotilla::cli::AddTrajectoriesCommand(app, &exit_code);
   flotilla::cli::AddPolicyCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);

@@ -1,0 +1,208 @@
+// `flotilla run EXPERIMENT.yaml`: a whole RL experiment on the embedded default — engine,
+// sandbox verifier, rollout controller and TrainerBridge in this process, plus the Python
+// trainer as a child — with a live progress line and a final summary whose last line is
+//   run: reward_start=A reward_end=B steps=N minutes=M
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "commands.h"
+#include "embedded_sandbox.h"
+#include "flotilla/common/logging.h"
+#include "flotilla/common/status.h"
+#include "flotilla/inference/engine.h"
+#include "flotilla/trainer_bridge/experiment.h"
+#include "trainer_process.h"
+
+namespace flotilla::cli {
+namespace {
+
+struct RunFlags {
+  std::string experiment;
+  bool fresh = false;
+  bool resume = false;
+  bool no_trainer = false;
+  std::string backend = "cpu";
+  int engine_threads = 1;
+  int trainer_threads = 1;
+  std::string listen;
+  double minutes = 0;  // 0: the experiment's own limits
+};
+
+std::vector<std::string> TrainerArgv(const trainer_bridge::ExperimentConfig& cfg, const std::string& address,
+                                     const RunFlags& f) {
+  if (!cfg.trainer.command.empty()) return cfg.trainer.command;
+  const auto& t = cfg.trainer;
+  std::vector<std::string> argv = {"/usr/bin/python3", "-m", "flotilla_trainer.train",
+                                   "--bridge", address,
+                                   "--out", (std::filesystem::path(cfg.state_dir) / "weights").string(),
+                                   "--loss", t.loss,
+                                   "--seed", absl::StrCat(cfg.policy.seed),
+                                   "--sft-steps", absl::StrCat(t.sft_steps),
+                                   "--sft-lr", absl::StrCat(t.sft_learning_rate),
+                                   "--rl-steps", absl::StrCat(t.rl_steps),
+                                   "--lr", absl::StrCat(t.learning_rate),
+                                   "--clip-eps", absl::StrCat(t.clip_eps),
+                                   "--publish-every", absl::StrCat(t.publish_every),
+                                   "--threads", absl::StrCat(f.trainer_threads),
+                                   "--init", cfg.policy.init};
+  double limit_s = f.minutes > 0 ? f.minutes * 60 : static_cast<double>(t.time_limit_ms) / 1000.0;
+  if (limit_s > 0) {
+    argv.push_back("--time-limit-s");
+    argv.push_back(absl::StrCat(limit_s));
+  }
+  return argv;
+}
+
+absl::Status PrepareStateDir(const trainer_bridge::ExperimentConfig& cfg, const RunFlags& f) {
+  namespace fs = std::filesystem;
+  fs::path db = fs::path(cfg.state_dir) / "trajectories.db";
+  if (!fs::exists(db) || f.resume) return absl::OkStatus();
+  bool finished = true;
+  {
+    auto store = trainer_bridge::TrajectoryStore::Open(db.string(), cfg.name);
+    if (store.ok()) {
+      auto fin = (*store)->Finished();
+      finished = !fin.ok() || *fin;
+    }
+  }
+  if (!f.fresh && !finished) {
+    std::cerr << "run: resuming the unfinished experiment in " << cfg.state_dir << " (--fresh starts over)\n";
+    return absl::OkStatus();
+  }
+  fs::path prev = fs::path(cfg.state_dir + ".prev");
+  std::error_code ec;
+  fs::remove_all(prev, ec);
+  fs::rename(cfg.state_dir, prev, ec);
+  if (ec) return absl::PermissionDeniedError(absl::StrCat("moving the previous run aside: ", ec.message()));
+  return absl::OkStatus();
+}
+
+int Run(const RunFlags& f) {
+  auto wall = std::chrono::steady_clock::now();
+  auto cfg = trainer_bridge::LoadExperimentConfig(f.experiment);
+  if (!cfg.ok()) {
+    std::cerr << "run: " << cfg.status().message() << "\n";
+    return 2;
+  }
+  if (auto s = PrepareStateDir(*cfg, f); !s.ok()) {
+    std::cerr << "run: " << s.message() << "\n";
+    return 1;
+  }
+  inference::EngineOptions eo;
+  eo.backend = f.backend;
+  eo.threads = f.engine_threads;
+  eo.max_batch = std::max<uint32_t>(64, cfg->rollout.max_in_flight);
+  auto engine = inference::Engine::Create(eo);
+  if (!engine.ok()) {
+    std::cerr << "run: engine: " << engine.status().message() << "\n";
+    return 1;
+  }
+  auto sandbox = OpenSandboxRuntime((std::filesystem::path(cfg->state_dir) / "sandbox").string());
+  if (!sandbox.ok()) {
+    std::cerr << "run: sandbox: " << sandbox.status().message() << "\n";
+    return 1;
+  }
+  trainer_bridge::ExperimentOptions xo;
+  xo.listen = f.listen;
+  auto exp = trainer_bridge::Experiment::Start(*cfg, **engine, sandbox->get(), xo);
+  if (!exp.ok()) {
+    std::cerr << "run: " << exp.status().message() << "\n";
+    return 1;
+  }
+  std::optional<TrainerProcess> trainer;
+  if (!f.no_trainer) {
+    std::string pypath = absl::StrCat((std::filesystem::path(FlotillaSourceDir()) / "trainer_bridge" / "python").string());
+    std::string stubs = (std::filesystem::path(FlotillaBinaryDir()) / "trainer_bridge" / "python").string();
+    auto p = TrainerProcess::Spawn(TrainerArgv(*cfg, (*exp)->address(), f),
+                                   {{"PYTHONPATH", pypath}, {"FLOTILLA_PROTO_PY", stubs}, {"PYTHONUNBUFFERED", "1"}});
+    if (!p.ok()) {
+      std::cerr << "run: trainer: " << p.status().message() << "\n";
+      return 1;
+    }
+    trainer.emplace(std::move(*p));
+  } else {
+    std::cerr << "run: bridge at " << (*exp)->address() << "; waiting for a trainer (Ctrl-C stops)\n";
+  }
+  const bool tty = isatty(STDOUT_FILENO);
+  uint64_t last_samples = 0;
+  auto last_t = std::chrono::steady_clock::now();
+  auto last_print = last_t - std::chrono::seconds(100);
+  int trainer_exit = 0;
+  while (true) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    if (trainer) {
+      if (auto code = trainer->Poll(); code) {
+        trainer_exit = *code;
+        break;
+      }
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (!tty && now - last_print < std::chrono::seconds(10)) continue;
+    auto p = (*exp)->Progress();
+    auto cs = (*exp)->ControllerStatsNow();
+    auto rs = (*exp)->RunnerStatsNow();
+    double dt = std::chrono::duration<double>(now - last_t).count();
+    double rate = dt > 0 ? static_cast<double>(rs.samples_completed - last_samples) / dt : 0;
+    last_samples = rs.samples_completed;
+    last_t = now;
+    last_print = now;
+    double minutes = std::chrono::duration<double>(now - wall).count() / 60;
+    std::string line = absl::StrFormat(
+        "step=%d version=%d reward=%.3f staleness=%.2f stale_masked=%d samples/s=%.1f in_flight=%d "
+        "samples=%d minutes=%.1f%s",
+        p.step, p.policy_version, rs.recent_reward, p.mean_staleness, p.stale_masked_total, rate, cs.in_flight,
+        rs.samples_completed, minutes, p.model_loaded ? "" : " (warm start)");
+    if (tty) {
+      std::cout << "\r\033[K" << line << std::flush;
+    } else {
+      std::cout << line << std::endl;
+    }
+  }
+  if (tty) std::cout << "\n";
+  auto summary = (*exp)->Summary();
+  bool finished = trainer_exit == 0;
+  if (finished) (void)(*exp)->MarkFinished();
+  (*exp)->Stop();
+  double minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count() / 60;
+  if (!summary.ok()) {
+    std::cerr << "run: summary: " << summary.status().message() << "\n";
+    return 1;
+  }
+  auto p = (*exp)->Progress();
+  std::cout << absl::StrFormat("summary: experiment=%s samples=%d steps=%d final_version=%d stale_masked_tokens=%d "
+                               "trainer_exit=%d",
+                               cfg->name, summary->samples, summary->steps, p.policy_version, p.stale_masked_total,
+                               trainer_exit)
+            << "\n";
+  for (const auto& [k, v] : p.trainer_metrics) std::cout << "summary: trainer." << k << "=" << v << "\n";
+  std::cout << absl::StrFormat("run: reward_start=%.3f reward_end=%.3f steps=%d minutes=%.1f", summary->reward_start,
+                               summary->reward_end, summary->steps, minutes)
+            << std::endl;
+  return trainer_exit == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app, int* exit_code) {
+  auto flags = std::make_shared<RunFlags>();
+  CLI::App* run = app.add_subcommand("run", "Run an RL experiment from its YAML (bridge, engine, sandbox verifier, trainer)");
+  run->add_option("experiment", flags->experiment, "experiment YAML")->required();
+  run->add_flag("--fresh", flags->fresh, "start over even if an unfinished run is in the state directory");
+  run->add_flag("--resume", flags->resume, "resume the run in the state directory");
+  run->add_flag("--no-trainer", flags->no_trainer, "do not start the Python trainer (attach one yourself)");
+  run->add_option("--backend", flags->backend, "engine backend: cpu or cuda");
+  run->add_option("--engine-threads", flags->engine_threads, "engine CPU threads");
+  run->add_option("--trainer-threads", flags->trainer_threads, "PyTorch threads of the trainer");
+  run->add_option("--listen", flags->listen, "TrainerBridge address (default: trainer.address)");
+  run->add_option("--minutes", flags->minutes, "stop RL after this many minutes");
+  run->callback([flags, exit_code] { *exit_code = Run(*flags); });
+}
+
+}  // namespace flotilla::cli

@@ -1,0 +1,172 @@
+// The RolloutRunner on the real engine: checkpoint switches across three versions (routing and
+// versions concatenated exactly as the engine emitted them, checked against the PyTorch
+// reference), no re-prefill on resume, and offload/reload on trainer preemption.
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "flotilla/inference/engine.h"
+#include "flotilla/trainer_bridge/rollout_runner.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "testing/temp_dir.h"
+
+namespace flotilla::trainer_bridge {
+namespace {
+
+std::string SourceDir() {
+  const char* s = std::getenv("FLOTILLA_SOURCE_DIR");
+  return s == nullptr ? "." : s;
+}
+
+std::string Shell(const std::string& cmd, int* code) {
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while (p != nullptr && (n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  *code = p == nullptr ? -1 : pclose(p);
+  return out;
+}
+
+std::string Python() {
+  return "PYTHONPATH='" + SourceDir() + "/trainer_bridge/python:" + SourceDir() + "/tests/trainer_bridge' /usr/bin/python3 ";
+}
+
+inference::ModelConfig Tiny() {
+  inference::ModelConfig c;
+  c.n_layers = 2;
+  c.d_model = 64;
+  c.n_heads = 2;
+  c.n_kv_heads = 2;
+  c.head_dim = 32;
+  c.n_experts = 4;
+  c.top_k = 2;
+  c.expert_hidden = 64;
+  c.max_context = 1024;
+  return c;
+}
+
+class RunnerEngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::ofstream(dir_.file("cfg.json")) << Tiny().ToJson();
+    int code = 0;
+    std::string out = Shell(Python() + "-c \"import sys; from flotilla_trainer.model import *; "
+                                       "from flotilla_trainer.safetensors_io import save_file; c=ModelConfig.from_json(open('" +
+                                dir_.file("cfg.json") + "').read()); [save_file(init_weights(Transformer(c), seed=s, std=0.5).export_state(), '" +
+                                dir_.path().string() + "/v%d.safetensors' % s) for s in range(3)]\" 2>&1",
+                            &code);
+    ASSERT_EQ(code, 0) << out;
+    inference::EngineOptions eo;
+    eo.threads = 1;
+    auto e = inference::Engine::Create(eo);
+    ASSERT_TRUE(e.ok()) << e.status();
+    engine_ = std::move(*e);
+    ASSERT_TRUE(engine_->LoadModel("policy", Tiny(), dir_.file("v0.safetensors"), 0).ok());
+  }
+
+  std::unique_ptr<RolloutRunner> MakeRunner(RolloutController& c, uint32_t length) {
+    std::map<std::string, std::unique_ptr<TaskSource>> tasks;
+    tasks["d"] = std::move(*TaskSource::Open("builtin:copy?len=6", 1));
+    RunnerOptions o;
+    o.model = "policy";
+    o.forced_length = [length](uint64_t) { return length; };
+    return std::make_unique<RolloutRunner>(o, *engine_, c, std::move(tasks), nullptr, nullptr, clock_);
+  }
+
+  // Waits until `n` tokens exist and both samples of the group are on the engine.
+  void WaitTokens(RolloutRunner& r, uint64_t n) {
+    for (int i = 0; i < 4000; ++i) {
+      RunnerStats s = r.Stats();
+      if (s.tokens_generated >= n && s.generating == 2) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+
+  testing::TempDir dir_;
+  SystemClock clock_;
+  std::unique_ptr<inference::Engine> engine_;
+};
+
+RolloutConfig OneGroup() {
+  RolloutConfig r;
+  r.group_size = 2;
+  r.max_in_flight = 2;
+  r.staleness = 0;  // exactly one group until version 1
+  r.groups_per_step = 1;
+  r.length_bias.enabled = false;
+  return r;
+}
+
+TEST_F(RunnerEngineTest, RoutingConcatenatesAcrossThreeVersions) {
+  RolloutController c(OneGroup(), {DatasetConfig{"d", "builtin:copy", "d", 1, 0}}, {}, clock_);
+  auto runner = MakeRunner(c, 300);
+  ASSERT_TRUE(runner->Start().ok());
+  WaitTokens(*runner, 40);
+  auto s1 = runner->SwitchWeights(dir_.file("v1.safetensors"), 1);
+  ASSERT_TRUE(s1.ok()) << s1.status();
+  EXPECT_EQ(s1->interrupted, 2u);
+  EXPECT_EQ(s1->prefilled_on_resume, 0u);
+  WaitTokens(*runner, runner->Stats().tokens_generated + 40);
+  c.SetSuspended(true);  // keep the next group (allowed by version 1) from starting
+  auto s2 = runner->SwitchWeights(dir_.file("v2.safetensors"), 2);
+  ASSERT_TRUE(s2.ok()) << s2.status();
+  EXPECT_EQ(s2->interrupted, 2u);
+  auto groups = runner->TakeGroups(1, nullptr);
+  ASSERT_EQ(groups.size(), 1u);
+  ASSERT_EQ(groups[0].size(), 2u);
+  EXPECT_EQ(runner->Stats().resumed_prefill_tokens, 0u);
+  for (const RolloutSample& s : groups[0]) {
+    ASSERT_EQ(s.completion.size(), 300u) << s.failed << " " << s.detail << " last=" << s.completion.back();
+    EXPECT_EQ(s.segments, 3u);
+    EXPECT_EQ(s.routing.size(), 300u * 4);
+    EXPECT_EQ(s.versions.front(), 0);
+    EXPECT_EQ(s.versions.back(), 2);
+    EXPECT_TRUE(std::is_sorted(s.versions.begin(), s.versions.end()));
+    EXPECT_NE(std::find(s.versions.begin(), s.versions.end(), 1), s.versions.end());
+    nlohmann::json j = {{"prompt", s.prompt}, {"completion", s.completion}, {"versions", s.versions},
+                        {"routing", s.routing}, {"logprobs", s.logprobs}};
+    std::ofstream(dir_.file("sample.json")) << j.dump();
+    int code = 0;
+    std::string out = Shell(Python() + SourceDir() + "/tests/trainer_bridge/routing_check.py " + dir_.file("cfg.json") +
+                                " " + dir_.file("sample.json") + " " + dir_.file("v0.safetensors") + " " +
+                                dir_.file("v1.safetensors") + " " + dir_.file("v2.safetensors") + " 2>&1",
+                            &code);
+    ASSERT_EQ(code, 0) << out;
+    EXPECT_NE(out.find("rows=300 mismatched_rows=0 "), std::string::npos) << out;
+    double err = std::stod(out.substr(out.find("max_logprob_err=") + 16));
+    EXPECT_LT(err, 1e-3) << out;
+  }
+  runner->Stop();
+}
+
+TEST_F(RunnerEngineTest, OffloadAndReloadWithoutRePrefill) {
+  RolloutController c(OneGroup(), {DatasetConfig{"d", "builtin:copy", "d", 1, 0}}, {}, clock_);
+  auto runner = MakeRunner(c, 400);
+  ASSERT_TRUE(runner->Start().ok());
+  WaitTokens(*runner, 40);
+  ASSERT_TRUE(runner->Offload().ok());
+  RunnerStats st = runner->Stats();
+  EXPECT_EQ(st.offloaded, 2u);
+  EXPECT_EQ(st.generating, 0u);
+  EXPECT_EQ(engine_->Stats().active_sequences, 0u);  // the KV cache is empty while offloaded
+  EXPECT_TRUE(c.Stats().suspended);
+  uint64_t tokens = st.tokens_generated;
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(runner->Stats().tokens_generated, tokens);  // nothing runs while the trainer is gone
+  ASSERT_TRUE(runner->Reload().ok());
+  EXPECT_FALSE(c.Stats().suspended);
+  auto groups = runner->TakeGroups(1, nullptr);
+  ASSERT_EQ(groups.size(), 1u);
+  for (const auto& s : groups[0]) {
+    EXPECT_EQ(s.completion.size(), 400u);
+    EXPECT_EQ(s.segments, 2u);
+  }
+  EXPECT_EQ(runner->Stats().resumed_prefill_tokens, 0u);
+  runner->Stop();
+}
+
+}  // namespace
+}  // namespace flotilla::trainer_bridge

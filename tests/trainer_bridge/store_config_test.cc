@@ -1,0 +1,167 @@
+// Experiment YAML errors, the trajectory store round trip, task sources and teacher mapping.
+#include <fstream>
+
+#include "flotilla/trainer_bridge/experiment_config.h"
+#include "flotilla/trainer_bridge/task_source.h"
+#include "flotilla/trainer_bridge/teacher_registry.h"
+#include "flotilla/trainer_bridge/trajectory_store.h"
+#include "gtest/gtest.h"
+#include "testing/temp_dir.h"
+
+namespace flotilla::trainer_bridge {
+namespace {
+
+constexpr char kGood[] = R"(name: exp
+policy:
+  model: {vocab_size: 272, n_layers: 1}
+datasets:
+  - {name: add, source: "builtin:arith?ops=+&max=9", weight: 2, max_in_flight: 16}
+  - {name: sub, source: "builtin:arith?ops=-", domain: math}
+rollout: {group_size: 4, max_in_flight: 32, staleness: 2}
+effort: {levels: [10, 90], k0: 0.2}
+teachers:
+  - {name: t1, domains: [math], model_config: t1.json, weights: t1.safetensors}
+trainer: {loss: opd, time_limit: 5m}
+)";
+
+TEST(ExperimentConfigTest, ParsesAndResolvesPaths) {
+  auto c = ParseExperimentConfig(kGood, "exp.yaml", "/base");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->name, "exp");
+  EXPECT_EQ(c->state_dir, "/base/runs/exp");
+  EXPECT_EQ(c->policy.model_json, R"({"vocab_size":272,"n_layers":1})");
+  ASSERT_EQ(c->datasets.size(), 2u);
+  EXPECT_EQ(c->datasets[0].weight, 2.0);
+  EXPECT_EQ(c->datasets[0].max_in_flight, 16u);
+  EXPECT_EQ(c->datasets[1].domain, "math");
+  EXPECT_EQ(c->rollout.group_size, 4u);
+  EXPECT_EQ(c->rollout.staleness, 2u);
+  EXPECT_EQ(c->effort.levels, (std::vector<uint32_t>{10, 90}));
+  EXPECT_EQ(c->teachers[0].model_config, "/base/t1.json");
+  EXPECT_TRUE(c->teachers[0].full_vocab);
+  EXPECT_EQ(c->trainer.time_limit_ms, 300000);
+}
+
+TEST(ExperimentConfigTest, ErrorsNameFileLineAndField) {
+  struct Case {
+    std::string yaml;
+    std::string error;
+  };
+  std::vector<Case> cases = {
+      {"name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s, weight: 0}\n",
+       "x.yaml:4: datasets[0].weight: must be > 0"},
+      {"name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\nrollout:\n  group_size: 8\n  max_in_flight: 4\n",
+       "x.yaml:7: rollout.max_in_flight: must be >= group_size (8)"},
+      {"name: x\npolicy: {model: {a: 1}}\ndatasets: []\n", "x.yaml:3: datasets: at least one dataset is required"},
+      {"name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\neffort: {levels: [0]}\n",
+       "x.yaml:5: effort.levels[0]: must be in 1..100, got 0"},
+      {"name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\ntrainer: {loss: opd}\n",
+       "teachers: trainer.loss 'opd' needs at least one teacher"},
+      {"name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\nrolout: {}\n", "x.yaml:5: rolout"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParseExperimentConfig(c.yaml, "x.yaml", "");
+    ASSERT_FALSE(r.ok()) << c.yaml;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(r.status().message()).find(c.error), std::string::npos) << r.status();
+  }
+}
+
+TEST(TaskSourceTest, ArithIsDeterministicAndChecked) {
+  auto a = TaskSource::Open("builtin:arith?ops=*&max=5", 3);
+  auto b = TaskSource::Open("builtin:arith?ops=*&max=5", 3);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (int i = 0; i < 20; ++i) {
+    Task x = (*a)->Next(), y = (*b)->Next();
+    EXPECT_EQ(x.prompt, y.prompt);
+    int l = x.prompt[0] - '0', r = x.prompt[2] - '0';
+    EXPECT_EQ(x.answer, std::to_string(l * r));
+  }
+  EXPECT_EQ(TaskSource::Open("builtin:arith?ops=/", 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(TaskSource::Open("builtin:nope", 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(TaskSource::Open("/nonexistent.jsonl", 1).status().code(), absl::StatusCode::kNotFound);
+}
+
+RolloutSample Sample(uint64_t id, uint64_t group, double reward) {
+  RolloutSample s;
+  s.id = id;
+  s.group = group;
+  s.dataset = "add";
+  s.task_id = "arith:1+2=";
+  s.effort = 40;
+  s.reward = reward;
+  s.prompt = {256, 259, 49};
+  s.segments = 3;
+  std::vector<inference::TokenRecord> t(3);
+  for (int i = 0; i < 3; ++i) {
+    t[i].token = 51 + i;
+    t[i].logprob = -0.25f * i;
+    t[i].policy_version = i;
+    t[i].experts = {i, i + 1};
+  }
+  EXPECT_TRUE(s.Append(t).ok());
+  return s;
+}
+
+TEST(TrajectoryStoreTest, GroupsSurviveReopenAndConsumptionIsDurable) {
+  testing::TempDir dir;
+  {
+    auto store = TrajectoryStore::Open(dir.file("t.db"), "exp");
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->PutGroup({Sample(0, 0, 1), Sample(1, 0, 0)}).ok());
+    ASSERT_TRUE((*store)->PutGroup({Sample(2, 1, 1), Sample(3, 1, 1)}).ok());
+    ASSERT_TRUE((*store)->MarkConsumed({0}, 1).ok());
+    ASSERT_TRUE((*store)->SaveCounters(5, {{"add", 5}}).ok());
+    ASSERT_TRUE((*store)->SavePolicy(4, "/w/4.safetensors").ok());
+  }
+  auto store = TrajectoryStore::Open(dir.file("t.db"), "exp");
+  ASSERT_TRUE(store.ok());
+  auto groups = (*store)->LoadUnconsumed();
+  ASSERT_TRUE(groups.ok());
+  ASSERT_EQ(groups->size(), 1u);
+  const RolloutSample& s = (*groups)[0][0];
+  RolloutSample want = Sample(2, 1, 1);
+  EXPECT_EQ(s.id, 2u);
+  EXPECT_EQ(s.group, 1u);
+  EXPECT_EQ(s.prompt, want.prompt);
+  EXPECT_EQ(s.completion, want.completion);
+  EXPECT_EQ(s.logprobs, want.logprobs);
+  EXPECT_EQ(s.versions, want.versions);
+  EXPECT_EQ(s.routing, want.routing);
+  EXPECT_EQ(s.routing_width, 2u);
+  EXPECT_EQ(s.segments, 3u);
+  EXPECT_EQ(s.effort, 40u);
+  auto st = (*store)->LoadState();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->groups_dispatched, 5u);
+  EXPECT_EQ(st->groups_by_dataset.at("add"), 5u);
+  EXPECT_EQ(st->policy_version, 4);
+  EXPECT_EQ(st->weights_path, "/w/4.safetensors");
+  EXPECT_EQ(st->step, 1);
+  EXPECT_EQ(*(*store)->CountTrajectories(), 4);
+  EXPECT_EQ(*(*store)->Rewards(), (std::vector<double>{1, 0, 1, 1}));
+}
+
+TEST(TeacherRegistryTest, ResolvesDatasetBeforeDomainAndSwitchesActiveSet) {
+  std::vector<TeacherConfig> teachers;
+  for (int i = 0; i < 48; ++i) {
+    TeacherConfig t;
+    t.name = "t" + std::to_string(i);
+    t.domains = {"d" + std::to_string(i % 24)};
+    teachers.push_back(t);
+  }
+  teachers[47].domains = {"ds5"};
+  std::vector<DatasetConfig> datasets = {{"ds5", "builtin:arith", "d5", 1, 0}, {"ds7", "builtin:arith", "d7", 1, 0}};
+  TeacherRegistry reg(teachers, datasets);
+  EXPECT_EQ(reg.size(), 48u);
+  EXPECT_EQ(reg.Resolve("ds5")->name, "t47");  // a teacher named for the dataset wins
+  EXPECT_EQ(reg.Resolve("ds7")->name, "t7");   // first listed for the domain
+  ASSERT_TRUE(reg.SetActive({"t31", "t47"}).ok());
+  EXPECT_EQ(reg.Resolve("ds7")->name, "t31");  // d7 is also t31's domain
+  EXPECT_EQ(reg.Resolve("d3").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(reg.SetActive({"t1", "nope"}).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(reg.Active(), (std::vector<std::string>{"t31", "t47"}));  // unchanged by the failure
+}
+
+}  // namespace
+}  // namespace flotilla::trainer_bridge

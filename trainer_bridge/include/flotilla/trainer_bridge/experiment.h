@@ -1,0 +1,86 @@
+// Experiment: one running RL experiment on an engine — the trajectory store, the rollout
+// controller and runner, the OPD teachers, the sandbox verifier and the TrainerBridge gRPC
+// server — wired from an ExperimentConfig.
+//
+//   ASSIGN_OR_RETURN(auto exp, Experiment::Start(cfg, engine, agent, {}));
+//   ... a trainer connects to exp->address() ...
+//   exp->Stop();
+//
+// Restart: when the state directory holds an unfinished experiment, Start resumes it: the last
+// published weights are reloaded, counters continue, and stored groups not yet trained on are
+// sent first. Thread-safe; the engine and sandbox runtime must outlive it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "flotilla/common/clock.h"
+#include "flotilla/inference/engine.h"
+#include "flotilla/sandbox/runtime.h"
+#include "flotilla/trainer_bridge/experiment_config.h"
+#include "flotilla/trainer_bridge/rollout_controller.h"
+#include "flotilla/trainer_bridge/rollout_runner.h"
+#include "flotilla/trainer_bridge/teacher_registry.h"
+#include "flotilla/trainer_bridge/trainer_service.h"
+#include "flotilla/trainer_bridge/trajectory_store.h"
+#include "flotilla/trainer_bridge/verifier.h"
+
+namespace flotilla::trainer_bridge {
+
+struct ExperimentOptions {
+  std::string model_name = "policy";
+  // Overrides trainer.address ("127.0.0.1:0" picks a free port).
+  std::string listen;
+};
+
+struct RunSummary {
+  double reward_start = 0;   // mean reward over the first 10% of samples
+  double reward_end = 0;     // ... and the last 10%
+  int64_t samples = 0;
+  int64_t steps = 0;
+};
+
+class Experiment {
+ public:
+  static absl::StatusOr<std::unique_ptr<Experiment>> Start(const ExperimentConfig& config, inference::Engine& engine,
+                                                           sandbox::Runtime* sandbox,
+                                                           const ExperimentOptions& options);
+  ~Experiment();
+  Experiment(const Experiment&) = delete;
+  Experiment& operator=(const Experiment&) = delete;
+
+  [[nodiscard]] std::string address() const { return address_; }
+  [[nodiscard]] BridgeProgress Progress() const { return service_->Progress(); }
+  [[nodiscard]] ControllerStats ControllerStatsNow() const { return controller_->Stats(); }
+  [[nodiscard]] RunnerStats RunnerStatsNow() const { return runner_->Stats(); }
+  [[nodiscard]] absl::StatusOr<RunSummary> Summary() const;
+  // Marks the experiment finished in its store (a later Start begins afresh only if asked).
+  absl::Status MarkFinished();
+  void Stop();
+
+  RolloutRunner& runner() { return *runner_; }
+  TrajectoryStore& store() { return *store_; }
+
+ private:
+  Experiment() = default;
+
+  ExperimentConfig config_;
+  std::unique_ptr<TrajectoryStore> store_;
+  std::unique_ptr<RolloutController> controller_;
+  std::unique_ptr<Verifier> verifier_;
+  std::unique_ptr<TeacherRegistry> teachers_;
+  std::unique_ptr<RolloutRunner> runner_;
+  std::unique_ptr<TrainerBridgeService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+  bool stopped_ = false;
+};
+
+// Reads the policy's ModelConfig from the experiment (file or inline JSON).
+absl::StatusOr<inference::ModelConfig> PolicyModelConfig(const ExperimentConfig& config);
+
+}  // namespace flotilla::trainer_bridge

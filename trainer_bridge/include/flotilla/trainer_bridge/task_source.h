@@ -1,0 +1,40 @@
+// Task sources: where a dataset's prompts come from.
+//
+//   builtin:arith?ops=+-&max=9      a op b with operands 0..max ("7+5=" -> "12")
+//   builtin:copy?len=4&alphabet=abc  repeat a string ("abca" -> "abca")
+//   <file>.jsonl                     one {"id", "prompt", "answer"} object per line
+//
+// The verifier never sees `answer`: it recomputes the truth from the prompt inside a sandbox
+// (see SandboxVerifier); `answer` is the reference used for supervised warm starts.
+//
+// Thread-safe: Next takes an internal lock; a source is deterministic for a given seed.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+namespace flotilla::trainer_bridge {
+
+struct Task {
+  std::string id;
+  std::string family;   // "arith", "copy", "file"
+  std::string prompt;   // the user message
+  std::string answer;   // the reference answer
+};
+
+class TaskSource {
+ public:
+  virtual ~TaskSource() = default;
+  // `source` as in the file comment; `seed` makes the order reproducible.
+  static absl::StatusOr<std::unique_ptr<TaskSource>> Open(const std::string& source, uint64_t seed);
+  virtual Task Next() = 0;
+  [[nodiscard]] virtual std::string family() const = 0;
+};
+
+}  // namespace flotilla::trainer_bridge

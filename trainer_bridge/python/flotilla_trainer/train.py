@@ -1,0 +1,174 @@
+"""The Flotilla trainer: SFT warm start, then asynchronous GRPO (or on-policy distillation)
+against a running TrainerBridge, publishing weights to the engine every N steps.
+
+  /usr/bin/python3 -m flotilla_trainer.train --bridge 127.0.0.1:PORT --out DIR [options]
+
+Runs on CUDA when there is a GPU (--device auto), on CPU otherwise.
+"""
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+from .batching import from_batch, from_examples
+from .client import BridgeClient
+from .losses import grpo_loss, opd_loss, sft_loss, token_logprobs
+from .model import ModelConfig, Transformer, init_weights
+from .safetensors_io import load_file, save_file
+
+
+def log(msg):
+    print(f"trainer: {msg}", file=sys.stderr, flush=True)
+
+
+def forward_replay(model, ids, replay):
+    """Forward pass with routing replay: generated positions use the engine's experts, prompt
+    and padding positions (rows of -1) use the trainer's router."""
+    if replay is None:
+        return model(ids)[0]
+    with torch.no_grad():
+        _, used = model(ids)
+    routing = torch.where(replay >= 0, replay, used)
+    return model(ids, routing)[0]
+
+
+def sft(model, opt, client, steps, batch, seed, device, dataset="", tag="sft"):
+    t0 = time.time()
+    for step in range(steps):
+        examples = client.warm_start(batch, seed=seed * 100003 + step, dataset=dataset)
+        t = from_examples(examples).to(device)
+        logits = model(t.ids)[0]
+        loss, acc = sft_loss(logits, t.targets, t.mask)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if step % 20 == 0 or step == steps - 1:
+            log(f"{tag} step={step + 1}/{steps} loss={loss.item():.4f} token_acc={acc:.3f} "
+                f"elapsed={time.time() - t0:.1f}s")
+
+
+def save(model, path):
+    save_file({k: v.float().cpu() for k, v in model.export_state().items()}, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def train_teachers(client, status, args, device):
+    """OPD set-up: trains each teacher with SFT on its own datasets (sub-domain experts)."""
+    for t in status.teachers:
+        if os.path.exists(t.weights) and not args.retrain_teachers:
+            continue
+        with open(t.model_config) as f:
+            cfg = ModelConfig.from_json(f.read())
+        datasets = [d.name for d in status.datasets if d.name in t.domains or d.domain in t.domains]
+        model = init_weights(Transformer(cfg), seed=args.seed + 17).to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=args.sft_lr, weight_decay=0.0)
+        for ds in datasets:
+            sft(model, opt, client, args.teacher_steps, args.sft_batch, args.seed + 7, device, ds, f"teacher {t.name}/{ds}")
+        os.makedirs(os.path.dirname(os.path.abspath(t.weights)), exist_ok=True)
+        save(model, t.weights)
+        log(f"teacher {t.name} written to {t.weights}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bridge", default=os.environ.get("FLOTILLA_BRIDGE", ""))
+    ap.add_argument("--out", required=True, help="directory for published weights")
+    ap.add_argument("--loss", choices=["grpo", "opd"], default="grpo")
+    ap.add_argument("--init", default="random")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--sft-steps", type=int, default=0)
+    ap.add_argument("--sft-batch", type=int, default=64)
+    ap.add_argument("--sft-lr", type=float, default=3e-3)
+    ap.add_argument("--teacher-steps", type=int, default=300)
+    ap.add_argument("--retrain-teachers", action="store_true")
+    ap.add_argument("--rl-steps", type=int, default=100)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--clip-eps", type=float, default=0.2)
+    ap.add_argument("--publish-every", type=int, default=1)
+    ap.add_argument("--time-limit-s", type=float, default=0)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--threads", type=int, default=1)
+    a = ap.parse_args()
+
+    torch.manual_seed(a.seed)
+    torch.set_num_threads(max(1, a.threads))
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device
+    os.makedirs(a.out, exist_ok=True)
+    client = BridgeClient(a.bridge)
+    status = client.status()
+    cfg = ModelConfig.from_json(status.model_config_json)
+    log(f"device={device} experiment={status.experiment} params="
+        f"{sum(p.numel() for p in Transformer(cfg).parameters())}")
+
+    if a.loss == "opd":
+        train_teachers(client, status, a, device)
+
+    model = Transformer(cfg)
+    if a.init == "random":
+        init_weights(model, seed=a.seed)
+    else:
+        model.import_state(load_file(a.init))
+    model.to(device)
+    start_version = status.policy_version
+    if a.sft_steps > 0 and start_version == 0:
+        opt = torch.optim.AdamW(model.parameters(), lr=a.sft_lr, weight_decay=0.0)
+        sft(model, opt, client, a.sft_steps, a.sft_batch, a.seed, device)
+    version = start_version
+    path = os.path.join(a.out, f"v{version}.safetensors")
+    if not os.path.exists(path) or start_version == 0:
+        save(model, path)
+    else:
+        model.import_state(load_file(path))
+    client.publish(version, path)
+    log(f"published v{version}; starting {a.loss}")
+
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.0, betas=(0.9, 0.99))
+    t0 = time.time()
+    steps = 0
+    timing = {"wait_s": 0.0, "train_s": 0.0, "publish_s": 0.0}
+    mark = time.time()
+    for batch in client.batches(trainer_version=version):
+        timing["wait_s"] += time.time() - mark
+        mark = time.time()
+        t = from_batch(batch, cfg.n_layers, cfg.top_k).to(device)
+        model.train()
+        logits = forward_replay(model, t.ids, t.routing)
+        if a.loss == "opd" and t.teacher is not None:
+            loss, stats = opd_loss(logits, t.targets, t.mask, t.teacher)
+        else:
+            logp = token_logprobs(logits, t.targets)
+            loss, stats = grpo_loss(logp, logp.detach(), t.behaviour, t.advantage, t.mask, a.clip_eps)
+        opt.zero_grad()
+        loss.backward()
+        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item()
+        opt.step()
+        steps += 1
+        timing["train_s"] += time.time() - mark
+        mark = time.time()
+        published = steps % a.publish_every == 0
+        if published:
+            version += 1
+            path = os.path.join(a.out, f"v{version}.safetensors")
+            save(model, path)
+            client.publish(version, path)
+            old = os.path.join(a.out, f"v{version - 3}.safetensors")
+            if version - 3 > 0 and os.path.exists(old):
+                os.remove(old)
+        timing["publish_s"] += time.time() - mark
+        rewards = [s.reward for s in batch.samples]
+        done = steps >= a.rl_steps or (a.time_limit_s > 0 and time.time() - t0 >= a.time_limit_s)
+        client.report(batch.step, loss=loss.item(), grad_norm=gnorm, reward=sum(rewards) / len(rewards),
+                      version=version, stale_masked=batch.stale_masked_tokens, done=1 if done else 0,
+                      **stats, **timing)
+        mark = time.time()
+        if done:
+            break
+    log(f"done: {steps} steps, version {version}, {time.time() - t0:.1f}s")
+    client.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+#include "flotilla/trainer_bridge/experiment.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "flotilla/common/logging.h"
+#include "flotilla/common/status.h"
+
+namespace flotilla::trainer_bridge {
+
+absl::StatusOr<inference::ModelConfig> PolicyModelConfig(const ExperimentConfig& config) {
+  std::string json = config.policy.model_json;
+  if (!config.policy.model_config.empty()) {
+    std::ifstream in(config.policy.model_config);
+    if (!in) return absl::NotFoundError(absl::StrCat("policy.model_config '", config.policy.model_config, "' cannot be read"));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    json = ss.str();
+  }
+  auto c = inference::ModelConfig::FromJson(json);
+  if (!c.ok()) return Annotate(c.status(), absl::StrCat(config.file, ": policy.model"));
+  RETURN_IF_ERROR(Annotate(c->Validate(), absl::StrCat(config.file, ": policy.model")));
+  return c;
+}
+
+absl::StatusOr<std::unique_ptr<Experiment>> Experiment::Start(const ExperimentConfig& config, inference::Engine& engine,
+                                                              sandbox::Runtime* sandbox,
+                                                              const ExperimentOptions& options) {
+  std::unique_ptr<Experiment> e(new Experiment());
+  e->config_ = config;
+  ASSIGN_OR_RETURN(inference::ModelConfig model_config, PolicyModelConfig(config));
+  std::error_code ec;
+  std::filesystem::create_directories(config.state_dir, ec);
+  if (ec) return absl::PermissionDeniedError(absl::StrCat("state_dir '", config.state_dir, "': ", ec.message()));
+  ASSIGN_OR_RETURN(e->store_, TrajectoryStore::Open((std::filesystem::path(config.state_dir) / "trajectories.db").string(),
+                                                    config.name));
+  ASSIGN_OR_RETURN(StoredState stored, e->store_->LoadState());
+
+  e->controller_ = std::make_unique<RolloutController>(config.rollout, config.datasets, config.effort.levels,
+                                                       SystemClock::Get());
+  e->controller_->RestoreCounters(stored.groups_dispatched, stored.groups_by_dataset);
+  std::map<std::string, std::unique_ptr<TaskSource>> tasks;
+  for (size_t i = 0; i < config.datasets.size(); ++i) {
+    // A restart continues with a fresh task stream (different seed), not a replay.
+    uint64_t seed = config.seed * 1'000'003 + i * 7919 + stored.groups_dispatched;
+    auto src = TaskSource::Open(config.datasets[i].source, seed);
+    if (!src.ok()) return Annotate(src.status(), absl::StrCat(config.file, ": datasets[", i, "].source"));
+    tasks[config.datasets[i].name] = std::move(*src);
+  }
+  if (sandbox == nullptr) {
+    return absl::FailedPreconditionError("the experiment's verifier needs the sandbox runtime; none is available");
+  }
+  ASSIGN_OR_RETURN(auto verifier, SandboxVerifier::Create(*sandbox, config.sandbox_policy));
+  e->verifier_ = std::move(verifier);
+  if (!config.teachers.empty()) e->teachers_ = std::make_unique<TeacherRegistry>(config.teachers, config.datasets);
+
+  RunnerOptions ro;
+  ro.model = options.model_name;
+  ro.experiment = config.name;
+  ro.system_prompt = config.system_prompt;
+  ro.max_new_tokens = config.rollout.max_new_tokens;
+  ro.temperature = config.rollout.temperature;
+  ro.seed = config.seed;
+  e->runner_ = std::make_unique<RolloutRunner>(ro, engine, *e->controller_, std::move(tasks), e->verifier_.get(),
+                                               e->store_.get(), SystemClock::Get());
+  e->service_ = std::make_unique<TrainerBridgeService>(config, options.model_name, model_config, engine,
+                                                       *e->controller_, *e->runner_, e->store_.get(),
+                                                       e->teachers_.get(), stored.step);
+  if (!stored.weights_path.empty() && std::filesystem::exists(stored.weights_path)) {
+    RETURN_IF_ERROR(Annotate(engine.LoadModel(options.model_name, model_config, stored.weights_path, stored.policy_version),
+                             "resuming the experiment's last weights"));
+    e->controller_->SetPolicyVersion(stored.policy_version);
+    e->service_->MarkModelLoaded(stored.policy_version);
+    FLOG(info, "resuming experiment", {{"version", stored.policy_version}, {"step", stored.step},
+                                       {"groups_dispatched", stored.groups_dispatched}});
+  }
+  RETURN_IF_ERROR(e->runner_->Start());
+
+  std::string listen = options.listen.empty() ? config.trainer.address : options.listen;
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(e->service_.get());
+  builder.SetMaxSendMessageSize(512 << 20);
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  e->server_ = builder.BuildAndStart();
+  if (e->server_ == nullptr || port == 0) {
+    return absl::UnavailableError(absl::StrCat("trainer.address: cannot listen on '", listen, "'"));
+  }
+  e->address_ = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
+  FLOG(info, "trainer bridge listening", {{"address", e->address_}, {"experiment", config.name}});
+  return e;
+}
+
+Experiment::~Experiment() { Stop(); }
+
+void Experiment::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  if (service_) service_->Shutdown();
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (runner_) runner_->Stop();
+  if (controller_ && store_) {
+    ControllerStats s = controller_->Stats();
+    (void)store_->SaveCounters(s.groups_dispatched, s.groups_by_dataset);
+  }
+}
+
+absl::StatusOr<RunSummary> Experiment::Summary() const {
+  ASSIGN_OR_RETURN(std::vector<double> rewards, store_->Rewards());
+  RunSummary s;
+  s.samples = static_cast<int64_t>(rewards.size());
+  s.steps = service_->Progress().step;
+  if (rewards.empty()) return s;
+  size_t k = std::max<size_t>(1, rewards.size() / 10);
+  double a = 0, b = 0;
+  for (size_t i = 0; i < k; ++i) {
+    a += rewards[i];
+    b += rewards[rewards.size() - 1 - i];
+  }
+  s.reward_start = a / static_cast<double>(k);
+  s.reward_end = b / static_cast<double>(k);
+  return s;
+}
+
+absl::Status Experiment::MarkFinished() {
+  ControllerStats s = controller_->Stats();
+  RETURN_IF_ERROR(store_->SaveCounters(s.groups_dispatched, s.groups_by_dataset));
+  return store_->SetFinished(true);
+}
+
+}  // namespace flotilla::trainer_bridge

@@ -1,0 +1,140 @@
+#include "flotilla/trainer_bridge/task_source.h"
+
+#include <fstream>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
+
+namespace flotilla::trainer_bridge {
+namespace {
+
+class ArithSource final : public TaskSource {
+ public:
+  ArithSource(std::string ops, int max, uint64_t seed) : ops_(std::move(ops)), max_(max), rng_(seed) {}
+  Task Next() override {
+    absl::MutexLock lock(&mu_);
+    std::uniform_int_distribution<int> operand(0, max_);
+    std::uniform_int_distribution<size_t> op(0, ops_.size() - 1);
+    int a = operand(rng_), b = operand(rng_);
+    char o = ops_[op(rng_)];
+    if (o == '-' && b > a) std::swap(a, b);  // answers stay non-negative
+    int r = o == '+' ? a + b : o == '-' ? a - b : a * b;
+    std::string q = absl::StrCat(a, std::string(1, o), b, "=");
+    return Task{absl::StrCat("arith:", q), "arith", q, absl::StrCat(r)};
+  }
+  std::string family() const override { return "arith"; }
+
+ private:
+  const std::string ops_;
+  const int max_;
+  absl::Mutex mu_;
+  std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
+};
+
+class CopySource final : public TaskSource {
+ public:
+  CopySource(int len, std::string alphabet, uint64_t seed) : len_(len), alphabet_(std::move(alphabet)), rng_(seed) {}
+  Task Next() override {
+    absl::MutexLock lock(&mu_);
+    std::uniform_int_distribution<size_t> pick(0, alphabet_.size() - 1);
+    std::string s;
+    for (int i = 0; i < len_; ++i) s.push_back(alphabet_[pick(rng_)]);
+    return Task{absl::StrCat("copy:", s), "copy", absl::StrCat("copy ", s), s};
+  }
+  std::string family() const override { return "copy"; }
+
+ private:
+  const int len_;
+  const std::string alphabet_;
+  absl::Mutex mu_;
+  std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
+};
+
+class FileSource final : public TaskSource {
+ public:
+  FileSource(std::vector<Task> tasks, uint64_t seed) : tasks_(std::move(tasks)), rng_(seed) {}
+  Task Next() override {
+    absl::MutexLock lock(&mu_);
+    std::uniform_int_distribution<size_t> pick(0, tasks_.size() - 1);
+    return tasks_[pick(rng_)];
+  }
+  std::string family() const override { return "file"; }
+
+ private:
+  const std::vector<Task> tasks_;
+  absl::Mutex mu_;
+  std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
+};
+
+absl::StatusOr<std::map<std::string, std::string>> Params(const std::string& source, absl::string_view query) {
+  std::map<std::string, std::string> out;
+  for (absl::string_view kv : absl::StrSplit(query, '&', absl::SkipEmpty())) {
+    std::vector<std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+    if (p.size() != 2) return absl::InvalidArgumentError(absl::StrCat("source '", source, "': bad parameter '", std::string(kv), "'"));
+    out[p[0]] = p[1];
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TaskSource>> TaskSource::Open(const std::string& source, uint64_t seed) {
+  if (source.starts_with("builtin:")) {
+    std::string rest = source.substr(8);
+    std::string family = rest.substr(0, rest.find('?'));
+    std::string query = rest.find('?') == std::string::npos ? "" : rest.substr(rest.find('?') + 1);
+    auto params = Params(source, query);
+    if (!params.ok()) return params.status();
+    auto get_int = [&](const std::string& k, int dflt, int lo, int hi) -> absl::StatusOr<int> {
+      auto it = params->find(k);
+      if (it == params->end()) return dflt;
+      int v = 0;
+      if (!absl::SimpleAtoi(it->second, &v) || v < lo || v > hi) {
+        return absl::InvalidArgumentError(absl::StrCat("source '", source, "': ", k, " must be an integer in ", lo, "..", hi));
+      }
+      return v;
+    };
+    if (family == "arith") {
+      std::string ops = params->contains("ops") ? (*params)["ops"] : "+";
+      if (ops.empty() || ops.find_first_not_of("+-*") != std::string::npos) {
+        return absl::InvalidArgumentError(absl::StrCat("source '", source, "': ops must be a non-empty subset of '+-*'"));
+      }
+      auto max = get_int("max", 9, 0, 1000000);
+      if (!max.ok()) return max.status();
+      return std::unique_ptr<TaskSource>(new ArithSource(ops, *max, seed));
+    }
+    if (family == "copy") {
+      auto len = get_int("len", 4, 1, 256);
+      if (!len.ok()) return len.status();
+      std::string alphabet = params->contains("alphabet") ? (*params)["alphabet"] : "abcd";
+      if (alphabet.empty() || alphabet.find_first_not_of("abcdefghijklmnopqrstuvwxyz") != std::string::npos) {
+        return absl::InvalidArgumentError(absl::StrCat("source '", source, "': alphabet must be lowercase letters"));
+      }
+      return std::unique_ptr<TaskSource>(new CopySource(*len, alphabet, seed));
+    }
+    return absl::InvalidArgumentError(absl::StrCat("source '", source, "': unknown builtin family '", family, "'"));
+  }
+  std::ifstream in(source);
+  if (!in) return absl::NotFoundError(absl::StrCat("task file '", source, "' cannot be read"));
+  std::vector<Task> tasks;
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("prompt") || !j["prompt"].is_string() ||
+        !j.contains("answer") || !j["answer"].is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ":", lineno, ": expected {\"prompt\": str, \"answer\": str}"));
+    }
+    std::string id = j.contains("id") && j["id"].is_string() ? j["id"].get<std::string>() : absl::StrCat("line", lineno);
+    tasks.push_back(Task{id, "file", j["prompt"].get<std::string>(), j["answer"].get<std::string>()});
+  }
+  if (tasks.empty()) return absl::InvalidArgumentError(absl::StrCat("task file '", source, "' has no tasks"));
+  return std::unique_ptr<TaskSource>(new FileSource(std::move(tasks), seed));
+}
+
+}  // namespace flotilla::trainer_bridge

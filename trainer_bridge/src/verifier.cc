@@ -1,0 +1,120 @@
+#include "flotilla/trainer_bridge/verifier.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "flotilla/common/logging.h"
+#include "flotilla/common/status.h"
+
+namespace flotilla::trainer_bridge {
+namespace {
+
+constexpr char kScriptPath[] = "/verify/check.sh";
+
+std::string Clean(const std::string& s) {
+  std::string out = s;
+  for (char& c : out) {
+    if (c == '\t' || c == '\n' || c == '\r') c = ' ';
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::string& VerifierScript() {
+  static const std::string script = R"SH(#!/bin/sh
+# Task-family verifier: reads "family<TAB>prompt<TAB>reference<TAB>response" lines and prints
+# 1 (correct) or 0 per line. The truth is recomputed from the prompt; responses are compared
+# as exact strings after trimming surrounding blanks.
+tab=$(printf '\t')
+while IFS="$tab" read -r family prompt ref resp; do
+  resp=$(printf '%s' "$resp" | sed 's/^ *//; s/ *$//')
+  case "$family" in
+    arith)
+      e=${prompt%=}
+      case "$e" in ''|*[!0-9+*-]*) echo 0; continue ;; esac
+      truth=$(( $e ))
+      ;;
+    copy) truth=${prompt#copy } ;;
+    file) truth=$ref ;;
+    *) echo 0; continue ;;
+  esac
+  if [ "$resp" = "$truth" ]; then echo 1; else echo 0; fi
+done
+)SH";
+  return script;
+}
+
+absl::StatusOr<std::unique_ptr<SandboxVerifier>> SandboxVerifier::Create(sandbox::Runtime& runtime,
+                                                                         const std::string& policy_name) {
+  std::unique_ptr<SandboxVerifier> v(new SandboxVerifier(runtime, policy_name));
+  RETURN_IF_ERROR(v->Recreate());
+  return v;
+}
+
+absl::Status SandboxVerifier::Recreate() {
+  absl::MutexLock lock(&mu_);
+  if (!sandbox_id_.empty()) (void)runtime_.Destroy(sandbox_id_);
+  sandbox_id_.clear();
+  sandbox::SandboxOptions opts;
+  opts.policy_name = policy_;
+  opts.execution_class = sandbox::ExecutionClass::kLatencySensitive;
+  opts.labels["role"] = "verifier";
+  auto created = runtime_.Create(opts);
+  if (!created.ok()) return Annotate(created.status(), "creating the verifier sandbox");
+  RETURN_IF_ERROR(Annotate(runtime_.PutFile(created->id, kScriptPath, VerifierScript(), 0755),
+                           "installing the verifier script"));
+  sandbox_id_ = created->id;
+  FLOG(info, "verifier sandbox ready", {{"sandbox", sandbox_id_}, {"create_ms", created->create_ms}});
+  return absl::OkStatus();
+}
+
+std::string SandboxVerifier::sandbox_id() const {
+  absl::MutexLock lock(&mu_);
+  return sandbox_id_;
+}
+
+SandboxVerifier::~SandboxVerifier() {
+  absl::MutexLock lock(&mu_);
+  if (!sandbox_id_.empty()) (void)runtime_.Destroy(sandbox_id_);
+}
+
+absl::StatusOr<std::vector<double>> SandboxVerifier::RunOnce(const std::string& id, const std::string& input, size_t n) {
+  sandbox::ExecOptions ex;
+  ex.argv = {"/bin/sh", kScriptPath};
+  ex.stdin_data = input;
+  ex.timeout_ms = 30000;
+  ex.output_limit_bytes = 1 << 20;
+  std::string out, err;
+  auto r = runtime_.Exec(id, ex, [&](sandbox::OutputStream s, std::string_view d) {
+    (s == sandbox::OutputStream::kStdout ? out : err).append(d);
+  });
+  if (!r.ok()) return r.status();
+  execs_.fetch_add(1);
+  if (r->reason != sandbox::StopReason::kNone || r->exit_code != 0) {
+    return absl::InternalError(absl::StrCat("verifier exited with ", r->exit_code, " (",
+                                            std::string(sandbox::StopReasonName(r->reason)), " ", r->detail, "): ", err));
+  }
+  std::vector<std::string> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
+  if (lines.size() != n) {
+    return absl::InternalError(absl::StrCat("verifier printed ", lines.size(), " verdicts for ", n, " items: ", err));
+  }
+  std::vector<double> rewards;
+  for (const auto& l : lines) rewards.push_back(l == "1" ? 1.0 : 0.0);
+  return rewards;
+}
+
+absl::StatusOr<std::vector<double>> SandboxVerifier::Verify(const std::vector<VerifyItem>& items) {
+  if (items.empty()) return std::vector<double>{};
+  std::string input;
+  for (const auto& it : items) {
+    absl::StrAppend(&input, Clean(it.family), "\t", Clean(it.prompt), "\t", Clean(it.reference), "\t",
+                    Clean(it.response), "\n");
+  }
+  auto r = RunOnce(sandbox_id(), input, items.size());
+  if (r.ok()) return r;
+  FLOG(warn, "verifier sandbox failed; replacing it", {{"error", r.status().ToString()}});
+  RETURN_IF_ERROR(Recreate());
+  return RunOnce(sandbox_id(), input, items.size());
+}
+
+}  // namespace flotilla::trainer_bridge
