@@ -5,6 +5,8 @@
 #include <iostream>
 #include <thread>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "commands.h"
 #include "flotilla/sandbox/node_agent.h"
 
@@ -54,7 +56,11 @@ int RunNode(const NodeFlags& f) {
   std::thread link;
   if (!f.scheduler.empty()) {
     std::string advertise = f.advertise.empty() ? f.listen : f.advertise;
-    link = std::thread([&] {
+    // A listen address with port 0 is not reachable: advertise the port actually bound.
+    if (absl::EndsWith(advertise, ":0")) {
+      advertise = absl::StrCat(advertise.substr(0, advertise.size() - 1), (*server)->port());
+    }
+    link = std::thread([&agent, &f, advertise] {
       absl::Status s = RunSchedulerLink(**agent, f.scheduler, f.node_id, advertise, [] { return g_stop.load(); });
       if (!s.ok()) std::cerr << "flotilla node: " << s << "\n";
     });
