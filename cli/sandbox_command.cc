@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "commands.h"
 #include "flotilla/common/config.h"
 #include "flotilla/sandbox/runtime.h"
@@ -68,18 +69,27 @@ int RunCommand(const RunFlags& f) {
     return fail("--class: must be best_effort or latency_sensitive, got '" + f.exec_class + "'");
   }
   for (const std::string& a : f.allow) {
-    size_t colon = a.rfind(':');
+    // "CIDR", "CIDR:PORT", or "[v6addr/len]:PORT".
     flotilla::sandbox::NetworkAllow rule;
-    rule.cidr = a.substr(0, colon);
-    if (colon != std::string::npos && a.find(']') < colon + 1) rule.cidr = a.substr(0, colon);
-    if (colon != std::string::npos) {
-      try {
-        int port = std::stoi(a.substr(colon + 1));
-        if (port < 0 || port > 65535) throw std::out_of_range("port");
-        rule.port = static_cast<uint16_t>(port);
-      } catch (const std::exception&) {
-        return fail("--allow: bad port in '" + a + "' (want CIDR:PORT)");
+    std::string port;
+    if (!a.empty() && a[0] == '[') {
+      size_t close = a.find(']');
+      if (close == std::string::npos) return fail("--allow: missing ']' in '" + a + "'");
+      rule.cidr = a.substr(1, close - 1);
+      if (close + 1 < a.size()) {
+        if (a[close + 1] != ':') return fail("--allow: want [CIDR]:PORT, got '" + a + "'");
+        port = a.substr(close + 2);
       }
+    } else if (size_t colon = a.rfind(':'); colon != std::string::npos && a.find(':') == colon) {
+      rule.cidr = a.substr(0, colon);
+      port = a.substr(colon + 1);
+    } else {
+      rule.cidr = a;
+    }
+    if (!port.empty()) {
+      int p = 0;
+      if (!absl::SimpleAtoi(port, &p) || p < 0 || p > 65535) return fail("--allow: bad port in '" + a + "'");
+      rule.port = static_cast<uint16_t>(p);
     }
     so.extra_allow.push_back(rule);
   }
@@ -119,7 +129,8 @@ void AddSandboxCommand(CLI::App& app, int* exit_code) {
   run->add_option("--pids", flags->pids, "Process limit");
   run->add_option("--timeout", flags->timeout, "Wall-clock limit of the command (e.g. 30s)");
   run->add_option("--class", flags->exec_class, "Execution class: latency_sensitive (default, interactive) or best_effort (SCHED_IDLE)");
-  run->add_option("--allow", flags->allow, "Allow network to CIDR:PORT (repeatable)");
+  run->add_option("--allow", flags->allow, "Allow network to CIDR:PORT (repeatable)")
+      ->allow_extra_args(false);
   run->add_option("command", flags->command, "The command and its arguments (after --)")->required();
   run->callback([flags, exit_code] { *exit_code = RunCommand(*flags); });
 

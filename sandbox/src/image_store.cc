@@ -58,6 +58,9 @@ absl::StatusOr<std::unique_ptr<ImageStore>> ImageStore::Open(const std::string& 
   fs::create_directories(state_dir + "/images", ec);
   fs::create_directories(instance_dir + "/mnt", ec);
   if (ec) return absl::InternalError("creating " + state_dir + ": " + ec.message());
+  fs::create_directories(state_dir + "/base", ec);
+  // Layers hold files owned by host root (root inside): only root may reach them.
+  for (const char* d : {"/layers", "/images", "/base", "/run"}) ::chmod((state_dir + d).c_str(), 0700);
   RETURN_IF_ERROR(s->BuildSkeleton());
   return s;
 }

@@ -115,6 +115,9 @@ absl::Status LayerWriter::CopyEntry(int src_dir, int dst_dir, const std::string&
     AddText(absl::StrCat("S ", rel, "\n"));
     return absl::OkStatus();
   }
+  // Setuid/setgid bits are dropped: every sandbox mount is nosuid, so they grant nothing inside,
+  // while on the host a layer file owned by (inside) root is owned by host root.
+  mode &= ~static_cast<uint32_t>(S_ISUID | S_ISGID);
   UniqueFd src(::openat(src_dir, cname, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!src.valid()) return ErrnoStatus("open " + rel);
   UniqueFd dst(::openat(dst_dir, cname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));

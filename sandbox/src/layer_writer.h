@@ -3,7 +3,8 @@
 // The walk is canonical (entries sorted by name, depth first) and the hash covers, per entry,
 // its path, type, mode, owner (as seen inside the sandbox), size and content, link target,
 // device number (overlay whiteouts are 0:0 character devices) and the overlay opaque mark.
-// Owners are stored shifted down by the uid base, so the layer holds the ids seen inside.
+// Owners are stored shifted down by the uid base, so the layer holds the ids seen inside;
+// setuid/setgid bits of regular files are dropped (every sandbox mount is nosuid anyway).
 // Not thread-safe; one writer per commit.
 #pragma once
 

@@ -2,6 +2,7 @@
 // run by hand; the benchmark proper is `flotilla bench sandbox`).
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "flotilla/common/clock.h"
@@ -23,6 +24,41 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("open_ms=%.2f\n", open_watch.ElapsedMillis());
+  if (argc > 2 && std::string(argv[2]) == "idle") {
+    // Holds n idle sandboxes at once and reports the host memory they take.
+    auto avail = [] {
+      FILE* f = std::fopen("/proc/meminfo", "r");
+      char line[256];
+      long kb = 0;
+      while (f && std::fgets(line, sizeof(line), f)) {
+        if (std::sscanf(line, "MemAvailable: %ld kB", &kb) == 1) break;
+      }
+      if (f) std::fclose(f);
+      return kb;
+    };
+    long before = avail();
+    flotilla::Stopwatch w;
+    std::vector<std::string> ids;
+    for (int i = 0; i < n; ++i) {
+      SandboxOptions so;
+      so.resources.memory_bytes = 64ull << 20;
+      auto cr = (*rt)->Create(so);
+      if (!cr.ok()) {
+        std::fprintf(stderr, "after %d: %s\n", i, cr.status().ToString().c_str());
+        break;
+      }
+      ids.push_back(cr->id);
+    }
+    long after = avail();
+    double create_s = w.ElapsedMillis() / 1000;
+    for (const std::string& id : ids) (void)(*rt)->Destroy(id);
+    long released = avail();
+    double k = double(std::max<size_t>(1, ids.size()));
+    std::printf("idle_sandboxes=%zu create_all_s=%.1f memory_per_idle_sandbox_kb_at_create=%.0f "
+                "memory_per_idle_sandbox_kb_at_destroy=%.0f\n",
+                ids.size(), create_s, double(before - after) / k, double(released - after) / k);
+    return 0;
+  }
   std::vector<double> c, e, d, t;
   for (int i = 0; i < n; ++i) {
     SandboxOptions so;
