@@ -237,7 +237,8 @@ absl::StatusOr<ExecResult> RuntimeImpl::Exec(const std::string& id, const ExecOp
     result.detail = absl::StrCat("output limit of ", limit, " bytes reached");
   } else if (failed) {
     struct statfs fs;
-    if (::fstatfs(sb->layer.get(), &fs) == 0 && fs.f_bavail == 0) {
+    UniqueFd layer(sb->OpenLayer());
+    if (layer.valid() && ::fstatfs(layer.get(), &fs) == 0 && fs.f_bavail == 0) {
       result.reason = StopReason::kDiskFull;
       result.detail = absl::StrCat("writable layer of ", sb->limits.disk_bytes, " bytes is full");
     } else if (sb->enforcement->Violations() > violations_before) {
@@ -246,11 +247,12 @@ absl::StatusOr<ExecResult> RuntimeImpl::Exec(const std::string& id, const ExecOp
     }
   }
   // A sandbox that removed its own shell is reported broken (once, as an event).
-  if (have_status && !init_gone && !sb->timed_out && !sb->destroying && sb->rootfd.valid()) {
+  UniqueFd root(have_status && !init_gone && !sb->timed_out && !sb->destroying ? sb->OpenRoot() : -1);
+  if (root.valid()) {
     struct open_how how {};
     how.flags = O_PATH | O_CLOEXEC;
     how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-    int fd = static_cast<int>(::syscall(SYS_openat2, sb->rootfd.get(), "/bin/sh", &how, sizeof(how)));
+    int fd = static_cast<int>(::syscall(SYS_openat2, root.get(), "/bin/sh", &how, sizeof(how)));
     if (fd >= 0) {
       ::close(fd);
     } else if (errno == ENOENT || errno == ENOTDIR) {

@@ -153,7 +153,7 @@ void SetUp(const InitPlan& p) {
   if (::move_mount(p.tmpfs_fd, "", AT_FDCWD, p.rw_dir.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) {
     Fail(ctl, "attach writable layer", errno);
   }
-  ::close(p.tmpfs_fd);
+  // tmpfs_fd stays open: the runtime reaches the writable layer through /proc/1/fd of init.
   for (const InitStep& m : p.steps) {
     int rc = 0;
     switch (m.kind) {

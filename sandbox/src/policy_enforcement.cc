@@ -3,6 +3,7 @@
 // its last set-up step) and attached from outside (eBPF network programs on the sandbox's v2
 // cgroup, the seccomp listener to the supervisor that answers and counts denied calls).
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,7 +14,6 @@
 #include "enforcement.h"
 #include "flotilla/common/status.h"
 #include "flotilla/policies/apparmor.h"
-#include "flotilla/policies/enforcers.h"
 #include "flotilla/policies/landlock.h"
 #include "flotilla/policies/network.h"
 #include "flotilla/policies/policy.h"
@@ -128,12 +128,14 @@ class PoliciesEnforcement final : public PolicyEnforcement {
   explicit PoliciesEnforcement(std::string policies_dir) : policies_dir_(std::move(policies_dir)) {}
 
   absl::Status Init() {
-    for (const pol::EnforcerStatus& s : pol::ProbeEnforcers()) {
-      if (s.name == "seccomp") host_.seccomp = s.active;
-      if (s.name == "landlock") host_.landlock = s.active;
-      if (s.name == "apparmor") host_.apparmor = s.active;
-      if (!s.active && s.name != "ebpf_network") host_.inactive.push_back(s.detail);
-    }
+    // The probes of ProbeEnforcers() without its trial load of the BPF programs: the
+    // enforcer below loads them once for real.
+    host_.seccomp = ::prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0;
+    if (!host_.seccomp) host_.inactive.push_back("seccomp: not available in this kernel");
+    host_.landlock = pol::LandlockAbiVersion() > 0;
+    if (!host_.landlock) host_.inactive.push_back("landlock: not available in this kernel");
+    host_.apparmor = pol::AppArmorEnabled();
+    if (!host_.apparmor) host_.inactive.push_back("apparmor: not enabled in this kernel");
     if (host_.seccomp) {
       auto sup = pol::SeccompSupervisor::Start();
       if (sup.ok()) host_.supervisor = std::move(*sup);

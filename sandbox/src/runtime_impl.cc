@@ -8,6 +8,7 @@
 #include <sys/mount.h>
 #include <sys/poll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -93,6 +94,14 @@ std::string_view EventKindName(SandboxEvent::Kind k) {
   return "unknown";
 }
 
+int Sandbox::OpenRoot() const {
+  return ::open(absl::StrCat("/proc/", pid, "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
+int Sandbox::OpenLayer() const {
+  return ::open(absl::StrCat("/proc/", pid, "/fd/", layer_fd_in_init).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeOptions& options) {
   return RuntimeImpl::Open(options);
 }
@@ -110,6 +119,12 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
   }
   std::unique_ptr<RuntimeImpl> rt(new RuntimeImpl());
   rt->options_ = options;
+  // Each sandbox holds a few descriptors here (channel, pidfd, BPF links, seccomp listener).
+  struct rlimit nofile;
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   ASSIGN_OR_RETURN(CgroupDriver driver, CgroupDriver::Detect());
   rt->cgroups_ = std::make_unique<CgroupDriver>(driver);
   rt->features_.cgroup_v2_controllers = driver.pure_v2();
@@ -424,8 +439,8 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image) {
   sb.pidfd.Reset(spawned.second);
   child_end.Reset();
   RETURN_IF_ERROR(WaitReady(sb));
-  sb.rootfd.Reset(::open(absl::StrCat("/proc/", sb.pid, "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!sb.rootfd.valid()) return ErrnoStatus("open sandbox root");
+  sb.layer_fd_in_init = sb.layer.get();
+  sb.layer.Reset();
   return sb.enforcement->AfterStart(sb.cgroup->unified_dir());
 }
 
@@ -474,7 +489,6 @@ void RuntimeImpl::Teardown(Sandbox& sb) {
     absl::Status s = sb.cgroup->Remove();
     if (!s.ok()) FLOG(warn, "sandbox cgroup removal failed", {{"id", sb.id}, {"error", std::string(s.message())}});
   }
-  sb.rootfd.Reset();
   sb.control.Reset();
   sb.layer.Reset();
   sb.pidfd.Reset();
@@ -655,8 +669,9 @@ absl::StatusOr<SnapshotResult> RuntimeImpl::Snapshot(const std::string& id, cons
   ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, FindRunning(id));
   bool was_paused = sb->paused;
   if (!was_paused) RETURN_IF_ERROR(sb->cgroup->Freeze(true));
-  UniqueFd upper(::openat(sb->layer.get(), "upper", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  UniqueFd usr(sb->has_usr_layer ? ::openat(sb->layer.get(), "usr-upper", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1);
+  UniqueFd layer(sb->OpenLayer());
+  UniqueFd upper(::openat(layer.get(), "upper", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd usr(sb->has_usr_layer ? ::openat(layer.get(), "usr-upper", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1);
   absl::StatusOr<SnapshotResult> r = upper.valid() ? images_->Commit(upper.get(), usr.get(), sb->image_top, name)
                                                    : ErrnoStatus("open writable layer");
   if (!was_paused) (void)sb->cgroup->Freeze(false);

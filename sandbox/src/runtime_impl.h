@@ -45,8 +45,13 @@ struct Sandbox {
   UniqueFd control;  // runtime end of the init channel
   UniqueFd pidfd;
   pid_t pid = 0;     // host pid of init
-  UniqueFd layer;    // the writable-layer tmpfs (mount fd)
-  UniqueFd rootfd;   // O_PATH of the sandbox root (through /proc/<pid>/root)
+  UniqueFd layer;    // the writable-layer tmpfs (mount fd); closed once init holds it
+  int layer_fd_in_init = -1;  // init keeps the layer's mount fd open under this number
+
+  // The sandbox root and writable layer, opened on demand through init's /proc entries (so
+  // an idle sandbox holds few descriptors in the runtime). -1 with errno when init is gone.
+  [[nodiscard]] int OpenRoot() const;
+  [[nodiscard]] int OpenLayer() const;
 
   std::atomic<uint32_t> next_exec{1};
   std::atomic<bool> destroying{false};

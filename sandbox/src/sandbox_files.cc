@@ -51,6 +51,8 @@ absl::Status RuntimeImpl::PutFile(const std::string& id, const std::string& path
                                   uint32_t mode) {
   RETURN_IF_ERROR(CheckPath(path));
   ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, FindRunning(id));
+  UniqueFd root(sb->OpenRoot());
+  if (!root.valid()) return absl::FailedPreconditionError("sandbox '" + id + "' is not running");
   const uint32_t base = options_.host_uid_base;
   // Parents first, each created (owned by root inside) when missing.
   std::vector<std::string> parts = absl::StrSplit(path, '/', absl::SkipEmpty());
@@ -59,15 +61,15 @@ absl::Status RuntimeImpl::PutFile(const std::string& id, const std::string& path
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     std::string parent = prefix.empty() ? "/" : prefix;
     prefix += "/" + parts[i];
-    UniqueFd dir(OpenInRoot(sb->rootfd.get(), prefix, O_PATH | O_DIRECTORY, 0));
+    UniqueFd dir(OpenInRoot(root.get(), prefix, O_PATH | O_DIRECTORY, 0));
     if (dir.valid()) continue;
     if (errno != ENOENT) return ErrnoStatus("path: " + prefix);
-    UniqueFd pfd(OpenInRoot(sb->rootfd.get(), parent, O_RDONLY | O_DIRECTORY, 0));
+    UniqueFd pfd(OpenInRoot(root.get(), parent, O_RDONLY | O_DIRECTORY, 0));
     if (!pfd.valid()) return ErrnoStatus("path: " + parent);
     if (::mkdirat(pfd.get(), parts[i].c_str(), 0755) != 0 && errno != EEXIST) return ErrnoStatus("mkdir " + prefix);
     ::fchownat(pfd.get(), parts[i].c_str(), base, base, AT_SYMLINK_NOFOLLOW);
   }
-  UniqueFd fd(OpenInRoot(sb->rootfd.get(), path, O_WRONLY | O_CREAT | O_NOCTTY | O_NONBLOCK, mode & 07777));
+  UniqueFd fd(OpenInRoot(root.get(), path, O_WRONLY | O_CREAT | O_NOCTTY | O_NONBLOCK, mode & 07777));
   if (!fd.valid() && errno == EROFS) return absl::PermissionDeniedError("path: " + path + " is read-only");
   if (!fd.valid()) return ErrnoStatus("open " + path);
   RETURN_IF_ERROR(CheckOwnFilesystem(fd.get(), path));
@@ -89,8 +91,10 @@ absl::Status RuntimeImpl::PutFile(const std::string& id, const std::string& path
 absl::StatusOr<FileContent> RuntimeImpl::GetFile(const std::string& id, const std::string& path, uint64_t max_bytes) {
   RETURN_IF_ERROR(CheckPath(path));
   ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, FindRunning(id));
+  UniqueFd root(sb->OpenRoot());
+  if (!root.valid()) return absl::FailedPreconditionError("sandbox '" + id + "' is not running");
   if (max_bytes == 0) max_bytes = 64ull << 20;
-  UniqueFd fd(OpenInRoot(sb->rootfd.get(), path, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0));
+  UniqueFd fd(OpenInRoot(root.get(), path, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0));
   if (!fd.valid()) return ErrnoStatus("open " + path);
   RETURN_IF_ERROR(CheckOwnFilesystem(fd.get(), path));
   struct stat st;
