@@ -1,4 +1,5 @@
 // Token-level interrupt/resume, weight switches mid-sample, and state save/load.
+#include <atomic>
 #include <random>
 
 #include "engine_test_fixture.h"
@@ -94,6 +95,37 @@ TEST_F(EngineStateTest, WeightSwitchMidSampleKeepsEarlierTokensAndNeverPrefills)
   EXPECT_EQ(more.tokens.size(), 2u);
   EXPECT_EQ(more.tokens[0].policy_version, 2);
   EXPECT_EQ(engine_->Stats().prefill_tokens, prefill_before);
+}
+
+TEST_F(EngineStateTest, WeightsSwapBetweenStepsWhileASequenceRuns) {
+  absl::Notification five;
+  Collected run;
+  auto sink = run.Sink();
+  std::atomic<int> seen{0};
+  ASSERT_TRUE(engine_->Generate(Request(200, 4), [&, sink](const GenerateUpdate& u) {
+    sink(u);
+    if (seen.fetch_add(static_cast<int>(u.tokens.size())) < 5 && seen.load() >= 5) five.Notify();
+  }).ok());
+  five.WaitForNotification();
+  const uint64_t prefill_before = engine_->Stats().prefill_tokens;
+  ASSERT_TRUE(engine_->UpdateWeights("student", v2_, 2).ok());
+  run.done.WaitForNotification();
+  ASSERT_EQ(run.finish, FinishReason::kLength);
+  ASSERT_EQ(run.tokens.size(), 200u);
+  EXPECT_EQ(engine_->Stats().prefill_tokens, prefill_before);
+  // Versions never go back, and both versions produced tokens of the one sample.
+  size_t first_v2 = run.tokens.size();
+  for (size_t i = 0; i < run.tokens.size(); ++i) {
+    if (run.tokens[i].policy_version == 2 && first_v2 == run.tokens.size()) first_v2 = i;
+    if (i > first_v2) {
+      EXPECT_EQ(run.tokens[i].policy_version, 2) << i;
+    }
+  }
+  EXPECT_GE(first_v2, 5u);
+  EXPECT_LT(first_v2, run.tokens.size());
+  for (size_t i = 0; i < first_v2; ++i) {
+    EXPECT_EQ(run.tokens[i].policy_version, 1) << i;
+  }
 }
 
 TEST_F(EngineStateTest, SaveLoadRoundTripThroughHostAndFileContinuesExactly) {

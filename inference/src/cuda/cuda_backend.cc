@@ -2,7 +2,9 @@
 // 32-bit compute) and an f32 residual stream. Same function as the CPU backend within bf16
 // rounding. Dense products through cuBLAS; norms, RoPE, paged attention, the router and the
 // expert dispatch through the kernels of ops.cuh.
+#include <array>
 #include <cmath>
+#include <map>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -84,6 +86,13 @@ class CudaBackend final : public ModelBackend {
                   cuda::MoeGemmSupports(c.d_model, c.expert_hidden) && c.n_experts <= 256;
   }
   ~CudaBackend() override {
+    for (const auto& [rows, t] : profile_totals_) {
+      std::fprintf(stderr, "cuda profile rows=%d forwards=%.0f ms/forward: attention=%.3f router_plan=%.3f experts=%.3f shared_combine=%.3f\n",
+                   rows, t[4], t[0] / t[4], t[1] / t[4], t[2] / t[4], t[3] / t[4]);
+    }
+    for (cudaEvent_t e : marks_) {
+      if (e != nullptr) cudaEventDestroy(e);
+    }
     if (cublas_ != nullptr) cublasDestroy(cublas_);
   }
 
@@ -155,7 +164,31 @@ class CudaBackend final : public ModelBackend {
   cuda::PinnedBuffer chosen_host_, plan_host_;
   bool grouped_ok_ = true;
   bool device_moe_ = false;
-  DeviceBuffer hn_rows_, logits_;
+  // FLOTILLA_CUDA_PROFILE: events at phase boundaries of each layer (attention, router and
+  // plan, routed experts, shared experts and combine), summed per batch size and printed when
+  // the backend is destroyed.
+  void Mark(int layer, int phase) {
+    if (!profile_) return;
+    auto& ev = marks_[static_cast<size_t>(layer) * 5 + phase];
+    if (ev == nullptr) cudaEventCreate(&ev);
+    cudaEventRecord(ev, nullptr);
+  }
+  void CollectProfile(int rows) {
+    if (!profile_) return;
+    auto& t = profile_totals_[rows];
+    for (int l = 0; l < c_.n_layers; ++l) {
+      for (int p = 0; p < 4; ++p) {
+        float ms = 0;
+        cudaEventElapsedTime(&ms, marks_[l * 5 + p], marks_[l * 5 + p + 1]);
+        t[p] += ms;
+      }
+    }
+    t[4] += 1;
+  }
+  bool profile_ = std::getenv("FLOTILLA_CUDA_PROFILE") != nullptr;
+  std::vector<cudaEvent_t> marks_ = std::vector<cudaEvent_t>(static_cast<size_t>(c_.n_layers) * 5, nullptr);
+  std::map<int, std::array<double, 5>> profile_totals_;
+  DeviceBuffer hn_rows_, logits_, tmp_;
 };
 
 absl::Status CudaBackend::SetWeights(std::shared_ptr<const ModelWeights> w) {
@@ -290,6 +323,7 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int T, int32_t* e
   const int32_t* src_dev = plan_dev_.as<int32_t>();
   const int32_t* inv_dev = src_dev + N;
   void** ptrs_dev = reinterpret_cast<void**>(plan_dev_.as<int32_t>() + ints);
+  Mark(layer, 2);
   CUDA_RETURN_IF_ERROR(cuda::LaunchGatherRows(xn_.as<uint16_t>(), src_dev, static_cast<int>(N), D, xe, nullptr));
   bool done = false;
   if (grouped_ok_ && G > 0) {
@@ -330,12 +364,15 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int T, int32_t* e
                            y + static_cast<size_t>(offsets[e]) * D, CUDA_R_16BF, n, D, F, 0.0f));
     }
   }
+  Mark(layer, 3);
   float* x = x_.as<float>();
   // The shared experts run after the routed ones have consumed gu and h.
   for (int s = 0; s < c_.n_shared_experts; ++s) {
     RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.s13.as<uint16_t>() + s * w13_stride, gu, CUDA_R_16BF, T, 2 * F, D, 0.0f));
     CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMul(gu, T, F, h, nullptr));
-    RETURN_IF_ERROR(Gemm(h, L.s2.as<uint16_t>() + s * w2_stride, x, CUDA_R_32F, T, D, F, 1.0f));
+    ASSIGN_OR_RETURN(uint16_t* tmp, Ws<uint16_t>(tmp_, static_cast<size_t>(T) * D));
+    RETURN_IF_ERROR(Gemm(h, L.s2.as<uint16_t>() + s * w2_stride, tmp, CUDA_R_16BF, T, D, F, 0.0f));
+    CUDA_RETURN_IF_ERROR(cuda::LaunchResidualAdd(x, tmp, static_cast<int64_t>(T) * D, nullptr));
   }
   CUDA_RETURN_IF_ERROR(cuda::LaunchCombine(y, inv_dev, wt, T, K, D, x, nullptr));
   return absl::OkStatus();
@@ -363,7 +400,9 @@ absl::Status CudaBackend::MoeOnDevice(const DeviceLayer& L, int T, const int32_t
   for (int s = 0; s < c_.n_shared_experts; ++s) {
     RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.s13.as<uint16_t>() + s * w13_stride, gu, CUDA_R_16BF, T, 2 * F, D, 0.0f));
     CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMul(gu, T, F, h, nullptr));
-    RETURN_IF_ERROR(Gemm(h, L.s2.as<uint16_t>() + s * w2_stride, x, CUDA_R_32F, T, D, F, 1.0f));
+    ASSIGN_OR_RETURN(uint16_t* tmp, Ws<uint16_t>(tmp_, static_cast<size_t>(T) * D));
+    RETURN_IF_ERROR(Gemm(h, L.s2.as<uint16_t>() + s * w2_stride, tmp, CUDA_R_16BF, T, D, F, 0.0f));
+    CUDA_RETURN_IF_ERROR(cuda::LaunchResidualAdd(x, tmp, static_cast<int64_t>(T) * D, nullptr));
   }
   CUDA_RETURN_IF_ERROR(cuda::LaunchCombine(y, inv, wt, T, K, D, x, nullptr));
   return absl::OkStatus();
@@ -388,7 +427,7 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
   const int qkv_w = (H + 2 * KVH) * hd;
   ASSIGN_OR_RETURN(float* x, Ws<float>(x_, static_cast<size_t>(T) * D));
   ASSIGN_OR_RETURN(uint16_t* xn, Ws<uint16_t>(xn_, static_cast<size_t>(T) * D));
-  ASSIGN_OR_RETURN(float* qkv, Ws<float>(qkv_, static_cast<size_t>(T) * qkv_w));
+  ASSIGN_OR_RETURN(uint16_t* qkv, Ws<uint16_t>(qkv_, static_cast<size_t>(T) * qkv_w));
   ASSIGN_OR_RETURN(uint16_t* q, Ws<uint16_t>(q_, static_cast<size_t>(T) * H * hd));
   ASSIGN_OR_RETURN(uint16_t* o, Ws<uint16_t>(o_, static_cast<size_t>(T) * H * hd));
   cuda::KvGeometry kv{pages_.as<uint16_t>(), table_.as<int32_t>(), stride, static_cast<int>(page_tokens_), c_.n_layers, kvd_};
@@ -397,15 +436,21 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
   RETURN_IF_ERROR(experts_.Reserve(std::max<size_t>(out->experts.size(), 1) * 4));
   for (int l = 0; l < c_.n_layers; ++l) {
     const DeviceLayer& L = w_->layers[l];
+    Mark(l, 0);
     CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, L.attn_norm.as<float>(), nullptr, xn, T, D, c_.norm_eps, nullptr));
-    RETURN_IF_ERROR(Gemm(xn, L.wqkv.as<void>(), qkv, CUDA_R_32F, T, qkv_w, D, 0.0f));
+    RETURN_IF_ERROR(Gemm(xn, L.wqkv.as<void>(), qkv, CUDA_R_16BF, T, qkv_w, D, 0.0f));
     CUDA_RETURN_IF_ERROR(cuda::LaunchRopeKvWrite(qkv, positions_.as<int32_t>(), row_seq_.as<int32_t>(), inv_freq_.as<double>(),
                                                  kv, l, T, H, KVH, hd, q, nullptr));
     CUDA_RETURN_IF_ERROR(cuda::LaunchPagedAttention(q, positions_.as<int32_t>(), row_seq_.as<int32_t>(), kv, l, T, H, KVH, hd,
                                                     sliding_[l] ? c_.sliding_window : 0, c_.max_context, o, nullptr));
-    RETURN_IF_ERROR(Gemm(o, L.wo.as<void>(), x, CUDA_R_32F, T, D, H * hd, 1.0f));
+    // Block output in bf16, then into the f32 residual stream.
+    ASSIGN_OR_RETURN(uint16_t* tmp, Ws<uint16_t>(tmp_, static_cast<size_t>(T) * D));
+    RETURN_IF_ERROR(Gemm(o, L.wo.as<void>(), tmp, CUDA_R_16BF, T, D, H * hd, 0.0f));
+    CUDA_RETURN_IF_ERROR(cuda::LaunchResidualAdd(x, tmp, static_cast<int64_t>(T) * D, nullptr));
     CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, L.ffn_norm.as<float>(), nullptr, xn, T, D, c_.norm_eps, nullptr));
+    Mark(l, 1);
     RETURN_IF_ERROR(Moe(L, l, T, out->experts.data()));
+    Mark(l, 4);
   }
   if (device_moe_) {
     // Routing of every layer, [layer][row][slot] on the device, to [row][layer][slot].
@@ -432,6 +477,7 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
   } else {
     CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   }
+  if (!device_moe_) CollectProfile(T);
   return absl::OkStatus();
 }
 

@@ -27,9 +27,12 @@ struct KvGeometry {
   int kv_dim;               // n_kv_heads * head_dim
 };
 
-// From qkv (f32, rows x (H + 2 KVH) * hd): rotates q and k (rotate-half RoPE), writes q as bf16
+// x[i] += float(y[i]) for i < n (the residual stream is f32, block outputs bf16).
+cudaError_t LaunchResidualAdd(float* x, const uint16_t* y, int64_t n, cudaStream_t stream);
+
+// From qkv (bf16, rows x (H + 2 KVH) * hd): rotates q and k (rotate-half RoPE), writes q as bf16
 // and k, v into their pages at (layer, position).
-cudaError_t LaunchRopeKvWrite(const float* qkv, const int32_t* positions, const int32_t* row_seq,
+cudaError_t LaunchRopeKvWrite(const uint16_t* qkv, const int32_t* positions, const int32_t* row_seq,
                               const double* inv_freq, KvGeometry kv, int layer, int rows,
                               int n_heads, int n_kv_heads, int head_dim, uint16_t* q_out,
                               cudaStream_t stream);

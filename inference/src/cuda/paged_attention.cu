@@ -1,5 +1,8 @@
 #include <cuda_bf16.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "ops.cuh"
 
 namespace flotilla::inference::cuda {
@@ -7,12 +10,6 @@ namespace {
 
 constexpr int kThreads = 128;
 
-__device__ __forceinline__ const __nv_bfloat16* KvRow(const KvGeometry& kv, int seq, int pos, int layer, int which) {
-  const int page = kv.table[seq * kv.table_stride + pos / kv.page_tokens];
-  const int64_t page_elems = static_cast<int64_t>(kv.n_layers) * 2 * kv.page_tokens * kv.kv_dim;
-  const int64_t off = ((static_cast<int64_t>(layer) * 2 + which) * kv.page_tokens + pos % kv.page_tokens) * kv.kv_dim;
-  return reinterpret_cast<const __nv_bfloat16*>(kv.pages) + page * page_elems + off;
-}
 
 template <bool kMax>
 __device__ float BlockReduce(float v, float* scratch) {
@@ -33,10 +30,13 @@ __device__ float BlockReduce(float v, float* scratch) {
   return out;
 }
 
-// One block per (row, query head): scores into shared memory, softmax, then V.
+// One block per (row, query head). The row's page ids are staged in shared memory first, so
+// each key costs one global load; scores go to shared memory, then each warp accumulates V over
+// a quarter of the keys (lanes over head dims) and the warps' partial sums are added.
 __global__ void PagedAttentionKernel(const __nv_bfloat16* q, const int32_t* positions,
                                      const int32_t* row_seq, KvGeometry kv, int layer, int n_heads,
-                                     int n_kv_heads, int head_dim, int window, __nv_bfloat16* o) {
+                                     int n_kv_heads, int head_dim, int window, int max_context,
+                                     bool vectorized, __nv_bfloat16* o) {
   extern __shared__ float smem[];
   __shared__ float scratch[kThreads / 32 + 1];
   const int r = blockIdx.x, h = blockIdx.y;
@@ -44,19 +44,48 @@ __global__ void PagedAttentionKernel(const __nv_bfloat16* q, const int32_t* posi
   const int pos = positions[r], seq = row_seq[r];
   const int lo = window > 0 ? max(0, pos - window + 1) : 0;
   const int n = pos - lo + 1;
+  const int P = kv.page_tokens;
   float* qs = smem;
-  float* sc = smem + head_dim;
+  float* sc = qs + head_dim;
+  float* part = sc + max_context;
+  int32_t* pg = reinterpret_cast<int32_t*>(part + (kThreads / 32) * head_dim);
   const __nv_bfloat16* qr = q + (static_cast<int64_t>(r) * n_heads + h) * head_dim;
   for (int d = threadIdx.x; d < head_dim; d += kThreads) qs[d] = __bfloat162float(qr[d]);
+  for (int i = threadIdx.x; i <= pos / P; i += kThreads) pg[i] = kv.table[seq * kv.table_stride + i];
   __syncthreads();
+  const int64_t page_elems = static_cast<int64_t>(kv.n_layers) * 2 * P * kv.kv_dim;
+  const __nv_bfloat16* base = reinterpret_cast<const __nv_bfloat16*>(kv.pages);
+  const int64_t k_off = static_cast<int64_t>(layer) * 2 * P * kv.kv_dim + kvh * head_dim;
+  const int64_t v_off = k_off + static_cast<int64_t>(P) * kv.kv_dim;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const float scale = rsqrtf(static_cast<float>(head_dim));
-  for (int j = warp; j < n; j += kThreads / 32) {
-    const __nv_bfloat16* k = KvRow(kv, seq, lo + j, layer, 0) + kvh * head_dim;
-    float s = 0;
-    for (int d = lane; d < head_dim; d += 32) s += qs[d] * __bfloat162float(k[d]);
-    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-    if (lane == 0) sc[j] = s * scale;
+  if (vectorized && head_dim % 8 == 0) {
+    // Thread per key: 16-byte loads of the whole key row, many keys in flight.
+    for (int j = threadIdx.x; j < n; j += kThreads) {
+      const int p = lo + j;
+      const uint4* k = reinterpret_cast<const uint4*>(base + pg[p / P] * page_elems + k_off +
+                                                      static_cast<int64_t>(p % P) * kv.kv_dim);
+      float s = 0;
+      for (int c = 0; c < head_dim / 8; ++c) {
+        const uint4 u = k[c];
+        const __nv_bfloat162* b = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+          const float2 f = __bfloat1622float2(b[t]);
+          s += qs[c * 8 + 2 * t] * f.x + qs[c * 8 + 2 * t + 1] * f.y;
+        }
+      }
+      sc[j] = s * scale;
+    }
+  } else {
+    for (int j = warp; j < n; j += kThreads / 32) {
+      const int p = lo + j;
+      const __nv_bfloat16* k = base + pg[p / P] * page_elems + k_off + static_cast<int64_t>(p % P) * kv.kv_dim;
+      float s = 0;
+      for (int d = lane; d < head_dim; d += 32) s += qs[d] * __bfloat162float(k[d]);
+      for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+      if (lane == 0) sc[j] = s * scale;
+    }
   }
   __syncthreads();
   float m = -INFINITY;
@@ -69,12 +98,48 @@ __global__ void PagedAttentionKernel(const __nv_bfloat16* q, const int32_t* posi
     sum += e;
   }
   sum = BlockReduce<false>(sum, scratch);
+  float acc[4] = {0, 0, 0, 0};
+  if (vectorized && head_dim == 128) {
+    // Each lane owns 4 consecutive dims (one 8-byte load per key); 4 keys in flight per warp.
+#pragma unroll 4
+    for (int j = warp; j < n; j += kThreads / 32) {
+      const int p = lo + j;
+      const uint2 u = *reinterpret_cast<const uint2*>(base + pg[p / P] * page_elems + v_off +
+                                                      static_cast<int64_t>(p % P) * kv.kv_dim + lane * 4);
+      const __nv_bfloat162* b = reinterpret_cast<const __nv_bfloat162*>(&u);
+      const float w = sc[j];
+      const float2 f0 = __bfloat1622float2(b[0]), f1 = __bfloat1622float2(b[1]);
+      acc[0] += w * f0.x;
+      acc[1] += w * f0.y;
+      acc[2] += w * f1.x;
+      acc[3] += w * f1.y;
+    }
+#pragma unroll
+    for (int c = 0; c < 4; ++c) part[warp * head_dim + lane * 4 + c] = acc[c];
+  } else {
+    for (int j = warp; j < n; j += kThreads / 32) {
+      const int p = lo + j;
+      const __nv_bfloat16* v = base + pg[p / P] * page_elems + v_off + static_cast<int64_t>(p % P) * kv.kv_dim;
+      const float w = sc[j];
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int d = lane + 32 * c;
+        if (d < head_dim) acc[c] += w * __bfloat162float(v[d]);
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int d = lane + 32 * c;
+      if (d < head_dim) part[warp * head_dim + d] = acc[c];
+    }
+  }
+  __syncthreads();
   const float inv = 1.0f / sum;
   __nv_bfloat16* orow = o + (static_cast<int64_t>(r) * n_heads + h) * head_dim;
   for (int d = threadIdx.x; d < head_dim; d += kThreads) {
-    float acc = 0;
-    for (int j = 0; j < n; ++j) acc += sc[j] * __bfloat162float(KvRow(kv, seq, lo + j, layer, 1)[kvh * head_dim + d]);
-    orow[d] = __float2bfloat16(acc * inv);
+    float t = 0;
+    for (int w = 0; w < kThreads / 32; ++w) t += part[w * head_dim + d];
+    orow[d] = __float2bfloat16(t * inv);
   }
 }
 
@@ -85,7 +150,14 @@ cudaError_t LaunchPagedAttention(const uint16_t* q, const int32_t* positions, co
                                  int head_dim, int window, int max_context, uint16_t* o,
                                  cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  const size_t smem = static_cast<size_t>(head_dim + max_context) * sizeof(float);
+  if (head_dim > 128) return cudaErrorInvalidValue;
+  // FLOTILLA_CUDA_ATTN=generic selects the scalar loads (a cross-check of the vector paths).
+  static const bool vectorized = [] {
+    const char* v = std::getenv("FLOTILLA_CUDA_ATTN");
+    return v == nullptr || std::string(v) != "generic";
+  }();
+  const size_t smem = static_cast<size_t>(head_dim + max_context + (kThreads / 32) * head_dim) * sizeof(float) +
+                      static_cast<size_t>(max_context / kv.page_tokens + 1) * sizeof(int32_t);
   if (smem > 48 * 1024) {
     cudaError_t e = cudaFuncSetAttribute(PagedAttentionKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem));
@@ -94,7 +166,7 @@ cudaError_t LaunchPagedAttention(const uint16_t* q, const int32_t* positions, co
   dim3 grid(rows, n_heads);
   PagedAttentionKernel<<<grid, kThreads, smem, stream>>>(
       reinterpret_cast<const __nv_bfloat16*>(q), positions, row_seq, kv, layer, n_heads, n_kv_heads,
-      head_dim, window, reinterpret_cast<__nv_bfloat16*>(o));
+      head_dim, window, max_context, vectorized, reinterpret_cast<__nv_bfloat16*>(o));
   return cudaGetLastError();
 }
 

@@ -13,7 +13,7 @@ __device__ __forceinline__ __nv_bfloat16* KvSlot(const KvGeometry& kv, int seq, 
 }
 
 // One block per row; threads walk (head, i) pairs of q and k heads, then v.
-__global__ void RopeKvKernel(const float* qkv, const int32_t* positions, const int32_t* row_seq,
+__global__ void RopeKvKernel(const __nv_bfloat16* qkv, const int32_t* positions, const int32_t* row_seq,
                              const double* inv_freq, KvGeometry kv, int layer, int n_heads,
                              int n_kv_heads, int head_dim, __nv_bfloat16* q_out) {
   const int r = blockIdx.x;
@@ -21,7 +21,7 @@ __global__ void RopeKvKernel(const float* qkv, const int32_t* positions, const i
   const int seq = row_seq[r];
   const int half = head_dim / 2;
   const int width = (n_heads + 2 * n_kv_heads) * head_dim;
-  const float* row = qkv + static_cast<int64_t>(r) * width;
+  const __nv_bfloat16* row = qkv + static_cast<int64_t>(r) * width;
   __nv_bfloat16* k_dst = KvSlot(kv, seq, pos, layer, 0);
   __nv_bfloat16* v_dst = KvSlot(kv, seq, pos, layer, 1);
   const int pairs = (n_heads + n_kv_heads) * half;
@@ -30,8 +30,8 @@ __global__ void RopeKvKernel(const float* qkv, const int32_t* positions, const i
     double s, c;
     sincos(static_cast<double>(pos) * inv_freq[i], &s, &c);
     const float cs = static_cast<float>(c), sn = static_cast<float>(s);
-    const float* src = row + head * head_dim;
-    const float x1 = src[i], x2 = src[i + half];
+    const __nv_bfloat16* src = row + head * head_dim;
+    const float x1 = __bfloat162float(src[i]), x2 = __bfloat162float(src[i + half]);
     const float y1 = x1 * cs - x2 * sn, y2 = x2 * cs + x1 * sn;
     if (head < n_heads) {
       __nv_bfloat16* dst = q_out + static_cast<int64_t>(r) * n_heads * head_dim + head * head_dim;
@@ -43,18 +43,18 @@ __global__ void RopeKvKernel(const float* qkv, const int32_t* positions, const i
       dst[i + half] = __float2bfloat16(y2);
     }
   }
-  const float* v = row + (n_heads + n_kv_heads) * head_dim;
-  for (int t = threadIdx.x; t < n_kv_heads * head_dim; t += blockDim.x) v_dst[t] = __float2bfloat16(v[t]);
+  const __nv_bfloat16* v = row + (n_heads + n_kv_heads) * head_dim;
+  for (int t = threadIdx.x; t < n_kv_heads * head_dim; t += blockDim.x) v_dst[t] = v[t];
 }
 
 }  // namespace
 
-cudaError_t LaunchRopeKvWrite(const float* qkv, const int32_t* positions, const int32_t* row_seq,
+cudaError_t LaunchRopeKvWrite(const uint16_t* qkv, const int32_t* positions, const int32_t* row_seq,
                               const double* inv_freq, KvGeometry kv, int layer, int rows,
                               int n_heads, int n_kv_heads, int head_dim, uint16_t* q_out,
                               cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  RopeKvKernel<<<rows, 256, 0, stream>>>(qkv, positions, row_seq, inv_freq, kv, layer, n_heads,
+  RopeKvKernel<<<rows, 256, 0, stream>>>(reinterpret_cast<const __nv_bfloat16*>(qkv), positions, row_seq, inv_freq, kv, layer, n_heads,
                                          n_kv_heads, head_dim, reinterpret_cast<__nv_bfloat16*>(q_out));
   return cudaGetLastError();
 }
