@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "flotilla/worker/embedded_node.h"
 #include "flotilla/worker/embedded_worker.h"
+#include "flotilla/worker/external_agent.h"
 #include "flotilla/worker/sandbox_client.h"
 #include "flotilla/worker/scaffold.h"
 #include "flotilla/worker/terminal_task.h"
@@ -29,13 +30,16 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
   w->add_option("--threads", opts->threads, "engine CPU threads (0: all)");
 
   struct RunArgs {
-    std::string task, node;
+    std::string task, node, agent_dir;
     worker::ScaffoldOptions scaffold;
     uint64_t seed = 0;
   };
   auto run = std::make_shared<RunArgs>();
   CLI::App* r = w->add_subcommand("run", "Run one scaffold session on a task and store its trajectory");
-  r->add_option("--scaffold", run->scaffold.scaffold, "mini or terminal")->required();
+  r->add_option("--scaffold", run->scaffold.scaffold,
+                "mini, terminal, or pi (the Pi coding agent CLI in the sandbox; needs --agent-dir)")
+      ->required();
+  r->add_option("--agent-dir", run->agent_dir, "for external agents: the host folder the CLI is installed in (npm --prefix)");
   r->add_option("--task", run->task, "task folder (Terminal-Bench 1.x or 2.x layout)")->required();
   r->add_option("--agent", run->scaffold.agent, "model, reference (the task's solution) or none");
   r->add_option("--node", run->node, "node agent gRPC address; default: an embedded node in this process");
@@ -52,7 +56,8 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
       return;
     }
     worker::EmbeddedWorkerOptions eo = *opts;
-    eo.http_address.clear();
+    const bool external = run->scaffold.scaffold == "pi";
+    eo.http_address = external ? "127.0.0.1:0" : "";
     eo.scaffold = run->scaffold.scaffold;
     auto w = worker::EmbeddedWorker::Start(eo);
     if (!w.ok()) {
@@ -75,6 +80,27 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
       channel = grpc::CreateChannel(run->node, grpc::InsecureChannelCredentials());
     }
     worker::SandboxClient sandbox(channel);
+    if (external) {
+      if (run->agent_dir.empty()) {
+        std::cerr << "flotilla worker run: --agent-dir: required for --scaffold pi\n";
+        *exit_code = 2;
+        return;
+      }
+      std::string addr = (*w)->http_address();
+      int port = std::stoi(addr.substr(addr.rfind(':') + 1));
+      const int context = (*w)->config().max_context;
+      auto spec = worker::PiAgentSpec(run->agent_dir, context, static_cast<int>(run->scaffold.max_tokens));
+      auto ran = worker::RunExternalAgent((*w)->service(), sandbox, port, spec, task->instruction,
+                                          task->agent_timeout_ms);
+      if (!ran.ok()) {
+        std::cerr << "flotilla worker run: " << ran.status().message() << "\n";
+        *exit_code = 1;
+        return;
+      }
+      std::cout << ran->output << "\ntrajectory " << ran->session_id << " stored in " << (*w)->store().path()
+                << " (pi exited " << ran->exit_code << ", " << ran->connections << " connections)" << std::endl;
+      return;
+    }
     worker::ScaffoldOptions so = run->scaffold;
     so.experiment = opts->experiment;
     so.seed = run->seed;

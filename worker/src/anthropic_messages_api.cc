@@ -134,8 +134,14 @@ absl::StatusOr<ChatRequest> ParseRequest(const std::string& text, bool require_m
       RETURN_IF_ERROR(ParseUserBlocks(*c, path + ".content", &req));
     } else if (role == "assistant") {
       RETURN_IF_ERROR(ParseAssistantBlocks(*c, path + ".content", &req));
+    } else if (role == "system") {
+      // Some clients (Claude Code) interleave system turns; they stay where they were sent.
+      ChatMessage sys_msg;
+      sys_msg.role = ChatMessage::Role::kSystem;
+      ASSIGN_OR_RETURN(sys_msg.content, ReadTextContent(*c, path + ".content", kTextBlocks));
+      req.messages.push_back(std::move(sys_msg));
     } else {
-      return Invalid(path + ".role", absl::StrCat("unknown role '", role, "' (expected user or assistant)"));
+      return Invalid(path + ".role", absl::StrCat("unknown role '", role, "' (expected user, assistant or system)"));
     }
   }
   auto tools = body.find("tools");

@@ -18,11 +18,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Packs a host folder as a gzip'd tar (by the host's tar) and returns its bytes.
+// Packs a host folder as a tar (by the host's tar) and returns its bytes. Uncompressed: the
+// transfer is in-process or on a local link, and compressing costs more than it saves.
 absl::StatusOr<std::string> Pack(const std::string& dir) {
   if (!fs::is_directory(dir)) return absl::NotFoundError(absl::StrCat("agent install dir ", dir, ": missing"));
-  std::string tmp = (fs::temp_directory_path() / absl::StrCat("flotilla-agent-", RandomU64(), ".tgz")).string();
-  std::string cmd = absl::StrCat("tar -C '", dir, "' -czf '", tmp, "' .");
+  std::string tmp = (fs::temp_directory_path() / absl::StrCat("flotilla-agent-", RandomU64(), ".tar")).string();
+  std::string cmd = absl::StrCat("tar -C '", dir, "' -cf '", tmp, "' .");
   int rc = std::system(cmd.c_str());
   std::ifstream in(tmp, std::ios::binary);
   std::stringstream ss;
@@ -68,12 +69,12 @@ absl::StatusOr<ExternalAgentRun> RunExternalAgent(ChatService& service, SandboxC
   run.session_id = service.OpenSession(header);
 
   auto body = [&]() -> absl::Status {
-    RETURN_IF_ERROR(sandbox.PutFile(sandbox_id, "/tmp/agent.tgz", packed, 0644));
+    RETURN_IF_ERROR(sandbox.PutFile(sandbox_id, "/tmp/agent.tar", packed, 0644));
     v1::ExecRequest unpack;
     unpack.set_sandbox_id(sandbox_id);
     for (const char* a : {"sh", "-c", ""}) unpack.add_argv(a);
     unpack.set_argv(2, absl::StrCat("mkdir -p ", spec.install_dir, " /app && tar -C ", spec.install_dir,
-                                    " -xzf /tmp/agent.tgz && rm /tmp/agent.tgz"));
+                                    " -xf /tmp/agent.tar && rm /tmp/agent.tar"));
     unpack.set_timeout_ms(120'000);
     ASSIGN_OR_RETURN(ExecOutcome unpacked, sandbox.Exec(unpack));
     if (unpacked.exit_code != 0) {
