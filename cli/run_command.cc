@@ -76,11 +76,18 @@ absl::Status PrepareStateDir(const trainer_bridge::ExperimentConfig& cfg, const 
     std::cerr << "run: resuming the unfinished experiment in " << cfg.state_dir << " (--fresh starts over)\n";
     return absl::OkStatus();
   }
+  // The run's records move aside; the sandbox runtime's directory stays (it may hold mounts a
+  // killed run left, which the runtime cleans up when it opens).
   fs::path prev = fs::path(cfg.state_dir + ".prev");
   std::error_code ec;
   fs::remove_all(prev, ec);
-  fs::rename(cfg.state_dir, prev, ec);
-  if (ec) return absl::PermissionDeniedError(absl::StrCat("moving the previous run aside: ", ec.message()));
+  if (fs::exists(prev)) prev = fs::path(absl::StrCat(cfg.state_dir, ".prev-", ::time(nullptr)));
+  fs::create_directories(prev, ec);
+  for (const auto& entry : fs::directory_iterator(cfg.state_dir, ec)) {
+    if (entry.path().filename() == "sandbox") continue;
+    fs::rename(entry.path(), prev / entry.path().filename(), ec);
+    if (ec) return absl::PermissionDeniedError(absl::StrCat("moving the previous run aside: ", ec.message()));
+  }
   return absl::OkStatus();
 }
 
