@@ -1,5 +1,7 @@
 // Token-level interrupt/resume, weight switches mid-sample, and state save/load.
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <random>
 
 #include "engine_test_fixture.h"
@@ -102,13 +104,18 @@ TEST_F(EngineStateTest, WeightsSwapBetweenStepsWhileASequenceRuns) {
   Collected run;
   auto sink = run.Sink();
   std::atomic<int> seen{0};
+  std::atomic<bool> swapped{false};
   ASSERT_TRUE(engine_->Generate(Request(200, 4), [&, sink](const GenerateUpdate& u) {
     sink(u);
     if (seen.fetch_add(static_cast<int>(u.tokens.size())) < 5 && seen.load() >= 5) five.Notify();
+    // Throttle decoding until the swap is in, so that on a loaded machine the weights still
+    // change in the middle of the sample rather than after its last token.
+    if (!swapped.load()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }).ok());
   five.WaitForNotification();
   const uint64_t prefill_before = engine_->Stats().prefill_tokens;
   ASSERT_TRUE(engine_->UpdateWeights("student", v2_, 2).ok());
+  swapped.store(true);
   run.done.WaitForNotification();
   ASSERT_EQ(run.finish, FinishReason::kLength);
   ASSERT_EQ(run.tokens.size(), 200u);

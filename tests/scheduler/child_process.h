@@ -31,7 +31,8 @@ class ChildProcess {
       _exit(127);
     }
   }
-  ~ChildProcess() { Kill(); }
+  // Graceful by default, so a daemon that owns mounts and cgroups can release them.
+  ~ChildProcess() { Stop(); }
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
 
@@ -42,6 +43,20 @@ class ChildProcess {
     int status = 0;
     waitpid(pid_, &status, 0);
     pid_ = -1;
+  }
+  // SIGTERM, then SIGKILL if it has not exited within 15 s; reaps. Idempotent.
+  void Stop() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    int status = 0;
+    for (int i = 0; i < 1500; ++i) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return;
+      }
+      usleep(10000);
+    }
+    Kill();
   }
   [[nodiscard]] bool running() {
     if (pid_ <= 0) return false;

@@ -77,12 +77,15 @@ class RunnerEngineTest : public ::testing::Test {
   }
 
   // Waits until `n` tokens exist and both samples of the group are on the engine.
+  // Waits (up to two minutes, for loaded CI machines) until both samples are generating and
+  // n tokens exist; fails the test rather than going on with a switch that came too early.
   void WaitTokens(RolloutRunner& r, uint64_t n) {
-    for (int i = 0; i < 4000; ++i) {
+    for (int i = 0; i < 60000; ++i) {
       RunnerStats s = r.Stats();
       if (s.tokens_generated >= n && s.generating == 2) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
+    ADD_FAILURE() << "timed out waiting for " << n << " tokens from two generating samples";
   }
 
   testing::TempDir dir_;
