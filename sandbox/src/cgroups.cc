@@ -233,11 +233,16 @@ absl::Status SandboxCgroup::Freeze(bool frozen) {
   }
   const char* want = frozen ? "FROZEN" : "THAWED";
   RETURN_IF_ERROR(WriteSmallFile(freezer_dir_ + "/freezer.state", want));
-  for (int i = 0; i < 2000; ++i) {
+  for (int i = 0; i < 10000; ++i) {
     auto st = ReadSmallFile(freezer_dir_ + "/freezer.state");
     if (!st.ok() || absl::StripAsciiWhitespace(*st) == want) return absl::OkStatus();
+    // The v1 freezer makes one pass per write: a task that was busy (forking, in a syscall)
+    // keeps the group in FREEZING until the state is written again.
+    if (i % 20 == 19) (void)WriteSmallFile(freezer_dir_ + "/freezer.state", want);
     std::this_thread::sleep_for(std::chrono::microseconds(500));
   }
+  // Never leave a group half-frozen: cancel a freeze that did not complete.
+  if (frozen) (void)WriteSmallFile(freezer_dir_ + "/freezer.state", "THAWED");
   return absl::DeadlineExceededError(absl::StrCat("freezer did not reach ", want));
 }
 
