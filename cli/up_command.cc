@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "flotilla/worker/embedded_worker.h"
+#include "embedded_worker_flags.h"
 #include "serve_util.h"
 
 namespace flotilla::cli {
@@ -15,11 +16,7 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
   opts->http_address = "127.0.0.1:8000";
   CLI::App* up = app.add_subcommand("up", "Run every service in one process (the embedded default)");
   up->add_option("--http", opts->http_address, "HTTP address of the OpenAI/Anthropic APIs (HOST:PORT or unix:PATH)");
-  up->add_option("--model", opts->model_prefix, "model PREFIX (.safetensors + .json); default: the embedded default model");
-  up->add_option("--state-dir", opts->state_dir, "where the default model and stores live");
-  up->add_option("--db", opts->db_path, "trajectory store (SQLite); default: <state-dir>/trajectories.db");
-  up->add_option("--experiment", opts->experiment, "experiment name written into trajectories");
-  up->add_option("--threads", opts->threads, "engine CPU threads (0: all)");
+  AddEmbeddedWorkerFlags(up, *opts);
   up->callback([opts, exit_code] {
     auto w = worker::EmbeddedWorker::Start(*opts);
     if (!w.ok()) {

@@ -14,6 +14,7 @@
 #include "flotilla/worker/sandbox_client.h"
 #include "flotilla/worker/scaffold.h"
 #include "flotilla/worker/terminal_task.h"
+#include "embedded_worker_flags.h"
 #include "serve_util.h"
 
 namespace flotilla::cli {
@@ -23,11 +24,7 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
   opts->http_address = "127.0.0.1:8000";
   CLI::App* w = app.add_subcommand("worker", "Run the worker (OpenAI/Anthropic endpoints, scaffolds)");
   w->add_option("--listen", opts->http_address, "HTTP address (HOST:PORT or unix:PATH)");
-  w->add_option("--model", opts->model_prefix, "model PREFIX (.safetensors + .json); default: the embedded default model");
-  w->add_option("--state-dir", opts->state_dir, "where the default model and stores live");
-  w->add_option("--db", opts->db_path, "trajectory store (SQLite); default: <state-dir>/trajectories.db");
-  w->add_option("--experiment", opts->experiment, "experiment name written into trajectories");
-  w->add_option("--threads", opts->threads, "engine CPU threads (0: all)");
+  AddEmbeddedWorkerFlags(w, *opts);
 
   struct RunArgs {
     std::string task, node, agent_dir;
