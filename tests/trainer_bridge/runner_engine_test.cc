@@ -6,6 +6,7 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "flotilla/inference/engine.h"
 #include "flotilla/trainer_bridge/rollout_runner.h"
 #include "gtest/gtest.h"
@@ -76,16 +77,17 @@ class RunnerEngineTest : public ::testing::Test {
     return std::make_unique<RolloutRunner>(o, *engine_, c, std::move(tasks), nullptr, nullptr, clock_);
   }
 
-  // Waits until `n` tokens exist and both samples of the group are on the engine.
-  // Waits (up to two minutes, for loaded CI machines) until both samples are generating and
-  // n tokens exist; fails the test rather than going on with a switch that came too early.
-  void WaitTokens(RolloutRunner& r, uint64_t n) {
+  // Waits (up to two minutes, for loaded CI machines) until both samples are generating and each
+  // has at least `floor` completion tokens; fails the test rather than going on with a switch
+  // that came too early. Returns the most tokens any sample had at that moment.
+  uint32_t WaitEach(RolloutRunner& r, uint32_t floor) {
     for (int i = 0; i < 60000; ++i) {
       RunnerStats s = r.Stats();
-      if (s.tokens_generated >= n && s.generating == 2) return;
+      if (s.generating == 2 && s.min_generating_tokens >= floor) return s.max_unfinished_tokens;
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
-    ADD_FAILURE() << "timed out waiting for " << n << " tokens from two generating samples";
+    ADD_FAILURE() << "timed out waiting for two generating samples of " << floor << " tokens each";
+    return 0;
   }
 
   testing::TempDir dir_;
@@ -104,16 +106,19 @@ RolloutConfig OneGroup() {
 }
 
 TEST_F(RunnerEngineTest, RoutingConcatenatesAcrossThreeVersions) {
+  constexpr uint32_t kLength = 900;
   RolloutController c(OneGroup(), {DatasetConfig{"d", "builtin:copy", "d", 1, 0}}, {}, clock_);
-  auto runner = MakeRunner(c, 300);
+  // Long samples leave a wide margin for both switches to land mid-sample on a loaded machine.
+  auto runner = MakeRunner(c, kLength);
   ASSERT_TRUE(runner->Start().ok());
-  WaitTokens(*runner, 40);
+  WaitEach(*runner, 20);
   auto s1 = runner->SwitchWeights(dir_.file("v1.safetensors"), 1);
   ASSERT_TRUE(s1.ok()) << s1.status();
+  c.SetSuspended(true);  // keep the next group (allowed by version 1) from starting
   EXPECT_EQ(s1->interrupted, 2u);
   EXPECT_EQ(s1->prefilled_on_resume, 0u);
-  WaitTokens(*runner, runner->Stats().tokens_generated + 40);
-  c.SetSuspended(true);  // keep the next group (allowed by version 1) from starting
+  // Every sample needs tokens of its own under version 1 before the next switch.
+  WaitEach(*runner, runner->Stats().max_unfinished_tokens + 20);
   auto s2 = runner->SwitchWeights(dir_.file("v2.safetensors"), 2);
   ASSERT_TRUE(s2.ok()) << s2.status();
   EXPECT_EQ(s2->interrupted, 2u);
@@ -122,9 +127,9 @@ TEST_F(RunnerEngineTest, RoutingConcatenatesAcrossThreeVersions) {
   ASSERT_EQ(groups[0].size(), 2u);
   EXPECT_EQ(runner->Stats().resumed_prefill_tokens, 0u);
   for (const RolloutSample& s : groups[0]) {
-    ASSERT_EQ(s.completion.size(), 300u) << s.failed << " " << s.detail << " last=" << s.completion.back();
+    ASSERT_EQ(s.completion.size(), kLength) << s.failed << " " << s.detail << " last=" << s.completion.back();
     EXPECT_EQ(s.segments, 3u);
-    EXPECT_EQ(s.routing.size(), 300u * 4);
+    EXPECT_EQ(s.routing.size(), size_t{kLength} * 4);
     EXPECT_EQ(s.versions.front(), 0);
     EXPECT_EQ(s.versions.back(), 2);
     EXPECT_TRUE(std::is_sorted(s.versions.begin(), s.versions.end()));
@@ -138,7 +143,7 @@ TEST_F(RunnerEngineTest, RoutingConcatenatesAcrossThreeVersions) {
                                 dir_.file("v1.safetensors") + " " + dir_.file("v2.safetensors") + " 2>&1",
                             &code);
     ASSERT_EQ(code, 0) << out;
-    EXPECT_NE(out.find("rows=300 mismatched_rows=0 "), std::string::npos) << out;
+    EXPECT_NE(out.find(absl::StrCat("rows=", kLength, " mismatched_rows=0 ")), std::string::npos) << out;
     double err = std::stod(out.substr(out.find("max_logprob_err=") + 16));
     EXPECT_LT(err, 1e-3) << out;
   }
@@ -149,7 +154,7 @@ TEST_F(RunnerEngineTest, OffloadAndReloadWithoutRePrefill) {
   RolloutController c(OneGroup(), {DatasetConfig{"d", "builtin:copy", "d", 1, 0}}, {}, clock_);
   auto runner = MakeRunner(c, 400);
   ASSERT_TRUE(runner->Start().ok());
-  WaitTokens(*runner, 40);
+  WaitEach(*runner, 20);
   ASSERT_TRUE(runner->Offload().ok());
   RunnerStats st = runner->Stats();
   EXPECT_EQ(st.offloaded, 2u);

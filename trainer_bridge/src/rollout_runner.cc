@@ -486,7 +486,13 @@ RunnerStats RolloutRunner::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   RunnerStats s = stats_;
   s.generating = 0;
-  for (const auto& [id, l] : live_) s.generating += l.phase == Phase::kGenerating ? 1 : 0;
+  for (const auto& [id, l] : live_) {
+    auto n = static_cast<uint32_t>(l.sample.completion.size());
+    if (l.phase != Phase::kDone) s.max_unfinished_tokens = std::max(s.max_unfinished_tokens, n);
+    if (l.phase != Phase::kGenerating) continue;
+    s.min_generating_tokens = s.generating == 0 ? n : std::min(s.min_generating_tokens, n);
+    ++s.generating;
+  }
   s.completed_groups_waiting = completed_.size();
   double sum = 0;
   for (double r : recent_rewards_) sum += r;

@@ -71,6 +71,8 @@ struct RunnerStats {
   uint64_t resumed_prefill_tokens = 0;  // prefill done by resumes (0 when nothing re-prefilled)
   uint32_t generating = 0;
   uint32_t offloaded = 0;
+  uint32_t min_generating_tokens = 0;   // fewest completion tokens of any generating sample
+  uint32_t max_unfinished_tokens = 0;   // most completion tokens of any sample not yet done
   size_t completed_groups_waiting = 0;
   double recent_reward = 0;             // mean over the last 256 completed samples
 };
