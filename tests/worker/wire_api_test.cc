@@ -139,6 +139,27 @@ TEST_F(WireApiTest, ErrorsUseEachApisShape) {
   EXPECT_EQ(json::parse(r.body)["data"][0]["id"], "scripted");
 }
 
+// A streamed request the engine refuses before its first token (here: longer than the context
+// window) gets each API's plain HTTP error, which clients report instead of retrying a stream.
+TEST_F(WireApiTest, StreamRefusedBeforeTheFirstTokenIsAnHttpError) {
+  gen_.set_context_limit(16);
+  const std::string long_text(64, 'x');
+  auto r = Post("/v1/chat/completions",
+                {{"stream", true}, {"messages", {{{"role", "user"}, {"content", long_text}}}}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(json::parse(r.body)["error"]["message"].get<std::string>(), HasSubstr("context window of 16 tokens"));
+  r = Post("/v1/responses", {{"stream", true}, {"input", long_text}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(json::parse(r.body)["error"]["type"], "invalid_request_error");
+  EXPECT_THAT(json::parse(r.body)["error"]["message"].get<std::string>(), HasSubstr("context window of 16 tokens"));
+  r = Post("/v1/messages", {{"stream", true}, {"max_tokens", 8}, {"messages", {{{"role", "user"}, {"content", long_text}}}}});
+  EXPECT_EQ(r.status, 400);
+  json a = json::parse(r.body);
+  EXPECT_EQ(a["type"], "error");
+  EXPECT_EQ(a["error"]["type"], "invalid_request_error");
+  EXPECT_THAT(a["error"]["message"].get<std::string>(), HasSubstr("context window of 16 tokens"));
+}
+
 TEST_F(WireApiTest, AnthropicMessagesToolUseRoundTripKeepsOneSession) {
   gen_.AddReply(CallReply("", R"({"name": "bash", "arguments": {"cmd": "pwd"}})"));
   gen_.AddTextReply("fine");

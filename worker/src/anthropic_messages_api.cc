@@ -192,10 +192,16 @@ Json UsageJson(const ChatReply& r) {
               {"output_tokens", r.completion_tokens}};
 }
 
+// Emits the event sequence. message_start goes out with the first event, so a request the
+// engine refuses before producing anything still gets a plain HTTP error.
 class BlockStreamer : public ReplyObserver {
  public:
-  explicit BlockStreamer(SseStream& sse) : sse_(sse) {}
+  BlockStreamer(SseStream& sse, Json message_start) : sse_(sse), message_start_(std::move(message_start)) {}
   void Emit(const char* type, Json data) {
+    if (!sse_.started()) Send("message_start", std::move(message_start_));
+    Send(type, std::move(data));
+  }
+  void Send(const char* type, Json data) {
     Json e{{"type", type}};
     for (auto& [k, v] : data.items()) e[k] = v;
     sse_.Event(e, type);
@@ -230,6 +236,7 @@ class BlockStreamer : public ReplyObserver {
 
  private:
   SseStream& sse_;
+  Json message_start_;
   bool text_open_ = false;
   int index_ = 0;
 };
@@ -267,15 +274,14 @@ void HandleMessages(ChatService& service, const HttpRequest& http, const std::st
     return out.Send(200, "application/json", Dump(body));
   }
   SseStream sse(out);
-  BlockStreamer streamer(sse);
   const uint32_t input_tokens = service.CountTokens(req);
-  streamer.Emit("message_start",
-                Json{{"message", Json{{"id", req.reply_id}, {"type", "message"}, {"role", "assistant"},
-                                      {"model", model}, {"content", Json::array()},
-                                      {"stop_reason", nullptr}, {"stop_sequence", nullptr},
-                                      {"usage", Json{{"input_tokens", input_tokens}, {"output_tokens", 0}}}}}});
+  BlockStreamer streamer(sse, Json{{"message", Json{{"id", req.reply_id}, {"type", "message"}, {"role", "assistant"},
+                                                    {"model", model}, {"content", Json::array()},
+                                                    {"stop_reason", nullptr}, {"stop_sequence", nullptr},
+                                                    {"usage", Json{{"input_tokens", input_tokens}, {"output_tokens", 0}}}}}});
   absl::StatusOr<ChatReply> reply = service.Complete(req, &streamer);
   if (!reply.ok()) {
+    if (!sse.started()) return SendAnthropicError(out, reply.status());
     int code = HttpStatusFor(reply.status());
     streamer.Emit("error", Json{{"error", Json{{"type", code == 400 ? "invalid_request_error" : "api_error"},
                                                {"message", std::string(reply.status().message())}}}});

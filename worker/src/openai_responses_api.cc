@@ -193,13 +193,14 @@ class EventStreamer : public ReplyObserver {
       : sse_(sse), req_(req), builder_(builder) {}
 
   void Emit(const char* type, Json data) {
+    if (!begun_) {  // response.created goes out with the first event (see HandleResponses)
+      begun_ = true;
+      Emit("response.created", Json{{"response", builder_.Response("in_progress", nullptr)}});
+      Emit("response.in_progress", Json{{"response", builder_.Response("in_progress", nullptr)}});
+    }
     Json event{{"type", type}, {"sequence_number", seq_++}};
     for (auto& [k, v] : data.items()) event[k] = v;
     sse_.Event(event, type);
-  }
-  void Begin() {
-    Emit("response.created", Json{{"response", builder_.Response("in_progress", nullptr)}});
-    Emit("response.in_progress", Json{{"response", builder_.Response("in_progress", nullptr)}});
   }
   void OpenMessage() {
     if (message_open_) return;
@@ -254,6 +255,7 @@ class EventStreamer : public ReplyObserver {
   const ChatRequest& req_;
   const ResponseBuilder& builder_;
   int64_t seq_ = 0;
+  bool begun_ = false;
   bool message_open_ = false;
 };
 
@@ -272,11 +274,14 @@ void HandleResponses(ChatService& service, const HttpRequest& http, const std::s
     if (!reply.ok()) return SendOpenAiError(out, reply.status());
     return out.Send(200, "application/json", Dump(builder.Response("completed", &*reply)));
   }
+  // The stream opens with the first event, so a request refused before any token (a
+  // conversation longer than the context window, say) gets a plain HTTP error that clients do
+  // not retry.
   SseStream sse(out);
   EventStreamer streamer(sse, req, builder);
-  streamer.Begin();
   absl::StatusOr<ChatReply> reply = service.Complete(req, &streamer);
   if (!reply.ok()) {
+    if (!sse.started()) return SendOpenAiError(out, reply.status());
     Json failed = builder.Response("failed", nullptr);
     failed["error"] = Json{{"code", "server_error"}, {"message", std::string(reply.status().message())}};
     streamer.Emit("response.failed", Json{{"response", failed}});
