@@ -2,6 +2,7 @@
 // 32-bit compute) and an f32 residual stream. Same function as the CPU backend within bf16
 // rounding. Dense products through cuBLAS; norms, RoPE, paged attention, the router and the
 // expert dispatch through the kernels of ops.cuh.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <map>
@@ -9,6 +10,7 @@
 #include <cstdlib>
 #include <string>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -44,16 +46,31 @@ struct DeviceWeights {
 absl::Status UploadBf16(DeviceBuffer* dst, const std::vector<const std::vector<float>*>& parts,
                         const std::vector<size_t>& chunk) {
   // Interleaves parts chunk by chunk: out = p0[0:c0] p1[0:c1] p0[c0:2c0] ... (for w1/w3 fusion).
-  size_t total = 0;
-  for (auto* p : parts) total += p->size();
+  // Converted on several threads: a weight swap of a large model is dominated by this loop.
+  size_t total = 0, per_block = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    total += parts[i]->size();
+    per_block += chunk[i];
+  }
   std::vector<uint16_t> host(total);
-  size_t o = 0;
   const size_t blocks = parts[0]->size() / chunk[0];
-  for (size_t b = 0; b < blocks; ++b) {
-    for (size_t i = 0; i < parts.size(); ++i) {
-      const float* src = parts[i]->data() + b * chunk[i];
-      for (size_t j = 0; j < chunk[i]; ++j) host[o++] = F32ToBf16(src[j]);
+  auto convert = [&](size_t first, size_t last) {
+    size_t o = first * per_block;
+    for (size_t b = first; b < last; ++b) {
+      for (size_t i = 0; i < parts.size(); ++i) {
+        const float* src = parts[i]->data() + b * chunk[i];
+        for (size_t j = 0; j < chunk[i]; ++j) host[o++] = F32ToBf16(src[j]);
+      }
     }
+  };
+  constexpr size_t kMinPerThread = size_t{1} << 22;
+  const size_t threads = std::clamp<size_t>(total / kMinPerThread, 1, std::max(1u, std::thread::hardware_concurrency()));
+  if (threads == 1 || blocks < threads) {
+    convert(0, blocks);
+  } else {
+    std::vector<std::thread> pool;
+    for (size_t t = 0; t < threads; ++t) pool.emplace_back(convert, blocks * t / threads, blocks * (t + 1) / threads);
+    for (std::thread& t : pool) t.join();
   }
   RETURN_IF_ERROR(dst->Reserve(total * 2));
   CUDA_RETURN_IF_ERROR(cudaMemcpy(dst->as<void>(), host.data(), total * 2, cudaMemcpyHostToDevice));
@@ -87,12 +104,13 @@ class CudaBackend final : public ModelBackend {
   }
   ~CudaBackend() override {
     for (const auto& [rows, t] : profile_totals_) {
-      std::fprintf(stderr, "cuda profile rows=%d forwards=%.0f ms/forward: attention=%.3f router_plan=%.3f experts=%.3f shared_combine=%.3f\n",
+      std::fprintf(stderr, "cuda profile rows=%d forwards=%.0f ms/forward: attention=%.3f router_shared_plan=%.3f experts=%.3f combine=%.3f\n",
                    rows, t[4], t[0] / t[4], t[1] / t[4], t[2] / t[4], t[3] / t[4]);
     }
     for (cudaEvent_t e : marks_) {
       if (e != nullptr) cudaEventDestroy(e);
     }
+    if (routing_ready_ != nullptr) cudaEventDestroy(routing_ready_);
     if (cublas_ != nullptr) cublasDestroy(cublas_);
   }
 
@@ -149,6 +167,8 @@ class CudaBackend final : public ModelBackend {
   // The same MoE with the dispatch planned on the device: no host round trip in the layer.
   absl::Status MoeOnDevice(const DeviceLayer& L, int T, const int32_t* ex, const float* wt);
   absl::Status AllocateWeights(DeviceWeights* w);
+  // x += the shared experts applied to xn_ (gu and h: workspaces of at least T rows).
+  absl::Status SharedExperts(const DeviceLayer& L, int T, uint16_t* gu, uint16_t* h);
 
   ModelConfig c_;
   uint32_t page_tokens_, num_pages_;
@@ -162,11 +182,12 @@ class CudaBackend final : public ModelBackend {
   DeviceBuffer tokens_, positions_, row_seq_, table_, logit_rows_;
   DeviceBuffer x_, xn_, qkv_, q_, o_, rlogits_, experts_, weights_, xe_, gu_, h_, y_, plan_dev_;
   cuda::PinnedBuffer chosen_host_, plan_host_;
+  cudaEvent_t routing_ready_ = nullptr;  // the router's choices have reached the host
   bool grouped_ok_ = true;
   bool device_moe_ = false;
-  // FLOTILLA_CUDA_PROFILE: events at phase boundaries of each layer (attention, router and
-  // plan, routed experts, shared experts and combine), summed per batch size and printed when
-  // the backend is destroyed.
+  // FLOTILLA_CUDA_PROFILE: events at phase boundaries of each layer (attention; router, shared
+  // experts and the host's dispatch plan; routed experts; combine), summed per batch size and
+  // printed when the backend is destroyed.
   void Mark(int layer, int phase) {
     if (!profile_) return;
     auto& ev = marks_[static_cast<size_t>(layer) * 5 + phase];
@@ -188,7 +209,7 @@ class CudaBackend final : public ModelBackend {
   bool profile_ = std::getenv("FLOTILLA_CUDA_PROFILE") != nullptr;
   std::vector<cudaEvent_t> marks_ = std::vector<cudaEvent_t>(static_cast<size_t>(c_.n_layers) * 5, nullptr);
   std::map<int, std::array<double, 5>> profile_totals_;
-  DeviceBuffer hn_rows_, logits_, tmp_;
+  DeviceBuffer hn_rows_, logits_;
 };
 
 absl::Status CudaBackend::SetWeights(std::shared_ptr<const ModelWeights> w) {
@@ -272,12 +293,20 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int T, int32_t* e
   ASSIGN_OR_RETURN(float* wt, Ws<float>(weights_, static_cast<size_t>(T) * K));
   CUDA_RETURN_IF_ERROR(cuda::LaunchRouterTopK(rl, T, E, K, ex, wt, nullptr));
   if (device_moe_) return MoeOnDevice(L, T, ex, wt);
-  // The host plans the dispatch (the one sync of the layer): rows grouped by expert, stable
-  // by row, and each (row, slot)'s place in that order.
+  // The host plans the dispatch (the one wait of the layer): rows grouped by expert, stable
+  // by row, and each (row, slot)'s place in that order. The shared experts are queued behind
+  // the copy of the routing, so the device computes them while the host waits and plans.
   RETURN_IF_ERROR(chosen_host_.Reserve(N * 4));
   int32_t* chosen = chosen_host_.as<int32_t>();
+  ASSIGN_OR_RETURN(uint16_t* xe, Ws<uint16_t>(xe_, N * D));
+  ASSIGN_OR_RETURN(uint16_t* gu, Ws<uint16_t>(gu_, std::max<size_t>(N, T) * 2 * F));
+  ASSIGN_OR_RETURN(uint16_t* h, Ws<uint16_t>(h_, std::max<size_t>(N, T) * F));
+  ASSIGN_OR_RETURN(uint16_t* y, Ws<uint16_t>(y_, N * D));
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(chosen, ex, N * 4, cudaMemcpyDeviceToHost, nullptr));
-  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(nullptr));
+  if (routing_ready_ == nullptr) CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&routing_ready_, cudaEventDisableTiming));
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(routing_ready_, nullptr));
+  RETURN_IF_ERROR(SharedExperts(L, T, gu, h));
+  CUDA_RETURN_IF_ERROR(cudaEventSynchronize(routing_ready_));
   const int LK = c_.n_layers * K;
   std::vector<int32_t> offsets(E + 1, 0);
   for (size_t i = 0; i < N; ++i) ++offsets[chosen[i] + 1];
@@ -298,10 +327,6 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int T, int32_t* e
       inv[static_cast<size_t>(r) * K + k] = i;
     }
   }
-  ASSIGN_OR_RETURN(uint16_t* xe, Ws<uint16_t>(xe_, N * D));
-  ASSIGN_OR_RETURN(uint16_t* gu, Ws<uint16_t>(gu_, std::max<size_t>(N, T) * 2 * F));
-  ASSIGN_OR_RETURN(uint16_t* h, Ws<uint16_t>(h_, std::max<size_t>(N, T) * F));
-  ASSIGN_OR_RETURN(uint16_t* y, Ws<uint16_t>(y_, N * D));
   const size_t w13_stride = static_cast<size_t>(2) * F * D, w2_stride = static_cast<size_t>(D) * F;
   std::vector<int> active;
   for (int e = 0; e < E; ++e) {
@@ -366,15 +391,18 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int T, int32_t* e
   }
   Mark(layer, 3);
   float* x = x_.as<float>();
-  // The shared experts run after the routed ones have consumed gu and h.
+  CUDA_RETURN_IF_ERROR(cuda::LaunchCombine(y, inv_dev, wt, T, K, D, x, nullptr));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::SharedExperts(const DeviceLayer& L, int T, uint16_t* gu, uint16_t* h) {
+  const int D = c_.d_model, F = c_.expert_hidden;
+  const size_t w13_stride = static_cast<size_t>(2) * F * D, w2_stride = static_cast<size_t>(D) * F;
   for (int s = 0; s < c_.n_shared_experts; ++s) {
     RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.s13.as<uint16_t>() + s * w13_stride, gu, CUDA_R_16BF, T, 2 * F, D, 0.0f));
     CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMul(gu, T, F, h, nullptr));
-    ASSIGN_OR_RETURN(uint16_t* tmp, Ws<uint16_t>(tmp_, static_cast<size_t>(T) * D));
-    RETURN_IF_ERROR(Gemm(h, L.s2.as<uint16_t>() + s * w2_stride, tmp, CUDA_R_16BF, T, D, F, 0.0f));
-    CUDA_RETURN_IF_ERROR(cuda::LaunchResidualAdd(x, tmp, static_cast<int64_t>(T) * D, nullptr));
+    RETURN_IF_ERROR(Gemm(h, L.s2.as<uint16_t>() + s * w2_stride, x_.as<float>(), CUDA_R_32F, T, D, F, 1.0f));
   }
-  CUDA_RETURN_IF_ERROR(cuda::LaunchCombine(y, inv_dev, wt, T, K, D, x, nullptr));
   return absl::OkStatus();
 }
 
@@ -395,15 +423,8 @@ absl::Status CudaBackend::MoeOnDevice(const DeviceLayer& L, int T, const int32_t
   CUDA_RETURN_IF_ERROR(cuda::LaunchMoeGemm(xe, L.w13.as<uint16_t>(), offsets, E, 2 * F, D, gu, nullptr));
   CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMul(gu, static_cast<int>(N), F, h, nullptr));
   CUDA_RETURN_IF_ERROR(cuda::LaunchMoeGemm(h, L.w2.as<uint16_t>(), offsets, E, D, F, y, nullptr));
+  RETURN_IF_ERROR(SharedExperts(L, T, gu, h));
   float* x = x_.as<float>();
-  const size_t w13_stride = static_cast<size_t>(2) * F * D, w2_stride = static_cast<size_t>(D) * F;
-  for (int s = 0; s < c_.n_shared_experts; ++s) {
-    RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.s13.as<uint16_t>() + s * w13_stride, gu, CUDA_R_16BF, T, 2 * F, D, 0.0f));
-    CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMul(gu, T, F, h, nullptr));
-    ASSIGN_OR_RETURN(uint16_t* tmp, Ws<uint16_t>(tmp_, static_cast<size_t>(T) * D));
-    RETURN_IF_ERROR(Gemm(h, L.s2.as<uint16_t>() + s * w2_stride, tmp, CUDA_R_16BF, T, D, F, 0.0f));
-    CUDA_RETURN_IF_ERROR(cuda::LaunchResidualAdd(x, tmp, static_cast<int64_t>(T) * D, nullptr));
-  }
   CUDA_RETURN_IF_ERROR(cuda::LaunchCombine(y, inv, wt, T, K, D, x, nullptr));
   return absl::OkStatus();
 }
@@ -443,10 +464,8 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
                                                  kv, l, T, H, KVH, hd, q, nullptr));
     CUDA_RETURN_IF_ERROR(cuda::LaunchPagedAttention(q, positions_.as<int32_t>(), row_seq_.as<int32_t>(), kv, l, T, H, KVH, hd,
                                                     sliding_[l] ? c_.sliding_window : 0, c_.max_context, o, nullptr));
-    // Block output in bf16, then into the f32 residual stream.
-    ASSIGN_OR_RETURN(uint16_t* tmp, Ws<uint16_t>(tmp_, static_cast<size_t>(T) * D));
-    RETURN_IF_ERROR(Gemm(o, L.wo.as<void>(), tmp, CUDA_R_16BF, T, D, H * hd, 0.0f));
-    CUDA_RETURN_IF_ERROR(cuda::LaunchResidualAdd(x, tmp, static_cast<int64_t>(T) * D, nullptr));
+    // The block's output is added to the f32 residual stream by the product itself (beta = 1).
+    RETURN_IF_ERROR(Gemm(o, L.wo.as<void>(), x, CUDA_R_32F, T, D, H * hd, 1.0f));
     CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, L.ffn_norm.as<float>(), nullptr, xn, T, D, c_.norm_eps, nullptr));
     Mark(l, 1);
     RETURN_IF_ERROR(Moe(L, l, T, out->experts.data()));
