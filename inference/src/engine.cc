@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
@@ -50,6 +51,7 @@ EngineImpl::EngineImpl(const EngineOptions& options)
     std::error_code ec;
     std::filesystem::create_directories(state_dir_, ec);
   }
+  profile_.enabled = std::getenv("FLOTILLA_ENGINE_PROFILE") != nullptr;
   scheduler_ = std::thread([this] { SchedulerLoop(); });
 }
 
@@ -60,6 +62,12 @@ EngineImpl::~EngineImpl() {
   }
   cv_.notify_all();
   scheduler_.join();
+  if (profile_.enabled && profile_.steps > 0) {
+    const double n = static_cast<double>(profile_.steps);
+    std::fprintf(stderr, "engine profile steps=%llu ms/step: plan=%.3f forward=%.3f sample=%.3f record=%.3f deliver=%.3f\n",
+                 static_cast<unsigned long long>(profile_.steps), profile_.plan_ms / n, profile_.forward_ms / n,
+                 profile_.sample_ms / n, profile_.record_ms / n, profile_.deliver_ms / n);
+  }
   std::error_code ec;
   if (own_state_dir_) {
     std::filesystem::remove_all(state_dir_, ec);
@@ -387,7 +395,11 @@ bool EngineImpl::RunStep() {
   for (ModelSlot* slot : slots) {
     std::vector<Delivery> deliveries;
     ran = RunModelStep(slot, &deliveries) || ran;
+    const auto t0 = std::chrono::steady_clock::now();
     for (Delivery& d : deliveries) d.sink(d.update);
+    if (profile_.enabled) {
+      profile_.deliver_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
   }
   return ran;
 }

@@ -126,6 +126,14 @@ class EngineImpl final : public Engine {
   std::map<std::string, std::unique_ptr<Sequence>> seqs_;
   std::map<std::string, SavedState> saved_;
   EngineStats stats_;
+  // FLOTILLA_ENGINE_PROFILE: wall time of each part of a step (host planning, the backend's
+  // forward, sampling, bookkeeping, delivery), summed and printed when the engine is destroyed.
+  // Touched only by the scheduler thread.
+  struct StepProfile {
+    bool enabled = false;
+    uint64_t steps = 0;
+    double plan_ms = 0, forward_ms = 0, sample_ms = 0, record_ms = 0, deliver_ms = 0;
+  } profile_;
   std::thread scheduler_;
 };
 

@@ -1,5 +1,6 @@
 // One continuous-batching step, and scoring (prefill only).
 #include <algorithm>
+#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "engine_impl.h"
@@ -7,8 +8,18 @@
 
 namespace flotilla::inference {
 
+namespace {
+double MillisSince(std::chrono::steady_clock::time_point* t) {
+  const auto now = std::chrono::steady_clock::now();
+  const double ms = std::chrono::duration<double, std::milli>(now - *t).count();
+  *t = now;
+  return ms;
+}
+}  // namespace
+
 bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out) {
   const ModelConfig& c = slot->config;
+  auto mark = std::chrono::steady_clock::now();
   StepInput in;
   struct Planned {
     Sequence* seq;
@@ -66,8 +77,10 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out) {
   }
   if (plan.empty()) return !out->empty();
 
+  const double plan_ms = MillisSince(&mark);
   StepOutput result;
   absl::Status status = slot->backend->Forward(in, &result);
+  const double forward_ms = MillisSince(&mark);
   // Sampling runs outside mu_ and in parallel: a running sequence's sampling parameters and RNG
   // are touched only by this thread (Generate/Resume refuse running sequences), and each task
   // owns one sequence's RNG, so the draws stay what they would be serially.
@@ -81,6 +94,7 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out) {
     });
   }
 
+  const double sample_ms = MillisSince(&mark);
   std::lock_guard<std::mutex> l(mu_);
   ++stats_.steps;
   const int32_t LK = c.n_layers * c.top_k;
@@ -127,6 +141,13 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out) {
       FinishLocked(seq, finish, "", out);
       if (out->size() > before) out->back().update.tokens.push_back(std::move(rec));
     }
+  }
+  if (profile_.enabled) {
+    ++profile_.steps;
+    profile_.plan_ms += plan_ms;
+    profile_.forward_ms += forward_ms;
+    profile_.sample_ms += sample_ms;
+    profile_.record_ms += MillisSince(&mark);
   }
   return true;
 }

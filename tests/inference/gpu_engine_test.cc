@@ -60,7 +60,7 @@ void ExpectScoresAgree(Engine& cpu, Engine& gpu, const std::vector<int32_t>& ids
   ASSERT_TRUE(c.ok() && g.ok()) << g.status();
   ASSERT_EQ(c->full_logprobs.size(), g->full_logprobs.size());
   const size_t V = vocab, n = c->logprobs.size();
-  ASSERT_EQ(n, ids.size());
+  ASSERT_EQ(n + 1, ids.size());
   double max_diff = 0, sum_diff = 0;
   size_t far_positions = 0;
   for (size_t p = 0; p < n; ++p) {

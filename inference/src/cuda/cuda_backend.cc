@@ -158,11 +158,6 @@ class CudaBackend final : public ModelBackend {
     RETURN_IF_ERROR(b.Reserve(std::max<size_t>(count, 1) * sizeof(T)));
     return b.as<T>();
   }
-  absl::Status Upload(DeviceBuffer& b, const void* src, size_t bytes) {
-    RETURN_IF_ERROR(b.Reserve(std::max<size_t>(bytes, 4)));
-    CUDA_RETURN_IF_ERROR(cudaMemcpy(b.as<void>(), src, bytes, cudaMemcpyHostToDevice));
-    return absl::OkStatus();
-  }
   absl::Status Moe(const DeviceLayer& L, int layer, int T, int32_t* experts_out);
   // The same MoE with the dispatch planned on the device: no host round trip in the layer.
   absl::Status MoeOnDevice(const DeviceLayer& L, int T, const int32_t* ex, const float* wt);
@@ -179,7 +174,8 @@ class CudaBackend final : public ModelBackend {
   std::unique_ptr<DeviceWeights> w_;
   DeviceBuffer pages_, inv_freq_;
   // Per-step workspaces.
-  DeviceBuffer tokens_, positions_, row_seq_, table_, logit_rows_;
+  DeviceBuffer step_dev_;
+  cuda::PinnedBuffer step_host_;
   DeviceBuffer x_, xn_, qkv_, q_, o_, rlogits_, experts_, weights_, xe_, gu_, h_, y_, plan_dev_;
   cuda::PinnedBuffer chosen_host_, plan_host_;
   cudaEvent_t routing_ready_ = nullptr;  // the router's choices have reached the host
@@ -436,23 +432,36 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
   for (int32_t t : in.tokens) {
     if (t < 0 || t >= V) return absl::InvalidArgumentError(absl::StrCat("token id ", t, " outside [0, ", V, ")"));
   }
-  // Page tables as one padded matrix.
+  // The step's index arrays (tokens, positions, row sequences, page tables as one padded
+  // matrix, logit rows) staged in pinned memory and sent in one copy.
   int stride = 1;
   for (const auto& p : in.seq_pages) stride = std::max<int>(stride, static_cast<int>(p.size()));
-  std::vector<int32_t> table(in.seq_pages.size() * stride, 0);
-  for (size_t s = 0; s < in.seq_pages.size(); ++s) std::copy(in.seq_pages[s].begin(), in.seq_pages[s].end(), table.begin() + s * stride);
-  RETURN_IF_ERROR(Upload(tokens_, in.tokens.data(), T * 4));
-  RETURN_IF_ERROR(Upload(positions_, in.positions.data(), T * 4));
-  RETURN_IF_ERROR(Upload(row_seq_, in.row_seq.data(), T * 4));
-  RETURN_IF_ERROR(Upload(table_, table.data(), table.size() * 4));
+  const size_t table_ints = in.seq_pages.size() * stride, R = in.logit_rows.size();
+  const size_t ints = 3 * static_cast<size_t>(T) + table_ints + R;
+  RETURN_IF_ERROR(step_host_.Reserve(std::max<size_t>(ints, 1) * 4));
+  int32_t* staged = step_host_.as<int32_t>();
+  std::copy(in.tokens.begin(), in.tokens.end(), staged);
+  std::copy(in.positions.begin(), in.positions.end(), staged + T);
+  std::copy(in.row_seq.begin(), in.row_seq.end(), staged + 2 * T);
+  int32_t* table = staged + 3 * T;
+  std::fill(table, table + table_ints, 0);
+  for (size_t s = 0; s < in.seq_pages.size(); ++s) std::copy(in.seq_pages[s].begin(), in.seq_pages[s].end(), table + s * stride);
+  std::copy(in.logit_rows.begin(), in.logit_rows.end(), table + table_ints);
+  ASSIGN_OR_RETURN(int32_t* step_dev, Ws<int32_t>(step_dev_, ints));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(step_dev, staged, ints * 4, cudaMemcpyHostToDevice, nullptr));
+  const int32_t* tokens_dev = step_dev;
+  const int32_t* positions_dev = step_dev + T;
+  const int32_t* row_seq_dev = step_dev + 2 * T;
+  const int32_t* table_dev = step_dev + 3 * T;
+  const int32_t* logit_rows_dev = table_dev + table_ints;
   const int qkv_w = (H + 2 * KVH) * hd;
   ASSIGN_OR_RETURN(float* x, Ws<float>(x_, static_cast<size_t>(T) * D));
   ASSIGN_OR_RETURN(uint16_t* xn, Ws<uint16_t>(xn_, static_cast<size_t>(T) * D));
   ASSIGN_OR_RETURN(uint16_t* qkv, Ws<uint16_t>(qkv_, static_cast<size_t>(T) * qkv_w));
   ASSIGN_OR_RETURN(uint16_t* q, Ws<uint16_t>(q_, static_cast<size_t>(T) * H * hd));
   ASSIGN_OR_RETURN(uint16_t* o, Ws<uint16_t>(o_, static_cast<size_t>(T) * H * hd));
-  cuda::KvGeometry kv{pages_.as<uint16_t>(), table_.as<int32_t>(), stride, static_cast<int>(page_tokens_), c_.n_layers, kvd_};
-  CUDA_RETURN_IF_ERROR(cuda::LaunchEmbed(tokens_.as<int32_t>(), w_->embed.as<uint16_t>(), x, T, D, nullptr));
+  cuda::KvGeometry kv{pages_.as<uint16_t>(), table_dev, stride, static_cast<int>(page_tokens_), c_.n_layers, kvd_};
+  CUDA_RETURN_IF_ERROR(cuda::LaunchEmbed(tokens_dev, w_->embed.as<uint16_t>(), x, T, D, nullptr));
   out->experts.assign(static_cast<size_t>(T) * c_.n_layers * c_.top_k, 0);
   RETURN_IF_ERROR(experts_.Reserve(std::max<size_t>(out->experts.size(), 1) * 4));
   for (int l = 0; l < c_.n_layers; ++l) {
@@ -460,9 +469,9 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
     Mark(l, 0);
     CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, L.attn_norm.as<float>(), nullptr, xn, T, D, c_.norm_eps, nullptr));
     RETURN_IF_ERROR(Gemm(xn, L.wqkv.as<void>(), qkv, CUDA_R_16BF, T, qkv_w, D, 0.0f));
-    CUDA_RETURN_IF_ERROR(cuda::LaunchRopeKvWrite(qkv, positions_.as<int32_t>(), row_seq_.as<int32_t>(), inv_freq_.as<double>(),
+    CUDA_RETURN_IF_ERROR(cuda::LaunchRopeKvWrite(qkv, positions_dev, row_seq_dev, inv_freq_.as<double>(),
                                                  kv, l, T, H, KVH, hd, q, nullptr));
-    CUDA_RETURN_IF_ERROR(cuda::LaunchPagedAttention(q, positions_.as<int32_t>(), row_seq_.as<int32_t>(), kv, l, T, H, KVH, hd,
+    CUDA_RETURN_IF_ERROR(cuda::LaunchPagedAttention(q, positions_dev, row_seq_dev, kv, l, T, H, KVH, hd,
                                                     sliding_[l] ? c_.sliding_window : 0, c_.max_context, o, nullptr));
     // The block's output is added to the f32 residual stream by the product itself (beta = 1).
     RETURN_IF_ERROR(Gemm(o, L.wo.as<void>(), x, CUDA_R_32F, T, D, H * hd, 1.0f));
@@ -483,15 +492,13 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
       }
     }
   }
-  const int R = static_cast<int>(in.logit_rows.size());
-  out->logits.resize(static_cast<size_t>(R) * V);
+  out->logits.resize(R * static_cast<size_t>(V));
   if (R > 0) {
-    RETURN_IF_ERROR(Upload(logit_rows_, in.logit_rows.data(), R * 4));
     ASSIGN_OR_RETURN(uint16_t* hn, Ws<uint16_t>(hn_rows_, static_cast<size_t>(R) * D));
     ASSIGN_OR_RETURN(float* lg, Ws<float>(logits_, static_cast<size_t>(R) * V));
-    CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, w_->norm.as<float>(), logit_rows_.as<int32_t>(), hn, R, D, c_.norm_eps, nullptr));
+    CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, w_->norm.as<float>(), logit_rows_dev, hn, static_cast<int>(R), D, c_.norm_eps, nullptr));
     const void* head = w_->tied ? w_->embed.as<void>() : w_->head.as<void>();
-    RETURN_IF_ERROR(Gemm(hn, head, lg, CUDA_R_32F, R, V, D, 0.0f));
+    RETURN_IF_ERROR(Gemm(hn, head, lg, CUDA_R_32F, static_cast<int>(R), V, D, 0.0f));
     CUDA_RETURN_IF_ERROR(cudaMemcpy(out->logits.data(), lg, out->logits.size() * 4, cudaMemcpyDeviceToHost));
   } else {
     CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
