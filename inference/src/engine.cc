@@ -62,11 +62,13 @@ EngineImpl::~EngineImpl() {
   }
   cv_.notify_all();
   scheduler_.join();
-  if (profile_.enabled && profile_.steps > 0) {
-    const double n = static_cast<double>(profile_.steps);
-    std::fprintf(stderr, "engine profile steps=%llu ms/step: plan=%.3f forward=%.3f sample=%.3f record=%.3f deliver=%.3f\n",
-                 static_cast<unsigned long long>(profile_.steps), profile_.plan_ms / n, profile_.forward_ms / n,
-                 profile_.sample_ms / n, profile_.record_ms / n, profile_.deliver_ms / n);
+  for (const auto& [rows, t] : profile_.by_rows) {
+    const double n = static_cast<double>(t.steps);
+    std::fprintf(stderr,
+                 "engine profile rows=%zu steps=%llu ms/step: plan=%.3f forward=%.3f sample=%.3f record=%.3f "
+                 "deliver=%.3f between_steps=%.3f\n",
+                 rows, static_cast<unsigned long long>(t.steps), t.plan_ms / n, t.forward_ms / n, t.sample_ms / n,
+                 t.record_ms / n, t.deliver_ms / n, t.between_ms / n);
   }
   std::error_code ec;
   if (own_state_dir_) {
@@ -394,11 +396,14 @@ bool EngineImpl::RunStep() {
   bool ran = false;
   for (ModelSlot* slot : slots) {
     std::vector<Delivery> deliveries;
-    ran = RunModelStep(slot, &deliveries) || ran;
+    size_t rows = 0;
+    ran = RunModelStep(slot, &deliveries, &rows) || ran;
     const auto t0 = std::chrono::steady_clock::now();
     for (Delivery& d : deliveries) d.sink(d.update);
-    if (profile_.enabled) {
-      profile_.deliver_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (profile_.enabled && rows > 0) {
+      const auto t1 = std::chrono::steady_clock::now();
+      profile_.by_rows[rows].deliver_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
+      profile_.last_end_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1.time_since_epoch()).count();
     }
   }
   return ran;

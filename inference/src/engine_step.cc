@@ -17,9 +17,11 @@ double MillisSince(std::chrono::steady_clock::time_point* t) {
 }
 }  // namespace
 
-bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out) {
+bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_t* rows_run) {
   const ModelConfig& c = slot->config;
-  auto mark = std::chrono::steady_clock::now();
+  const auto step_start = std::chrono::steady_clock::now();
+  auto mark = step_start;
+  *rows_run = 0;
   StepInput in;
   struct Planned {
     Sequence* seq;
@@ -78,6 +80,7 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out) {
   if (plan.empty()) return !out->empty();
 
   const double plan_ms = MillisSince(&mark);
+  *rows_run = in.tokens.size();
   StepOutput result;
   absl::Status status = slot->backend->Forward(in, &result);
   const double forward_ms = MillisSince(&mark);
@@ -143,11 +146,15 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out) {
     }
   }
   if (profile_.enabled) {
-    ++profile_.steps;
-    profile_.plan_ms += plan_ms;
-    profile_.forward_ms += forward_ms;
-    profile_.sample_ms += sample_ms;
-    profile_.record_ms += MillisSince(&mark);
+    StepTimes& t = profile_.by_rows[in.tokens.size()];
+    ++t.steps;
+    t.plan_ms += plan_ms;
+    t.forward_ms += forward_ms;
+    t.sample_ms += sample_ms;
+    t.record_ms += MillisSince(&mark);
+    // From the end of the previous step's delivery to this step's start (scheduler loop, locks).
+    const int64_t start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(step_start.time_since_epoch()).count();
+    if (profile_.last_end_ns > 0 && start_ns > profile_.last_end_ns) t.between_ms += (start_ns - profile_.last_end_ns) * 1e-6;
   }
   return true;
 }

@@ -58,13 +58,9 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int p = lo + j;
       row = table[p / P] * page_elems + static_cast<int64_t>(p % P) * kv.kv_dim;
       const uint4* k = reinterpret_cast<const uint4*>(base + row);
-      // The whole key row is loaded before any use: one memory latency per tile, not four.
-      uint4 kv_row[kHeadDim / 8];
-#pragma unroll
-      for (int c = 0; c < kHeadDim / 8; ++c) kv_row[c] = k[c];
-#pragma unroll
+#pragma unroll 4
       for (int c = 0; c < kHeadDim / 8; ++c) {
-        const uint4 u = kv_row[c];
+        const uint4 u = k[c];
         const __nv_bfloat162* b = reinterpret_cast<const __nv_bfloat162*>(&u);
         float f[8];
 #pragma unroll
@@ -96,7 +92,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       m[g] = new_m;
     }
     const int count = min(32, n - tile);
-#pragma unroll 8
+#pragma unroll 4
     for (int jj = 0; jj < count; ++jj) {
       const int64_t vrow = __shfl_sync(0xffffffffu, row, jj);
       const uint2 u = *reinterpret_cast<const uint2*>(base + vrow + v_rel + lane * 4);
