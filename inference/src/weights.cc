@@ -1,18 +1,17 @@
 #include "weights.h"
 
-#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <set>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "flotilla/common/status.h"
 #include "flotilla/inference/safetensors.h"
+#include "parallel_chunks.h"
 
 namespace flotilla::inference {
 
@@ -48,21 +47,6 @@ std::vector<TensorSlot> TensorSlots(ModelWeights& w) {
 }
 
 namespace {
-
-// fn(begin, end) over [0, n) in contiguous chunks, on up to one thread per core (chunks of at
-// least 4M elements; smaller ranges run on the calling thread).
-template <typename Fn>
-void ForChunks(size_t n, const Fn& fn) {
-  constexpr size_t kMinChunk = size_t{1} << 22;
-  const size_t threads = std::clamp<size_t>(n / kMinChunk, 1, std::max(1u, std::thread::hardware_concurrency()));
-  if (threads == 1) {
-    fn(0, n);
-    return;
-  }
-  std::vector<std::thread> pool;
-  for (size_t k = 0; k < threads; ++k) pool.emplace_back([&, k] { fn(n * k / threads, n * (k + 1) / threads); });
-  for (std::thread& t : pool) t.join();
-}
 
 std::string ShapeText(const std::vector<int64_t>& s) { return absl::StrCat("[", absl::StrJoin(s, ", "), "]"); }
 }  // namespace

@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <string>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +19,7 @@
 #include "cuda/ops.cuh"
 #include "flotilla/common/status.h"
 #include "flotilla/inference/safetensors.h"
+#include "parallel_chunks.h"
 
 namespace flotilla::inference {
 namespace {
@@ -43,42 +43,52 @@ struct DeviceWeights {
   bool tied = false;
 };
 
+// Writes out[0, o1 - o0) = bf16 of output elements [o0, o1) of the interleaving
+// p0[0:c0] p1[0:c1] p0[c0:2c0] p1[c1:2c1] ... (how w1 and w3 are fused into one matrix).
+void ConvertInterleaved(const std::vector<const std::vector<float>*>& parts, const std::vector<size_t>& chunk,
+                        size_t per_block, size_t o0, size_t o1, uint16_t* out) {
+  size_t block = o0 / per_block, r = o0 % per_block, i = 0;
+  while (r >= chunk[i]) r -= chunk[i++];
+  for (size_t o = o0; o < o1;) {
+    const size_t take = std::min(chunk[i] - r, o1 - o);
+    const float* src = parts[i]->data() + block * chunk[i] + r;
+    for (size_t j = 0; j < take; ++j) out[o - o0 + j] = F32ToBf16(src[j]);
+    o += take;
+    r += take;
+    if (r == chunk[i]) {
+      r = 0;
+      if (++i == parts.size()) {
+        i = 0;
+        ++block;
+      }
+    }
+  }
+}
+
+// Uploads the interleaving as bf16, converted on several threads into a reused pinned staging
+// buffer slice by slice (a weight swap of a large model waits on this).
 absl::Status UploadBf16(DeviceBuffer* dst, const std::vector<const std::vector<float>*>& parts,
-                        const std::vector<size_t>& chunk) {
-  // Interleaves parts chunk by chunk: out = p0[0:c0] p1[0:c1] p0[c0:2c0] ... (for w1/w3 fusion).
-  // Converted on several threads: a weight swap of a large model is dominated by this loop.
+                        const std::vector<size_t>& chunk, cuda::PinnedBuffer* staging) {
   size_t total = 0, per_block = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     total += parts[i]->size();
     per_block += chunk[i];
   }
-  std::vector<uint16_t> host(total);
-  const size_t blocks = parts[0]->size() / chunk[0];
-  auto convert = [&](size_t first, size_t last) {
-    size_t o = first * per_block;
-    for (size_t b = first; b < last; ++b) {
-      for (size_t i = 0; i < parts.size(); ++i) {
-        const float* src = parts[i]->data() + b * chunk[i];
-        for (size_t j = 0; j < chunk[i]; ++j) host[o++] = F32ToBf16(src[j]);
-      }
-    }
-  };
-  constexpr size_t kMinPerThread = size_t{1} << 22;
-  const size_t threads = std::clamp<size_t>(total / kMinPerThread, 1, std::max(1u, std::thread::hardware_concurrency()));
-  if (threads == 1 || blocks < threads) {
-    convert(0, blocks);
-  } else {
-    std::vector<std::thread> pool;
-    for (size_t t = 0; t < threads; ++t) pool.emplace_back(convert, blocks * t / threads, blocks * (t + 1) / threads);
-    for (std::thread& t : pool) t.join();
+  RETURN_IF_ERROR(dst->Reserve(std::max<size_t>(total, 1) * 2));
+  constexpr size_t kSlice = size_t{1} << 25;  // elements: 64 MiB of staging
+  const size_t slice = std::min(total, kSlice);
+  RETURN_IF_ERROR(staging->Reserve(std::max<size_t>(slice, 1) * 2));
+  uint16_t* host = staging->as<uint16_t>();
+  for (size_t s0 = 0; s0 < total; s0 += slice) {
+    const size_t s1 = std::min(total, s0 + slice);
+    ForChunks(s1 - s0, [&](size_t a, size_t b) { ConvertInterleaved(parts, chunk, per_block, s0 + a, s0 + b, host + a); });
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(dst->as<uint16_t>() + s0, host, (s1 - s0) * 2, cudaMemcpyHostToDevice));
   }
-  RETURN_IF_ERROR(dst->Reserve(total * 2));
-  CUDA_RETURN_IF_ERROR(cudaMemcpy(dst->as<void>(), host.data(), total * 2, cudaMemcpyHostToDevice));
   return absl::OkStatus();
 }
 
-absl::Status UploadOne(DeviceBuffer* dst, const std::vector<float>& v) {
-  return UploadBf16(dst, {&v}, {v.size()});
+absl::Status UploadOne(DeviceBuffer* dst, const std::vector<float>& v, cuda::PinnedBuffer* staging) {
+  return UploadBf16(dst, {&v}, {v.size()}, staging);
 }
 
 absl::Status UploadF32(DeviceBuffer* dst, const std::vector<float>& v) {
@@ -178,6 +188,7 @@ class CudaBackend final : public ModelBackend {
   cuda::PinnedBuffer step_host_;
   DeviceBuffer x_, xn_, qkv_, q_, o_, rlogits_, experts_, weights_, xe_, gu_, h_, y_, plan_dev_;
   cuda::PinnedBuffer chosen_host_, plan_host_;
+  cuda::PinnedBuffer upload_staging_;  // weight conversion, reused by every swap
   cudaEvent_t routing_ready_ = nullptr;  // the router's choices have reached the host
   bool grouped_ok_ = true;
   bool device_moe_ = false;
@@ -211,9 +222,9 @@ class CudaBackend final : public ModelBackend {
 absl::Status CudaBackend::SetWeights(std::shared_ptr<const ModelWeights> w) {
   auto dw = std::make_unique<DeviceWeights>();
   const size_t D = c_.d_model, F = c_.expert_hidden;
-  RETURN_IF_ERROR(UploadOne(&dw->embed, w->embed));
+  RETURN_IF_ERROR(UploadOne(&dw->embed, w->embed, &upload_staging_));
   dw->tied = c_.tie_embeddings;
-  if (!dw->tied) RETURN_IF_ERROR(UploadOne(&dw->head, w->lm_head));
+  if (!dw->tied) RETURN_IF_ERROR(UploadOne(&dw->head, w->lm_head, &upload_staging_));
   RETURN_IF_ERROR(UploadF32(&dw->norm, w->norm));
   dw->layers.resize(c_.n_layers);
   for (int l = 0; l < c_.n_layers; ++l) {
@@ -221,14 +232,14 @@ absl::Status CudaBackend::SetWeights(std::shared_ptr<const ModelWeights> w) {
     DeviceLayer& d = dw->layers[l];
     RETURN_IF_ERROR(UploadF32(&d.attn_norm, s.attn_norm));
     RETURN_IF_ERROR(UploadF32(&d.ffn_norm, s.ffn_norm));
-    RETURN_IF_ERROR(UploadBf16(&d.wqkv, {&s.wq, &s.wk, &s.wv}, {s.wq.size(), s.wk.size(), s.wv.size()}));
-    RETURN_IF_ERROR(UploadOne(&d.wo, s.wo));
-    RETURN_IF_ERROR(UploadOne(&d.router, s.router));
-    RETURN_IF_ERROR(UploadBf16(&d.w13, {&s.w1, &s.w3}, {F * D, F * D}));
-    RETURN_IF_ERROR(UploadOne(&d.w2, s.w2));
+    RETURN_IF_ERROR(UploadBf16(&d.wqkv, {&s.wq, &s.wk, &s.wv}, {s.wq.size(), s.wk.size(), s.wv.size()}, &upload_staging_));
+    RETURN_IF_ERROR(UploadOne(&d.wo, s.wo, &upload_staging_));
+    RETURN_IF_ERROR(UploadOne(&d.router, s.router, &upload_staging_));
+    RETURN_IF_ERROR(UploadBf16(&d.w13, {&s.w1, &s.w3}, {F * D, F * D}, &upload_staging_));
+    RETURN_IF_ERROR(UploadOne(&d.w2, s.w2, &upload_staging_));
     if (c_.n_shared_experts > 0) {
-      RETURN_IF_ERROR(UploadBf16(&d.s13, {&s.s1, &s.s3}, {F * D, F * D}));
-      RETURN_IF_ERROR(UploadOne(&d.s2, s.s2));
+      RETURN_IF_ERROR(UploadBf16(&d.s13, {&s.s1, &s.s3}, {F * D, F * D}, &upload_staging_));
+      RETURN_IF_ERROR(UploadOne(&d.s2, s.s2, &upload_staging_));
     }
   }
   w_ = std::move(dw);
