@@ -114,7 +114,7 @@ int RunGpuBench(bool forward_only) {
   cudaGetDeviceProperties(&prop, 0);
   std::printf("engine.gpu_device=%s\n", prop.name);
   const double bw = forward_only ? 0 : MeasureCopyBandwidth();
-  std::printf("engine.gpu_copy_bandwidth_gbps=%.0f\n", bw / 1e9);
+  if (!forward_only) std::printf("engine.gpu_copy_bandwidth_gbps=%.0f\n", bw / 1e9);
 
   inference::ModelConfig c;
   c.vocab_size = 272;
@@ -157,7 +157,7 @@ int RunGpuBench(bool forward_only) {
       std::printf("engine.gpu_forward_only_ms_b%d=%.3f\n", batch, ms);
     }
   }
-  std::printf("engine.gpu_roofline_frac_vs_datasheet_4800gbps=%.3f\n", frac256 * bw / 4.8e12);
+  if (!forward_only) std::printf("engine.gpu_roofline_frac_vs_datasheet_4800gbps=%.3f\n", frac256 * bw / 4.8e12);
   return 0;
 }
 #endif
