@@ -47,7 +47,6 @@ std::vector<TensorSlot> TensorSlots(ModelWeights& w) {
 }
 
 namespace {
-
 std::string ShapeText(const std::vector<int64_t>& s) { return absl::StrCat("[", absl::StrJoin(s, ", "), "]"); }
 }  // namespace
 
