@@ -165,7 +165,7 @@ int RunCpu(const EngineBenchOptions& o) {
 int RunEngineBench(const EngineBenchOptions& options) {
   int rc = 0;
   if (options.cpu) rc |= RunCpu(options);
-  if (options.gpu) rc |= RunGpuBench();
+  if (options.gpu) rc |= RunGpuBench(options.gpu_forward_only);
   return rc;
 }
 

@@ -10,6 +10,7 @@ namespace flotilla::bench {
 struct EngineBenchOptions {
   bool cpu = true;
   bool gpu = true;
+  bool gpu_forward_only = false;  // only the backend's forward at batch 256 (for profilers)
   int cpu_threads = 2;
   int new_tokens = 64;
   int resume_context = 4000;

@@ -8,6 +8,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--gpu-only") == 0) o.cpu = false;
     if (std::strcmp(argv[i], "--cpu-only") == 0) o.gpu = false;
+    if (std::strcmp(argv[i], "--gpu-forward-only") == 0) {
+      o.cpu = false;
+      o.gpu_forward_only = true;
+    }
   }
   return flotilla::bench::RunEngineBench(o);
 }

@@ -13,7 +13,7 @@
 namespace flotilla::bench {
 
 #ifndef FLOTILLA_HAVE_CUDA
-int RunGpuBench() {
+int RunGpuBench(bool) {
   std::printf("engine.gpu=unavailable (built without CUDA)\n");
   return 0;
 }
@@ -45,43 +45,20 @@ double MeasureCopyBandwidth() {
   return 2.0 * bytes / (ms[ms.size() / 2] * 1e-3);
 }
 
-}  // namespace
-
-int RunGpuBench() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    std::printf("engine.gpu=unavailable (no CUDA device)\n");
-    return 0;
-  }
-  cudaDeviceProp prop;
-  cudaGetDeviceProperties(&prop, 0);
-  std::printf("engine.gpu_device=%s\n", prop.name);
-  const double bw = MeasureCopyBandwidth();
-  std::printf("engine.gpu_copy_bandwidth_gbps=%.0f\n", bw / 1e9);
-
-  inference::ModelConfig c;
-  c.vocab_size = 272;
-  c.n_layers = 16;
-  c.d_model = 4096;
-  c.n_heads = 32;
-  c.n_kv_heads = 8;
-  c.head_dim = 128;
-  c.n_experts = 16;
-  c.top_k = 2;
-  c.n_shared_experts = 1;
-  c.expert_hidden = 2048;
-  c.max_context = 4096;
+// Decode through the engine at batch 1, 64, 256; prints each batch's figures and returns the
+// roofline fraction at 256 (0 when the engine could not be set up).
+double DecodeAgainstRoofline(const inference::ModelConfig& c, double bw) {
   inference::EngineOptions opts;
   opts.backend = "cuda";
   opts.max_batch = 256;
   opts.max_step_tokens = 8192;
   opts.kv_memory_bytes = 8ull << 30;
   auto created = inference::Engine::Create(opts);
-  if (!created.ok()) return 1;
+  if (!created.ok()) return 0;
   auto* engine = static_cast<inference::EngineImpl*>(created->get());
   if (absl::Status s = engine->InstallRandomModel("big", c, 1, 0.02f, 1); !s.ok()) {
     std::printf("engine.gpu=error (%s)\n", std::string(s.message()).c_str());
-    return 1;
+    return 0;
   }
   const double D = c.d_model, F = c.expert_hidden, hd = c.head_dim;
   const double expert_bytes = 3.0 * D * F * 2;
@@ -122,10 +99,41 @@ int RunGpuBench() {
   }
   std::printf("engine.gpu_roofline_frac=%.3f\n", frac256);
   created->reset();  // frees the engine's weights and KV before the backend-only runs
+  return frac256;
+}
+
+}  // namespace
+
+int RunGpuBench(bool forward_only) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    std::printf("engine.gpu=unavailable (no CUDA device)\n");
+    return 0;
+  }
+  cudaDeviceProp prop;
+  cudaGetDeviceProperties(&prop, 0);
+  std::printf("engine.gpu_device=%s\n", prop.name);
+  const double bw = forward_only ? 0 : MeasureCopyBandwidth();
+  if (!forward_only) std::printf("engine.gpu_copy_bandwidth_gbps=%.0f\n", bw / 1e9);
+
+  inference::ModelConfig c;
+  c.vocab_size = 272;
+  c.n_layers = 16;
+  c.d_model = 4096;
+  c.n_heads = 32;
+  c.n_kv_heads = 8;
+  c.head_dim = 128;
+  c.n_experts = 16;
+  c.top_k = 2;
+  c.n_shared_experts = 1;
+  c.expert_hidden = 2048;
+  c.max_context = 4096;
+  const double frac256 = forward_only ? 0 : DecodeAgainstRoofline(c, bw);
   // The backend's forward step alone (no scheduling, sampling or delivery): where the time goes.
   auto backend = inference::CreateCudaBackend(c, 16, 4ull << 30);
   if (backend.ok() && (*backend)->SetRandomWeights(1, 0.02f).ok()) {
-    for (int batch : {1, 64, 256}) {
+    const std::vector<int> batches = forward_only ? std::vector<int>{256} : std::vector<int>{1, 64, 256};
+    for (int batch : batches) {
       const int ctx = 64;
       inference::StepInput in;
       int page = 0;
@@ -149,7 +157,7 @@ int RunGpuBench() {
       std::printf("engine.gpu_forward_only_ms_b%d=%.3f\n", batch, ms);
     }
   }
-  std::printf("engine.gpu_roofline_frac_vs_datasheet_4800gbps=%.3f\n", frac256 * bw / 4.8e12);
+  if (!forward_only) std::printf("engine.gpu_roofline_frac_vs_datasheet_4800gbps=%.3f\n", frac256 * bw / 4.8e12);
   return 0;
 }
 #endif

@@ -19,6 +19,7 @@ DecodeRun RunDecode(inference::Engine* engine, const std::string& model, int bat
 
 // Decode throughput at batch 1, 64, 256 of a large MoE config on the CUDA backend, against the
 // measured HBM copy bandwidth. Returns 0 on success (also when there is no device: it says so).
-int RunGpuBench();
+// forward_only: just the backend's forward step at batch 256, the run a kernel profiler reads.
+int RunGpuBench(bool forward_only = false);
 
 }  // namespace flotilla::bench

@@ -12,9 +12,11 @@
 #include "absl/strings/str_format.h"
 #include "flotilla/common/clock.h"
 #include "flotilla/inference/engine.h"
+#include "flotilla/inference/safetensors.h"
 #include "flotilla/inference/tokenizer.h"
 #include "flotilla/trainer_bridge/rollout_controller.h"
 #include "flotilla/trainer_bridge/rollout_runner.h"
+#include "weights.h"
 
 namespace flotilla::bench {
 namespace {
@@ -37,6 +39,31 @@ inference::ModelConfig BenchModel() {
   c.expert_hidden = 32;
   c.max_context = 4200;
   return c;
+}
+
+// Random weights (uniform with the given std; norms 1) written as bf16 safetensors. A fast
+// generator: the GPU model has hundreds of millions of parameters.
+absl::Status WriteRandomModel(const inference::ModelConfig& c, const std::string& path, uint64_t seed, float stddev) {
+  inference::ModelWeights w;
+  w.config = c;
+  std::vector<inference::TensorToWrite> out;
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  const float half_width = stddev * std::sqrt(3.0f);
+  for (const inference::TensorSlot& slot : inference::TensorSlots(w)) {
+    int64_t n = 1;
+    for (int64_t d : slot.shape) n *= d;
+    slot.dst->resize(static_cast<size_t>(n));
+    const bool is_norm = slot.name.find("norm") != std::string::npos;
+    for (float& x : *slot.dst) {
+      state ^= state << 13;
+      state ^= state >> 7;
+      state ^= state << 17;
+      const float u = static_cast<float>(state >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+      x = is_norm ? 1.0f : (2.0f * u - 1.0f) * half_width;
+    }
+    out.push_back({slot.name, slot.shape, slot.dst->data(), inference::DType::kBF16});
+  }
+  return inference::WriteSafetensors(path, out);
 }
 
 // The same length for a sample index in every mode.
@@ -100,31 +127,56 @@ ModeResult RunMode(const RolloutBenchOptions& o, inference::Engine& engine, cons
 
 }  // namespace
 
+inference::ModelConfig GpuBenchModel() {
+  inference::ModelConfig c;
+  c.n_layers = 4;
+  c.d_model = 2048;
+  c.n_heads = 16;
+  c.n_kv_heads = 4;
+  c.head_dim = 128;
+  c.n_experts = 16;
+  c.top_k = 2;
+  c.n_shared_experts = 1;
+  c.expert_hidden = 1024;
+  c.max_context = 4200;
+  return c;
+}
+
 int RunRolloutBench(const RolloutBenchOptions& o) {
   std::string dir = o.work_dir;
   if (dir.empty()) dir = (std::filesystem::temp_directory_path() / absl::StrCat("flotilla-rollout-bench-", getpid())).string();
   std::filesystem::create_directories(dir);
-  std::string cfg_path = dir + "/bench.json";
+  const bool gpu = o.backend == "cuda";
+  const inference::ModelConfig model = gpu ? GpuBenchModel() : BenchModel();
   std::string weights = dir + "/bench.safetensors";
-  std::ofstream(cfg_path) << BenchModel().ToJson();
-  const char* src = std::getenv("FLOTILLA_SOURCE_DIR");
-  std::string pypath = absl::StrCat(src != nullptr ? src : FLOTILLA_BUILD_SOURCE_DIR, "/trainer_bridge/python");
-  std::string cmd = absl::StrCat("PYTHONPATH='", pypath, "' /usr/bin/python3 -m flotilla_trainer.init_model --out '", dir,
-                                 "/bench' --config '", cfg_path, "' --seed 3 --std 0.05");
-  if (std::system(cmd.c_str()) != 0) {
-    std::cerr << "bench rollout: writing the random model failed: " << cmd << "\n";
+  if (absl::Status s = WriteRandomModel(model, weights, 3, gpu ? 0.02f : 0.05f); !s.ok()) {
+    std::cerr << "bench rollout: writing the random model failed: " << s << "\n";
     return 1;
   }
   inference::EngineOptions eo;
+  eo.backend = o.backend;
   eo.threads = o.threads;
   eo.max_batch = o.prompts_per_step * o.group_size;
-  eo.kv_memory_bytes = 4ull << 30;
+  // Room for every sample of eta + 1 steps at the length cap would be far more than is ever
+  // live; the GPU gets enough for the in-flight bound at 4,200 tokens each.
+  eo.kv_memory_bytes = gpu ? 24ull << 30 : 4ull << 30;
   eo.max_step_tokens = 8192;
   auto engine = inference::Engine::Create(eo);
-  if (!engine.ok() || !(*engine)->LoadModel("bench", BenchModel(), weights, 0).ok()) {
-    std::cerr << "bench rollout: engine set-up failed\n";
+  if (!engine.ok()) {
+    std::cerr << "bench rollout: engine set-up failed: " << engine.status() << "\n";
     return 1;
   }
+  if (absl::Status s = (*engine)->LoadModel("bench", model, weights, 0); !s.ok()) {
+    std::cerr << "bench rollout: loading the model failed: " << s << "\n";
+    return 1;
+  }
+  // What a switch pays to read and install new weights, timed alone on the idle engine.
+  Stopwatch load;
+  if (absl::Status s = (*engine)->UpdateWeights("bench", weights, 0); !s.ok()) {
+    std::cerr << "bench rollout: reloading the model failed: " << s << "\n";
+    return 1;
+  }
+  const double load_ms = load.ElapsedMillis();
   // Calibration: one median-length group on the idle engine is the trainer's step time.
   Stopwatch cal;
   std::vector<std::thread> threads;
@@ -146,6 +198,7 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
   ModeResult sync = RunMode(o, **engine, weights, 0, train_s);
   ModeResult async = RunMode(o, **engine, weights, o.eta, train_s);
   auto idle = [](const ModeResult& m) { return m.seconds > 0 ? 1.0 - m.trainer_busy_s / m.seconds : 0.0; };
+  std::cout << absl::StrFormat("rollout.backend=%s\nrollout.model_params=%d\n", o.backend, model.parameter_count());
   std::cout << absl::StrFormat("rollout.steps=%d\nrollout.prompts_per_step=%d\nrollout.group_size=%d\n", o.steps,
                                o.prompts_per_step, o.group_size);
   std::cout << absl::StrFormat("rollout.trainer_step_s=%.3f\n", train_s);
@@ -157,6 +210,7 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
                                idle(sync), idle(async));
   std::cout << absl::StrFormat("rollout.switch_stall_ms=%.2f\nrollout.switch_stall_ms_max=%.2f\n", async.stall_ms_mean,
                                async.stall_ms_max);
+  std::cout << absl::StrFormat("rollout.weight_load_ms=%.2f\n", load_ms);
   std::cout << absl::StrFormat("rollout.prefill_tokens_on_resume=%d\n", async.prefill_on_resume + sync.prefill_on_resume);
   std::error_code ec;
   if (o.work_dir.empty()) std::filesystem::remove_all(dir, ec);

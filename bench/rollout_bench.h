@@ -3,14 +3,18 @@
 // rollout (eta = 0: every group of a step finishes before the weights update), same seeds and
 // the same per-sample lengths. The trainer is a stand-in that takes one batch, spends as long
 // as generating one median-length group took (calibrated on the idle engine), then publishes
-// new weights through a real checkpoint switch.
+// new weights through a real checkpoint switch. The model is random-initialised and written to
+// safetensors (bf16) by the benchmark itself.
 //
 // Prints name=value lines: rollout.async_vs_sync, rollout.trainer_idle_fraction.{async,sync},
-// rollout.switch_stall_ms, and the raw timings.
+// rollout.switch_stall_ms (with rollout.weight_load_ms, the part of it spent reading the new
+// weights), and the raw timings.
 #pragma once
 
 #include <cstdint>
 #include <string>
+
+#include "flotilla/inference/model_config.h"
 
 namespace flotilla::bench {
 
@@ -22,10 +26,15 @@ struct RolloutBenchOptions {
   double sigma = 1.0;
   uint32_t cap = 4096;
   uint32_t eta = 4;
+  std::string backend = "cpu";    // engine backend: "cpu" (a tiny model) or "cuda" (GpuModel())
   int threads = 0;                // engine threads; 0: all cores
   uint64_t seed = 1;
   std::string work_dir;           // model files; empty: a temp dir
 };
+
+// The model of the CUDA runs: large enough that a decode step costs about the same at batch 1
+// and at batch 512 on an H200 (weight reads and launches, not rows, set its cost).
+inference::ModelConfig GpuBenchModel();
 
 // Runs the benchmark; returns the process exit code.
 int RunRolloutBench(const RolloutBenchOptions& options);

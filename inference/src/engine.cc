@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
@@ -50,6 +51,7 @@ EngineImpl::EngineImpl(const EngineOptions& options)
     std::error_code ec;
     std::filesystem::create_directories(state_dir_, ec);
   }
+  profile_.enabled = std::getenv("FLOTILLA_ENGINE_PROFILE") != nullptr;
   scheduler_ = std::thread([this] { SchedulerLoop(); });
 }
 
@@ -60,6 +62,14 @@ EngineImpl::~EngineImpl() {
   }
   cv_.notify_all();
   scheduler_.join();
+  for (const auto& [rows, t] : profile_.by_rows) {
+    const double n = static_cast<double>(t.steps);
+    std::fprintf(stderr,
+                 "engine profile rows=%zu steps=%llu ms/step: plan=%.3f forward=%.3f sample=%.3f record=%.3f "
+                 "deliver=%.3f between_steps=%.3f\n",
+                 rows, static_cast<unsigned long long>(t.steps), t.plan_ms / n, t.forward_ms / n, t.sample_ms / n,
+                 t.record_ms / n, t.deliver_ms / n, t.between_ms / n);
+  }
   std::error_code ec;
   if (own_state_dir_) {
     std::filesystem::remove_all(state_dir_, ec);
@@ -386,8 +396,15 @@ bool EngineImpl::RunStep() {
   bool ran = false;
   for (ModelSlot* slot : slots) {
     std::vector<Delivery> deliveries;
-    ran = RunModelStep(slot, &deliveries) || ran;
+    size_t rows = 0;
+    ran = RunModelStep(slot, &deliveries, &rows) || ran;
+    const auto t0 = std::chrono::steady_clock::now();
     for (Delivery& d : deliveries) d.sink(d.update);
+    if (profile_.enabled && rows > 0) {
+      const auto t1 = std::chrono::steady_clock::now();
+      profile_.by_rows[rows].deliver_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
+      profile_.last_end_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1.time_since_epoch()).count();
+    }
   }
   return ran;
 }

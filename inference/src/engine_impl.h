@@ -101,7 +101,8 @@ class EngineImpl final : public Engine {
   void SchedulerLoop();
   // One step over every model with running sequences; false when there was nothing to run.
   bool RunStep();
-  bool RunModelStep(ModelSlot* slot, std::vector<Delivery>* out);
+  // rows: set to the number of rows the step ran (0: none).
+  bool RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_t* rows);
   absl::StatusOr<std::unique_ptr<ModelBackend>> NewBackend(const ModelConfig& config);
   ModelSlot* FindModelLocked(const std::string& name) const;
   absl::Status EnsurePagesLocked(Sequence* seq, int32_t tokens);
@@ -126,6 +127,18 @@ class EngineImpl final : public Engine {
   std::map<std::string, std::unique_ptr<Sequence>> seqs_;
   std::map<std::string, SavedState> saved_;
   EngineStats stats_;
+  // FLOTILLA_ENGINE_PROFILE: wall time of each part of a step (host planning, the backend's
+  // forward, sampling, bookkeeping, delivery), summed and printed when the engine is destroyed.
+  // Touched only by the scheduler thread.
+  struct StepTimes {
+    uint64_t steps = 0;
+    double plan_ms = 0, forward_ms = 0, sample_ms = 0, record_ms = 0, deliver_ms = 0, between_ms = 0;
+  };
+  struct StepProfile {
+    bool enabled = false;
+    std::map<size_t, StepTimes> by_rows;  // keyed by the step's row count
+    int64_t last_end_ns = 0;              // when the previous step's delivery ended
+  } profile_;
   std::thread scheduler_;
 };
 

@@ -1,5 +1,6 @@
 // One continuous-batching step, and scoring (prefill only).
 #include <algorithm>
+#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "engine_impl.h"
@@ -7,8 +8,20 @@
 
 namespace flotilla::inference {
 
-bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out) {
+namespace {
+double MillisSince(std::chrono::steady_clock::time_point* t) {
+  const auto now = std::chrono::steady_clock::now();
+  const double ms = std::chrono::duration<double, std::milli>(now - *t).count();
+  *t = now;
+  return ms;
+}
+}  // namespace
+
+bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_t* rows_run) {
   const ModelConfig& c = slot->config;
+  const auto step_start = std::chrono::steady_clock::now();
+  auto mark = step_start;
+  *rows_run = 0;
   StepInput in;
   struct Planned {
     Sequence* seq;
@@ -66,8 +79,11 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out) {
   }
   if (plan.empty()) return !out->empty();
 
+  const double plan_ms = MillisSince(&mark);
+  *rows_run = in.tokens.size();
   StepOutput result;
   absl::Status status = slot->backend->Forward(in, &result);
+  const double forward_ms = MillisSince(&mark);
   // Sampling runs outside mu_ and in parallel: a running sequence's sampling parameters and RNG
   // are touched only by this thread (Generate/Resume refuse running sequences), and each task
   // owns one sequence's RNG, so the draws stay what they would be serially.
@@ -81,6 +97,7 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out) {
     });
   }
 
+  const double sample_ms = MillisSince(&mark);
   std::lock_guard<std::mutex> l(mu_);
   ++stats_.steps;
   const int32_t LK = c.n_layers * c.top_k;
@@ -127,6 +144,17 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out) {
       FinishLocked(seq, finish, "", out);
       if (out->size() > before) out->back().update.tokens.push_back(std::move(rec));
     }
+  }
+  if (profile_.enabled) {
+    StepTimes& t = profile_.by_rows[in.tokens.size()];
+    ++t.steps;
+    t.plan_ms += plan_ms;
+    t.forward_ms += forward_ms;
+    t.sample_ms += sample_ms;
+    t.record_ms += MillisSince(&mark);
+    // From the end of the previous step's delivery to this step's start (scheduler loop, locks).
+    const int64_t start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(step_start.time_since_epoch()).count();
+    if (profile_.last_end_ns > 0 && start_ns > profile_.last_end_ns) t.between_ms += (start_ns - profile_.last_end_ns) * 1e-6;
   }
   return true;
 }

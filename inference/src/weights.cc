@@ -1,14 +1,17 @@
 #include "weights.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <set>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "flotilla/common/status.h"
 #include "flotilla/inference/safetensors.h"
+#include "parallel_chunks.h"
 
 namespace flotilla::inference {
 
@@ -78,20 +81,31 @@ absl::StatusOr<std::shared_ptr<const ModelWeights>> ModelWeights::Load(const Mod
     }
     const size_t n = static_cast<size_t>(t.numel());
     slot.dst->resize(n);
-    if (t.dtype == DType::kF32) {
-      std::memcpy(slot.dst->data(), t.data, n * 4);
-    } else {
-      for (size_t i = 0; i < n; ++i) {
-        uint16_t b;
-        std::memcpy(&b, t.data + 2 * i, 2);
-        (*slot.dst)[i] = Bf16ToF32(b);
+    // Widened and checked on several threads: a swap of a large model waits on this.
+    std::atomic<size_t> first_bad{n};
+    ForChunks(n, [&](size_t begin, size_t end) {
+      float* dst = slot.dst->data();
+      if (t.dtype == DType::kF32) {
+        std::memcpy(dst + begin, t.data + 4 * begin, (end - begin) * 4);
+      } else {
+        for (size_t i = begin; i < end; ++i) {
+          uint16_t b;
+          std::memcpy(&b, t.data + 2 * i, 2);
+          dst[i] = Bf16ToF32(b);
+        }
       }
-    }
-    for (size_t i = 0; i < n; ++i) {
-      if (!std::isfinite((*slot.dst)[i])) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, ": tensor '", slot.name, "' has a non-finite value at index ", i));
+      for (size_t i = begin; i < end; ++i) {
+        if (!std::isfinite(dst[i])) {
+          size_t seen = first_bad.load();
+          while (i < seen && !first_bad.compare_exchange_weak(seen, i)) {
+          }
+          break;
+        }
       }
+    });
+    if (first_bad.load() < n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": tensor '", slot.name, "' has a non-finite value at index ", first_bad.load()));
     }
   }
   return std::shared_ptr<const ModelWeights>(std::move(w));

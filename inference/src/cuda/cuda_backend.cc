@@ -2,6 +2,7 @@
 // 32-bit compute) and an f32 residual stream. Same function as the CPU backend within bf16
 // rounding. Dense products through cuBLAS; norms, RoPE, paged attention, the router and the
 // expert dispatch through the kernels of ops.cuh.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <map>
@@ -18,6 +19,7 @@
 #include "cuda/ops.cuh"
 #include "flotilla/common/status.h"
 #include "flotilla/inference/safetensors.h"
+#include "parallel_chunks.h"
 
 namespace flotilla::inference {
 namespace {
@@ -41,27 +43,52 @@ struct DeviceWeights {
   bool tied = false;
 };
 
-absl::Status UploadBf16(DeviceBuffer* dst, const std::vector<const std::vector<float>*>& parts,
-                        const std::vector<size_t>& chunk) {
-  // Interleaves parts chunk by chunk: out = p0[0:c0] p1[0:c1] p0[c0:2c0] ... (for w1/w3 fusion).
-  size_t total = 0;
-  for (auto* p : parts) total += p->size();
-  std::vector<uint16_t> host(total);
-  size_t o = 0;
-  const size_t blocks = parts[0]->size() / chunk[0];
-  for (size_t b = 0; b < blocks; ++b) {
-    for (size_t i = 0; i < parts.size(); ++i) {
-      const float* src = parts[i]->data() + b * chunk[i];
-      for (size_t j = 0; j < chunk[i]; ++j) host[o++] = F32ToBf16(src[j]);
+// Writes out[0, o1 - o0) = bf16 of output elements [o0, o1) of the interleaving
+// p0[0:c0] p1[0:c1] p0[c0:2c0] p1[c1:2c1] ... (how w1 and w3 are fused into one matrix).
+void ConvertInterleaved(const std::vector<const std::vector<float>*>& parts, const std::vector<size_t>& chunk,
+                        size_t per_block, size_t o0, size_t o1, uint16_t* out) {
+  size_t block = o0 / per_block, r = o0 % per_block, i = 0;
+  while (r >= chunk[i]) r -= chunk[i++];
+  for (size_t o = o0; o < o1;) {
+    const size_t take = std::min(chunk[i] - r, o1 - o);
+    const float* src = parts[i]->data() + block * chunk[i] + r;
+    for (size_t j = 0; j < take; ++j) out[o - o0 + j] = F32ToBf16(src[j]);
+    o += take;
+    r += take;
+    if (r == chunk[i]) {
+      r = 0;
+      if (++i == parts.size()) {
+        i = 0;
+        ++block;
+      }
     }
   }
-  RETURN_IF_ERROR(dst->Reserve(total * 2));
-  CUDA_RETURN_IF_ERROR(cudaMemcpy(dst->as<void>(), host.data(), total * 2, cudaMemcpyHostToDevice));
+}
+
+// Uploads the interleaving as bf16, converted on several threads into a reused pinned staging
+// buffer slice by slice (a weight swap of a large model waits on this).
+absl::Status UploadBf16(DeviceBuffer* dst, const std::vector<const std::vector<float>*>& parts,
+                        const std::vector<size_t>& chunk, cuda::PinnedBuffer* staging) {
+  size_t total = 0, per_block = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    total += parts[i]->size();
+    per_block += chunk[i];
+  }
+  RETURN_IF_ERROR(dst->Reserve(std::max<size_t>(total, 1) * 2));
+  constexpr size_t kSlice = size_t{1} << 25;  // elements: 64 MiB of staging
+  const size_t slice = std::min(total, kSlice);
+  RETURN_IF_ERROR(staging->Reserve(std::max<size_t>(slice, 1) * 2));
+  uint16_t* host = staging->as<uint16_t>();
+  for (size_t s0 = 0; s0 < total; s0 += slice) {
+    const size_t s1 = std::min(total, s0 + slice);
+    ForChunks(s1 - s0, [&](size_t a, size_t b) { ConvertInterleaved(parts, chunk, per_block, s0 + a, s0 + b, host + a); });
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(dst->as<uint16_t>() + s0, host, (s1 - s0) * 2, cudaMemcpyHostToDevice));
+  }
   return absl::OkStatus();
 }
 
-absl::Status UploadOne(DeviceBuffer* dst, const std::vector<float>& v) {
-  return UploadBf16(dst, {&v}, {v.size()});
+absl::Status UploadOne(DeviceBuffer* dst, const std::vector<float>& v, cuda::PinnedBuffer* staging) {
+  return UploadBf16(dst, {&v}, {v.size()}, staging);
 }
 
 absl::Status UploadF32(DeviceBuffer* dst, const std::vector<float>& v) {
@@ -87,12 +114,13 @@ class CudaBackend final : public ModelBackend {
   }
   ~CudaBackend() override {
     for (const auto& [rows, t] : profile_totals_) {
-      std::fprintf(stderr, "cuda profile rows=%d forwards=%.0f ms/forward: attention=%.3f router_plan=%.3f experts=%.3f shared_combine=%.3f\n",
+      std::fprintf(stderr, "cuda profile rows=%d forwards=%.0f ms/forward: attention=%.3f router_shared_plan=%.3f experts=%.3f combine=%.3f\n",
                    rows, t[4], t[0] / t[4], t[1] / t[4], t[2] / t[4], t[3] / t[4]);
     }
     for (cudaEvent_t e : marks_) {
       if (e != nullptr) cudaEventDestroy(e);
     }
+    if (routing_ready_ != nullptr) cudaEventDestroy(routing_ready_);
     if (cublas_ != nullptr) cublasDestroy(cublas_);
   }
 
@@ -140,15 +168,12 @@ class CudaBackend final : public ModelBackend {
     RETURN_IF_ERROR(b.Reserve(std::max<size_t>(count, 1) * sizeof(T)));
     return b.as<T>();
   }
-  absl::Status Upload(DeviceBuffer& b, const void* src, size_t bytes) {
-    RETURN_IF_ERROR(b.Reserve(std::max<size_t>(bytes, 4)));
-    CUDA_RETURN_IF_ERROR(cudaMemcpy(b.as<void>(), src, bytes, cudaMemcpyHostToDevice));
-    return absl::OkStatus();
-  }
   absl::Status Moe(const DeviceLayer& L, int layer, int T, int32_t* experts_out);
   // The same MoE with the dispatch planned on the device: no host round trip in the layer.
   absl::Status MoeOnDevice(const DeviceLayer& L, int T, const int32_t* ex, const float* wt);
   absl::Status AllocateWeights(DeviceWeights* w);
+  // x += the shared experts applied to xn_ (gu and h: workspaces of at least T rows).
+  absl::Status SharedExperts(const DeviceLayer& L, int T, uint16_t* gu, uint16_t* h);
 
   ModelConfig c_;
   uint32_t page_tokens_, num_pages_;
@@ -159,14 +184,17 @@ class CudaBackend final : public ModelBackend {
   std::unique_ptr<DeviceWeights> w_;
   DeviceBuffer pages_, inv_freq_;
   // Per-step workspaces.
-  DeviceBuffer tokens_, positions_, row_seq_, table_, logit_rows_;
+  DeviceBuffer step_dev_;
+  cuda::PinnedBuffer step_host_;
   DeviceBuffer x_, xn_, qkv_, q_, o_, rlogits_, experts_, weights_, xe_, gu_, h_, y_, plan_dev_;
   cuda::PinnedBuffer chosen_host_, plan_host_;
+  cuda::PinnedBuffer upload_staging_;  // weight conversion, reused by every swap
+  cudaEvent_t routing_ready_ = nullptr;  // the router's choices have reached the host
   bool grouped_ok_ = true;
   bool device_moe_ = false;
-  // FLOTILLA_CUDA_PROFILE: events at phase boundaries of each layer (attention, router and
-  // plan, routed experts, shared experts and combine), summed per batch size and printed when
-  // the backend is destroyed.
+  // FLOTILLA_CUDA_PROFILE: events at phase boundaries of each layer (attention; router, shared
+  // experts and the host's dispatch plan; routed experts; combine), summed per batch size and
+  // printed when the backend is destroyed.
   void Mark(int layer, int phase) {
     if (!profile_) return;
     auto& ev = marks_[static_cast<size_t>(layer) * 5 + phase];
@@ -188,15 +216,15 @@ class CudaBackend final : public ModelBackend {
   bool profile_ = std::getenv("FLOTILLA_CUDA_PROFILE") != nullptr;
   std::vector<cudaEvent_t> marks_ = std::vector<cudaEvent_t>(static_cast<size_t>(c_.n_layers) * 5, nullptr);
   std::map<int, std::array<double, 5>> profile_totals_;
-  DeviceBuffer hn_rows_, logits_, tmp_;
+  DeviceBuffer hn_rows_, logits_;
 };
 
 absl::Status CudaBackend::SetWeights(std::shared_ptr<const ModelWeights> w) {
   auto dw = std::make_unique<DeviceWeights>();
   const size_t D = c_.d_model, F = c_.expert_hidden;
-  RETURN_IF_ERROR(UploadOne(&dw->embed, w->embed));
+  RETURN_IF_ERROR(UploadOne(&dw->embed, w->embed, &upload_staging_));
   dw->tied = c_.tie_embeddings;
-  if (!dw->tied) RETURN_IF_ERROR(UploadOne(&dw->head, w->lm_head));
+  if (!dw->tied) RETURN_IF_ERROR(UploadOne(&dw->head, w->lm_head, &upload_staging_));
   RETURN_IF_ERROR(UploadF32(&dw->norm, w->norm));
   dw->layers.resize(c_.n_layers);
   for (int l = 0; l < c_.n_layers; ++l) {
@@ -204,14 +232,14 @@ absl::Status CudaBackend::SetWeights(std::shared_ptr<const ModelWeights> w) {
     DeviceLayer& d = dw->layers[l];
     RETURN_IF_ERROR(UploadF32(&d.attn_norm, s.attn_norm));
     RETURN_IF_ERROR(UploadF32(&d.ffn_norm, s.ffn_norm));
-    RETURN_IF_ERROR(UploadBf16(&d.wqkv, {&s.wq, &s.wk, &s.wv}, {s.wq.size(), s.wk.size(), s.wv.size()}));
-    RETURN_IF_ERROR(UploadOne(&d.wo, s.wo));
-    RETURN_IF_ERROR(UploadOne(&d.router, s.router));
-    RETURN_IF_ERROR(UploadBf16(&d.w13, {&s.w1, &s.w3}, {F * D, F * D}));
-    RETURN_IF_ERROR(UploadOne(&d.w2, s.w2));
+    RETURN_IF_ERROR(UploadBf16(&d.wqkv, {&s.wq, &s.wk, &s.wv}, {s.wq.size(), s.wk.size(), s.wv.size()}, &upload_staging_));
+    RETURN_IF_ERROR(UploadOne(&d.wo, s.wo, &upload_staging_));
+    RETURN_IF_ERROR(UploadOne(&d.router, s.router, &upload_staging_));
+    RETURN_IF_ERROR(UploadBf16(&d.w13, {&s.w1, &s.w3}, {F * D, F * D}, &upload_staging_));
+    RETURN_IF_ERROR(UploadOne(&d.w2, s.w2, &upload_staging_));
     if (c_.n_shared_experts > 0) {
-      RETURN_IF_ERROR(UploadBf16(&d.s13, {&s.s1, &s.s3}, {F * D, F * D}));
-      RETURN_IF_ERROR(UploadOne(&d.s2, s.s2));
+      RETURN_IF_ERROR(UploadBf16(&d.s13, {&s.s1, &s.s3}, {F * D, F * D}, &upload_staging_));
+      RETURN_IF_ERROR(UploadOne(&d.s2, s.s2, &upload_staging_));
     }
   }
   w_ = std::move(dw);
@@ -272,12 +300,20 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int T, int32_t* e
   ASSIGN_OR_RETURN(float* wt, Ws<float>(weights_, static_cast<size_t>(T) * K));
   CUDA_RETURN_IF_ERROR(cuda::LaunchRouterTopK(rl, T, E, K, ex, wt, nullptr));
   if (device_moe_) return MoeOnDevice(L, T, ex, wt);
-  // The host plans the dispatch (the one sync of the layer): rows grouped by expert, stable
-  // by row, and each (row, slot)'s place in that order.
+  // The host plans the dispatch (the one wait of the layer): rows grouped by expert, stable
+  // by row, and each (row, slot)'s place in that order. The shared experts are queued behind
+  // the copy of the routing, so the device computes them while the host waits and plans.
   RETURN_IF_ERROR(chosen_host_.Reserve(N * 4));
   int32_t* chosen = chosen_host_.as<int32_t>();
+  ASSIGN_OR_RETURN(uint16_t* xe, Ws<uint16_t>(xe_, N * D));
+  ASSIGN_OR_RETURN(uint16_t* gu, Ws<uint16_t>(gu_, std::max<size_t>(N, T) * 2 * F));
+  ASSIGN_OR_RETURN(uint16_t* h, Ws<uint16_t>(h_, std::max<size_t>(N, T) * F));
+  ASSIGN_OR_RETURN(uint16_t* y, Ws<uint16_t>(y_, N * D));
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(chosen, ex, N * 4, cudaMemcpyDeviceToHost, nullptr));
-  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(nullptr));
+  if (routing_ready_ == nullptr) CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&routing_ready_, cudaEventDisableTiming));
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(routing_ready_, nullptr));
+  RETURN_IF_ERROR(SharedExperts(L, T, gu, h));
+  CUDA_RETURN_IF_ERROR(cudaEventSynchronize(routing_ready_));
   const int LK = c_.n_layers * K;
   std::vector<int32_t> offsets(E + 1, 0);
   for (size_t i = 0; i < N; ++i) ++offsets[chosen[i] + 1];
@@ -298,10 +334,6 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int T, int32_t* e
       inv[static_cast<size_t>(r) * K + k] = i;
     }
   }
-  ASSIGN_OR_RETURN(uint16_t* xe, Ws<uint16_t>(xe_, N * D));
-  ASSIGN_OR_RETURN(uint16_t* gu, Ws<uint16_t>(gu_, std::max<size_t>(N, T) * 2 * F));
-  ASSIGN_OR_RETURN(uint16_t* h, Ws<uint16_t>(h_, std::max<size_t>(N, T) * F));
-  ASSIGN_OR_RETURN(uint16_t* y, Ws<uint16_t>(y_, N * D));
   const size_t w13_stride = static_cast<size_t>(2) * F * D, w2_stride = static_cast<size_t>(D) * F;
   std::vector<int> active;
   for (int e = 0; e < E; ++e) {
@@ -366,15 +398,18 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int T, int32_t* e
   }
   Mark(layer, 3);
   float* x = x_.as<float>();
-  // The shared experts run after the routed ones have consumed gu and h.
+  CUDA_RETURN_IF_ERROR(cuda::LaunchCombine(y, inv_dev, wt, T, K, D, x, nullptr));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::SharedExperts(const DeviceLayer& L, int T, uint16_t* gu, uint16_t* h) {
+  const int D = c_.d_model, F = c_.expert_hidden;
+  const size_t w13_stride = static_cast<size_t>(2) * F * D, w2_stride = static_cast<size_t>(D) * F;
   for (int s = 0; s < c_.n_shared_experts; ++s) {
     RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.s13.as<uint16_t>() + s * w13_stride, gu, CUDA_R_16BF, T, 2 * F, D, 0.0f));
     CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMul(gu, T, F, h, nullptr));
-    ASSIGN_OR_RETURN(uint16_t* tmp, Ws<uint16_t>(tmp_, static_cast<size_t>(T) * D));
-    RETURN_IF_ERROR(Gemm(h, L.s2.as<uint16_t>() + s * w2_stride, tmp, CUDA_R_16BF, T, D, F, 0.0f));
-    CUDA_RETURN_IF_ERROR(cuda::LaunchResidualAdd(x, tmp, static_cast<int64_t>(T) * D, nullptr));
+    RETURN_IF_ERROR(Gemm(h, L.s2.as<uint16_t>() + s * w2_stride, x_.as<float>(), CUDA_R_32F, T, D, F, 1.0f));
   }
-  CUDA_RETURN_IF_ERROR(cuda::LaunchCombine(y, inv_dev, wt, T, K, D, x, nullptr));
   return absl::OkStatus();
 }
 
@@ -395,15 +430,8 @@ absl::Status CudaBackend::MoeOnDevice(const DeviceLayer& L, int T, const int32_t
   CUDA_RETURN_IF_ERROR(cuda::LaunchMoeGemm(xe, L.w13.as<uint16_t>(), offsets, E, 2 * F, D, gu, nullptr));
   CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMul(gu, static_cast<int>(N), F, h, nullptr));
   CUDA_RETURN_IF_ERROR(cuda::LaunchMoeGemm(h, L.w2.as<uint16_t>(), offsets, E, D, F, y, nullptr));
+  RETURN_IF_ERROR(SharedExperts(L, T, gu, h));
   float* x = x_.as<float>();
-  const size_t w13_stride = static_cast<size_t>(2) * F * D, w2_stride = static_cast<size_t>(D) * F;
-  for (int s = 0; s < c_.n_shared_experts; ++s) {
-    RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.s13.as<uint16_t>() + s * w13_stride, gu, CUDA_R_16BF, T, 2 * F, D, 0.0f));
-    CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMul(gu, T, F, h, nullptr));
-    ASSIGN_OR_RETURN(uint16_t* tmp, Ws<uint16_t>(tmp_, static_cast<size_t>(T) * D));
-    RETURN_IF_ERROR(Gemm(h, L.s2.as<uint16_t>() + s * w2_stride, tmp, CUDA_R_16BF, T, D, F, 0.0f));
-    CUDA_RETURN_IF_ERROR(cuda::LaunchResidualAdd(x, tmp, static_cast<int64_t>(T) * D, nullptr));
-  }
   CUDA_RETURN_IF_ERROR(cuda::LaunchCombine(y, inv, wt, T, K, D, x, nullptr));
   return absl::OkStatus();
 }
@@ -415,23 +443,36 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
   for (int32_t t : in.tokens) {
     if (t < 0 || t >= V) return absl::InvalidArgumentError(absl::StrCat("token id ", t, " outside [0, ", V, ")"));
   }
-  // Page tables as one padded matrix.
+  // The step's index arrays (tokens, positions, row sequences, page tables as one padded
+  // matrix, logit rows) staged in pinned memory and sent in one copy.
   int stride = 1;
   for (const auto& p : in.seq_pages) stride = std::max<int>(stride, static_cast<int>(p.size()));
-  std::vector<int32_t> table(in.seq_pages.size() * stride, 0);
-  for (size_t s = 0; s < in.seq_pages.size(); ++s) std::copy(in.seq_pages[s].begin(), in.seq_pages[s].end(), table.begin() + s * stride);
-  RETURN_IF_ERROR(Upload(tokens_, in.tokens.data(), T * 4));
-  RETURN_IF_ERROR(Upload(positions_, in.positions.data(), T * 4));
-  RETURN_IF_ERROR(Upload(row_seq_, in.row_seq.data(), T * 4));
-  RETURN_IF_ERROR(Upload(table_, table.data(), table.size() * 4));
+  const size_t table_ints = in.seq_pages.size() * stride, R = in.logit_rows.size();
+  const size_t ints = 3 * static_cast<size_t>(T) + table_ints + R;
+  RETURN_IF_ERROR(step_host_.Reserve(std::max<size_t>(ints, 1) * 4));
+  int32_t* staged = step_host_.as<int32_t>();
+  std::copy(in.tokens.begin(), in.tokens.end(), staged);
+  std::copy(in.positions.begin(), in.positions.end(), staged + T);
+  std::copy(in.row_seq.begin(), in.row_seq.end(), staged + 2 * T);
+  int32_t* table = staged + 3 * T;
+  std::fill(table, table + table_ints, 0);
+  for (size_t s = 0; s < in.seq_pages.size(); ++s) std::copy(in.seq_pages[s].begin(), in.seq_pages[s].end(), table + s * stride);
+  std::copy(in.logit_rows.begin(), in.logit_rows.end(), table + table_ints);
+  ASSIGN_OR_RETURN(int32_t* step_dev, Ws<int32_t>(step_dev_, ints));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(step_dev, staged, ints * 4, cudaMemcpyHostToDevice, nullptr));
+  const int32_t* tokens_dev = step_dev;
+  const int32_t* positions_dev = step_dev + T;
+  const int32_t* row_seq_dev = step_dev + 2 * T;
+  const int32_t* table_dev = step_dev + 3 * T;
+  const int32_t* logit_rows_dev = table_dev + table_ints;
   const int qkv_w = (H + 2 * KVH) * hd;
   ASSIGN_OR_RETURN(float* x, Ws<float>(x_, static_cast<size_t>(T) * D));
   ASSIGN_OR_RETURN(uint16_t* xn, Ws<uint16_t>(xn_, static_cast<size_t>(T) * D));
   ASSIGN_OR_RETURN(uint16_t* qkv, Ws<uint16_t>(qkv_, static_cast<size_t>(T) * qkv_w));
   ASSIGN_OR_RETURN(uint16_t* q, Ws<uint16_t>(q_, static_cast<size_t>(T) * H * hd));
   ASSIGN_OR_RETURN(uint16_t* o, Ws<uint16_t>(o_, static_cast<size_t>(T) * H * hd));
-  cuda::KvGeometry kv{pages_.as<uint16_t>(), table_.as<int32_t>(), stride, static_cast<int>(page_tokens_), c_.n_layers, kvd_};
-  CUDA_RETURN_IF_ERROR(cuda::LaunchEmbed(tokens_.as<int32_t>(), w_->embed.as<uint16_t>(), x, T, D, nullptr));
+  cuda::KvGeometry kv{pages_.as<uint16_t>(), table_dev, stride, static_cast<int>(page_tokens_), c_.n_layers, kvd_};
+  CUDA_RETURN_IF_ERROR(cuda::LaunchEmbed(tokens_dev, w_->embed.as<uint16_t>(), x, T, D, nullptr));
   out->experts.assign(static_cast<size_t>(T) * c_.n_layers * c_.top_k, 0);
   RETURN_IF_ERROR(experts_.Reserve(std::max<size_t>(out->experts.size(), 1) * 4));
   for (int l = 0; l < c_.n_layers; ++l) {
@@ -439,14 +480,12 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
     Mark(l, 0);
     CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, L.attn_norm.as<float>(), nullptr, xn, T, D, c_.norm_eps, nullptr));
     RETURN_IF_ERROR(Gemm(xn, L.wqkv.as<void>(), qkv, CUDA_R_16BF, T, qkv_w, D, 0.0f));
-    CUDA_RETURN_IF_ERROR(cuda::LaunchRopeKvWrite(qkv, positions_.as<int32_t>(), row_seq_.as<int32_t>(), inv_freq_.as<double>(),
+    CUDA_RETURN_IF_ERROR(cuda::LaunchRopeKvWrite(qkv, positions_dev, row_seq_dev, inv_freq_.as<double>(),
                                                  kv, l, T, H, KVH, hd, q, nullptr));
-    CUDA_RETURN_IF_ERROR(cuda::LaunchPagedAttention(q, positions_.as<int32_t>(), row_seq_.as<int32_t>(), kv, l, T, H, KVH, hd,
+    CUDA_RETURN_IF_ERROR(cuda::LaunchPagedAttention(q, positions_dev, row_seq_dev, kv, l, T, H, KVH, hd,
                                                     sliding_[l] ? c_.sliding_window : 0, c_.max_context, o, nullptr));
-    // Block output in bf16, then into the f32 residual stream.
-    ASSIGN_OR_RETURN(uint16_t* tmp, Ws<uint16_t>(tmp_, static_cast<size_t>(T) * D));
-    RETURN_IF_ERROR(Gemm(o, L.wo.as<void>(), tmp, CUDA_R_16BF, T, D, H * hd, 0.0f));
-    CUDA_RETURN_IF_ERROR(cuda::LaunchResidualAdd(x, tmp, static_cast<int64_t>(T) * D, nullptr));
+    // The block's output is added to the f32 residual stream by the product itself (beta = 1).
+    RETURN_IF_ERROR(Gemm(o, L.wo.as<void>(), x, CUDA_R_32F, T, D, H * hd, 1.0f));
     CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, L.ffn_norm.as<float>(), nullptr, xn, T, D, c_.norm_eps, nullptr));
     Mark(l, 1);
     RETURN_IF_ERROR(Moe(L, l, T, out->experts.data()));
@@ -464,15 +503,13 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
       }
     }
   }
-  const int R = static_cast<int>(in.logit_rows.size());
-  out->logits.resize(static_cast<size_t>(R) * V);
+  out->logits.resize(R * static_cast<size_t>(V));
   if (R > 0) {
-    RETURN_IF_ERROR(Upload(logit_rows_, in.logit_rows.data(), R * 4));
     ASSIGN_OR_RETURN(uint16_t* hn, Ws<uint16_t>(hn_rows_, static_cast<size_t>(R) * D));
     ASSIGN_OR_RETURN(float* lg, Ws<float>(logits_, static_cast<size_t>(R) * V));
-    CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, w_->norm.as<float>(), logit_rows_.as<int32_t>(), hn, R, D, c_.norm_eps, nullptr));
+    CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, w_->norm.as<float>(), logit_rows_dev, hn, static_cast<int>(R), D, c_.norm_eps, nullptr));
     const void* head = w_->tied ? w_->embed.as<void>() : w_->head.as<void>();
-    RETURN_IF_ERROR(Gemm(hn, head, lg, CUDA_R_32F, R, V, D, 0.0f));
+    RETURN_IF_ERROR(Gemm(hn, head, lg, CUDA_R_32F, static_cast<int>(R), V, D, 0.0f));
     CUDA_RETURN_IF_ERROR(cudaMemcpy(out->logits.data(), lg, out->logits.size() * 4, cudaMemcpyDeviceToHost));
   } else {
     CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());

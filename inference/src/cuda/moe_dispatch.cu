@@ -25,6 +25,25 @@ __global__ void SiluMulKernel(const __nv_bfloat16* gu, int hidden, __nv_bfloat16
   }
 }
 
+// Eight features per thread (hidden % 8 == 0): 16-byte loads and stores.
+__global__ void SiluMulVecKernel(const uint4* gu, int vecs, uint4* h) {
+  const int i = blockIdx.x;
+  const uint4* g = gu + static_cast<int64_t>(i) * 2 * vecs;
+  for (int f = threadIdx.x; f < vecs; f += blockDim.x) {
+    const uint4 a = g[f], b = g[vecs + f];
+    const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&a);
+    const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
+    uint4 out;
+    __nv_bfloat162* po = reinterpret_cast<__nv_bfloat162*>(&out);
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      const float2 x = __bfloat1622float2(pa[t]), u = __bfloat1622float2(pb[t]);
+      po[t] = __floats2bfloat162_rn(x.x / (1.0f + __expf(-x.x)) * u.x, x.y / (1.0f + __expf(-x.y)) * u.y);
+    }
+    h[static_cast<int64_t>(i) * vecs + f] = out;
+  }
+}
+
 __global__ void CombineKernel(const __nv_bfloat16* y, const int32_t* inv, const float* weights, int top_k,
                               int dim, float* x) {
   const int r = blockIdx.x;
@@ -34,6 +53,39 @@ __global__ void CombineKernel(const __nv_bfloat16* y, const int32_t* inv, const 
       acc += weights[r * top_k + k] * __bfloat162float(y[static_cast<int64_t>(inv[r * top_k + k]) * dim + d]);
     }
     x[static_cast<int64_t>(r) * dim + d] += acc;
+  }
+}
+
+// Eight dims per thread: one 16-byte load of each chosen expert's output row, two 16-byte
+// read-modify-writes of the residual row.
+__global__ void CombineVecKernel(const uint4* y, const int32_t* inv, const float* weights, int top_k,
+                                 int vec_per_row, float4* x) {
+  const int r = blockIdx.x;
+  for (int v = threadIdx.x; v < vec_per_row; v += blockDim.x) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int k = 0; k < top_k; ++k) {
+      const float w = weights[r * top_k + k];
+      const uint4 u = y[static_cast<int64_t>(inv[r * top_k + k]) * vec_per_row + v];
+      const __nv_bfloat162* b = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const float2 f = __bfloat1622float2(b[t]);
+        acc[2 * t] += w * f.x;
+        acc[2 * t + 1] += w * f.y;
+      }
+    }
+    float4* xr = x + (static_cast<int64_t>(r) * vec_per_row + v) * 2;
+    float4 a = xr[0], c = xr[1];
+    a.x += acc[0];
+    a.y += acc[1];
+    a.z += acc[2];
+    a.w += acc[3];
+    c.x += acc[4];
+    c.y += acc[5];
+    c.z += acc[6];
+    c.w += acc[7];
+    xr[0] = a;
+    xr[1] = c;
   }
 }
 
@@ -54,15 +106,26 @@ cudaError_t LaunchGatherRows(const uint16_t* x, const int32_t* src, int n, int d
 
 cudaError_t LaunchSiluMul(const uint16_t* gu, int n, int hidden, uint16_t* h, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  SiluMulKernel<<<n, 256, 0, stream>>>(reinterpret_cast<const __nv_bfloat16*>(gu), hidden,
-                                       reinterpret_cast<__nv_bfloat16*>(h));
+  if (hidden % 8 == 0) {
+    const int vecs = hidden / 8;
+    SiluMulVecKernel<<<n, vecs >= 256 ? 256 : 64, 0, stream>>>(reinterpret_cast<const uint4*>(gu), vecs,
+                                                               reinterpret_cast<uint4*>(h));
+  } else {
+    SiluMulKernel<<<n, 256, 0, stream>>>(reinterpret_cast<const __nv_bfloat16*>(gu), hidden,
+                                         reinterpret_cast<__nv_bfloat16*>(h));
+  }
   return cudaGetLastError();
 }
 
 cudaError_t LaunchCombine(const uint16_t* y, const int32_t* inv, const float* weights, int rows,
                           int top_k, int dim, float* x, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  CombineKernel<<<rows, 256, 0, stream>>>(reinterpret_cast<const __nv_bfloat16*>(y), inv, weights, top_k, dim, x);
+  if (dim % 8 == 0) {
+    CombineVecKernel<<<rows, 128, 0, stream>>>(reinterpret_cast<const uint4*>(y), inv, weights, top_k, dim / 8,
+                                               reinterpret_cast<float4*>(x));
+  } else {
+    CombineKernel<<<rows, 256, 0, stream>>>(reinterpret_cast<const __nv_bfloat16*>(y), inv, weights, top_k, dim, x);
+  }
   return cudaGetLastError();
 }
 

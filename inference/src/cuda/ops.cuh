@@ -27,9 +27,6 @@ struct KvGeometry {
   int kv_dim;               // n_kv_heads * head_dim
 };
 
-// x[i] += float(y[i]) for i < n (the residual stream is f32, block outputs bf16).
-cudaError_t LaunchResidualAdd(float* x, const uint16_t* y, int64_t n, cudaStream_t stream);
-
 // From qkv (bf16, rows x (H + 2 KVH) * hd): rotates q and k (rotate-half RoPE), writes q as bf16
 // and k, v into their pages at (layer, position).
 cudaError_t LaunchRopeKvWrite(const uint16_t* qkv, const int32_t* positions, const int32_t* row_seq,
@@ -42,6 +39,14 @@ cudaError_t LaunchPagedAttention(const uint16_t* q, const int32_t* positions, co
                                  KvGeometry kv, int layer, int rows, int n_heads, int n_kv_heads,
                                  int head_dim, int window, int max_context, uint16_t* o,
                                  cudaStream_t stream);
+
+// The same attention for head_dim 128, one block per (row, KV head) reading each K/V row once
+// for the query heads that share it. Needs n_heads / n_kv_heads in {1, 2, 4, 8}.
+// LaunchPagedAttention picks it when it applies and the batch fills the chip.
+bool GqaAttentionSupports(int n_heads, int n_kv_heads, int head_dim, int kv_dim);
+cudaError_t LaunchGqaAttention(const uint16_t* q, const int32_t* positions, const int32_t* row_seq,
+                               KvGeometry kv, int layer, int rows, int n_heads, int n_kv_heads,
+                               int head_dim, int window, uint16_t* o, cudaStream_t stream);
 
 // Router: p = softmax(logits[r]); experts[r] = top_k(p) descending (ties: lower id); weights =
 // p at those experts, renormalised.

@@ -151,11 +151,21 @@ cudaError_t LaunchPagedAttention(const uint16_t* q, const int32_t* positions, co
                                  cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   if (head_dim > 128) return cudaErrorInvalidValue;
-  // FLOTILLA_CUDA_ATTN=generic selects the scalar loads (a cross-check of the vector paths).
-  static const bool vectorized = [] {
+  // FLOTILLA_CUDA_ATTN=generic selects the scalar loads (a cross-check of the vector paths);
+  // =gqa forces the grouped kernel wherever it applies, =head the per-head kernel.
+  static const std::string mode = [] {
     const char* v = std::getenv("FLOTILLA_CUDA_ATTN");
-    return v == nullptr || std::string(v) != "generic";
+    return std::string(v == nullptr ? "" : v);
   }();
+  const bool vectorized = mode != "generic";
+  // The grouped kernel has a block per (row, KV head): below a few blocks per multiprocessor
+  // (a handful of rows) the per-head kernel spreads a long context over more blocks.
+  constexpr int kGroupedMinBlocks = 256;
+  if (vectorized && mode != "head" && GqaAttentionSupports(n_heads, n_kv_heads, head_dim, kv.kv_dim) &&
+      (mode == "gqa" || rows * n_kv_heads >= kGroupedMinBlocks)) {
+    return LaunchGqaAttention(q, positions, row_seq, kv, layer, rows, n_heads, n_kv_heads, head_dim, window, o,
+                              stream);
+  }
   const size_t smem = static_cast<size_t>(head_dim + max_context + (kThreads / 32) * head_dim) * sizeof(float) +
                       static_cast<size_t>(max_context / kv.page_tokens + 1) * sizeof(int32_t);
   if (smem > 48 * 1024) {

@@ -24,12 +24,20 @@ __global__ void RopeKvKernel(const __nv_bfloat16* qkv, const int32_t* positions,
   const __nv_bfloat16* row = qkv + static_cast<int64_t>(r) * width;
   __nv_bfloat16* k_dst = KvSlot(kv, seq, pos, layer, 0);
   __nv_bfloat16* v_dst = KvSlot(kv, seq, pos, layer, 1);
+  // The rotation of each frequency, computed once per row (in double, as the CPU backend does)
+  // and shared by every head.
+  __shared__ float cos_of[64], sin_of[64];
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    double s, c;
+    sincos(static_cast<double>(pos) * inv_freq[i], &s, &c);
+    cos_of[i] = static_cast<float>(c);
+    sin_of[i] = static_cast<float>(s);
+  }
+  __syncthreads();
   const int pairs = (n_heads + n_kv_heads) * half;
   for (int t = threadIdx.x; t < pairs; t += blockDim.x) {
     const int head = t / half, i = t % half;
-    double s, c;
-    sincos(static_cast<double>(pos) * inv_freq[i], &s, &c);
-    const float cs = static_cast<float>(c), sn = static_cast<float>(s);
+    const float cs = cos_of[i], sn = sin_of[i];
     const __nv_bfloat16* src = row + head * head_dim;
     const float x1 = __bfloat162float(src[i]), x2 = __bfloat162float(src[i + half]);
     const float y1 = x1 * cs - x2 * sn, y2 = x2 * cs + x1 * sn;
@@ -54,6 +62,7 @@ cudaError_t LaunchRopeKvWrite(const uint16_t* qkv, const int32_t* positions, con
                               int n_heads, int n_kv_heads, int head_dim, uint16_t* q_out,
                               cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
+  if (head_dim > 128) return cudaErrorInvalidValue;  // the per-row rotation table holds 64
   RopeKvKernel<<<rows, 256, 0, stream>>>(reinterpret_cast<const __nv_bfloat16*>(qkv), positions, row_seq, inv_freq, kv, layer, n_heads,
                                          n_kv_heads, head_dim, reinterpret_cast<__nv_bfloat16*>(q_out));
   return cudaGetLastError();

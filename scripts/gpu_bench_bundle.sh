@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Stages what the GPU benchmarks and tests need on a machine that has only the NVIDIA driver
+# and CUDA runtime: the stripped binaries, the non-system shared libraries they load, and
+# run.sh, which runs the `gpu` tests (default and forced attention kernels), the engine
+# benchmark and the rollout benchmark on the CUDA backend, writing logs to $OUT (or ./out).
+# Usage: scripts/gpu_bench_bundle.sh DEST   (after building with CUDA into ./build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dest=${1:?usage: $0 DEST}
+bins=(build/bench/flotilla_engine_bench build/bench/flotilla_rollout_bench build/tests/inference/inference_gpu_test)
+mkdir -p "$dest/lib"
+for b in "${bins[@]}"; do objcopy --strip-debug "$b" "$dest/$(basename "$b")"; done
+# Everything ldd resolves except the C/C++ runtime and the CUDA libraries (the target has those).
+ldd "${bins[@]}" | awk '/=>/ {print $3}' | sort -u |
+  grep -Ev '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|libz|ld-linux[^/]*|libcuda[^/]*|libcublas[^/]*|libcudart[^/]*)\.so' |
+  while read -r lib; do cp -L "$lib" "$dest/lib/"; done
+cat > "$dest/run.sh" <<'RUN'
+#!/usr/bin/env bash
+cd "$(dirname "$0")"
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+cublas=$(find /usr/local /opt /usr/lib -name 'libcublas.so.13*' 2>/dev/null | head -1)
+export LD_LIBRARY_PATH=$PWD/lib${cublas:+:$(dirname "$cublas")}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+for mode in "" gqa head; do
+  FLOTILLA_CUDA_ATTN=$mode ./inference_gpu_test > "$OUT/gpu_test${mode:+_$mode}.log" 2>&1
+  echo "gpu tests (attention mode '${mode:-default}'): $(grep -E 'PASSED|FAILED' "$OUT/gpu_test${mode:+_$mode}.log" | tail -1)"
+done
+FLOTILLA_ENGINE_PROFILE=1 ./flotilla_engine_bench --gpu-only 2>&1 | tee "$OUT/engine.log" | grep -E '^engine\.|rows=(1|64|256) '
+FLOTILLA_ENGINE_PROFILE=1 ./flotilla_rollout_bench --backend cuda --steps "${STEPS:-8}" --threads 0 \
+  > "$OUT/rollout.log" 2> "$OUT/rollout_err.log"
+cat "$OUT/rollout.log"
+RUN
+chmod +x "$dest/run.sh"
+du -sh "$dest"
