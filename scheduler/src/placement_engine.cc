@@ -231,14 +231,16 @@ bool PlacementEngine::Settle(const Choice& choice, const ResourceVector& request
 absl::StatusOr<Placement> PlacementEngine::Place(PlaceRequest request) {
   absl::Status last = absl::ResourceExhaustedError("no attempt made");
   for (uint32_t attempt = 0; attempt < options_.max_attempts; ++attempt) {
-    if (attempt > 0 && options_.retry_backoff_us > 0) {
-      uint64_t cap = uint64_t{options_.retry_backoff_us} << std::min<uint32_t>(attempt - 1, 10);
-      uint64_t wait_us;
+    if (attempt > 0) {
+      uint64_t wait_us = 0;
       {
         absl::MutexLock lock(&mu_);
-        wait_us = rng_() % cap;
+        ++stats_.retries;
+        if (options_.retry_backoff_us > 0) {
+          wait_us = rng_() % (uint64_t{options_.retry_backoff_us} << std::min<uint32_t>(attempt - 1, 10));
+        }
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(wait_us));
+      if (wait_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(wait_us));
     }
     ASSIGN_OR_RETURN(Choice choice, Choose(request.request, request.execution_class));
     request.partition = choice.partition;

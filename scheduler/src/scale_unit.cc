@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/ids.h"
@@ -58,6 +59,11 @@ absl::Status ScaleUnit::Restore() {
   size_t restored = 0;
   for (SandboxRecord& r : records) {
     const v1::SandboxPlacement& p = r.placement;
+    if (!r.request_id.empty()) {
+      // Every acknowledged request id, deleted sandboxes' too: a late retry must not place again.
+      absl::MutexLock lock(&requests_mu_);
+      requests_[r.request_id] = RequestRecord{p.sandbox_id(), r.request_fingerprint};
+    }
     bool live = p.state() == v1::SandboxPlacement::RUNNING || p.state() == v1::SandboxPlacement::PENDING;
     if (!live && p.state() != v1::SandboxPlacement::LOST) continue;
     Entry e;
@@ -273,8 +279,61 @@ void ScaleUnit::Publish(const std::string& id, const Entry& e, v1::SandboxEvent:
   events_->Publish(ev);
 }
 
+absl::StatusOr<v1::SandboxPlacement> ScaleUnit::ReplayRecord(const std::string& request_id,
+                                                              const RequestRecord& record,
+                                                              uint64_t fingerprint) const {
+  if (record.fingerprint != fingerprint) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "request_id '", request_id, "': already used by a different request",
+        record.sandbox_id.empty() ? "" : absl::StrCat(" (sandbox ", record.sandbox_id, ")"),
+        "; a retry must repeat the original request unchanged, a new request needs a new id"));
+  }
+  if (record.sandbox_id.empty()) {
+    return absl::AbortedError(
+        absl::StrCat("request_id '", request_id, "': the first request with this id is still being placed; retry"));
+  }
+  absl::StatusOr<v1::SandboxPlacement> p = GetSandbox(record.sandbox_id);
+  if (absl::IsNotFound(p.status())) {
+    return absl::FailedPreconditionError(absl::StrCat("request_id '", request_id, "': its sandbox ",
+                                                      record.sandbox_id, " was already deleted"));
+  }
+  return p;
+}
+
+std::optional<absl::StatusOr<v1::SandboxPlacement>> ScaleUnit::Replay(const v1::CreateSandboxRequest& request) const {
+  if (request.request_id().empty()) return std::nullopt;
+  RequestRecord record;
+  {
+    absl::MutexLock lock(&requests_mu_);
+    auto it = requests_.find(request.request_id());
+    if (it == requests_.end()) return std::nullopt;
+    record = it->second;
+  }
+  return ReplayRecord(request.request_id(), record, RequestFingerprint(request));
+}
+
 absl::StatusOr<v1::SandboxPlacement> ScaleUnit::CreateSandbox(const v1::CreateSandboxRequest& request,
                                                               uint32_t* attempts) {
+  const std::string& request_id = request.request_id();
+  const uint64_t fingerprint = request_id.empty() ? 0 : RequestFingerprint(request);
+  if (!request_id.empty()) {
+    RequestRecord seen;
+    bool first = false;
+    {
+      absl::MutexLock lock(&requests_mu_);
+      auto [it, inserted] = requests_.try_emplace(request_id, RequestRecord{"", fingerprint});
+      first = inserted;
+      if (!inserted) seen = it->second;
+    }
+    if (!first) return ReplayRecord(request_id, seen, fingerprint);
+  }
+  // Until acknowledged, a failure frees the request id for a retry.
+  bool acknowledged = false;
+  absl::Cleanup release_request = [&] {
+    if (request_id.empty() || acknowledged) return;
+    absl::MutexLock lock(&requests_mu_);
+    requests_.erase(request_id);
+  };
   const std::string id = NewId("sbx");
   Entry e;
   e.tenant = request.tenant();
@@ -319,6 +378,8 @@ absl::StatusOr<v1::SandboxPlacement> ScaleUnit::CreateSandbox(const v1::CreateSa
     record.tenant = e.tenant;
     record.request = e.request;
     record.execution_class = e.execution_class;
+    record.request_id = request_id;
+    record.request_fingerprint = fingerprint;
     absl::Status st = journal_->RecordSandbox(record);
     if (!st.ok()) {
       // Not acknowledged: undo on the node so nothing runs that the journal does not know.
@@ -340,6 +401,12 @@ absl::StatusOr<v1::SandboxPlacement> ScaleUnit::CreateSandbox(const v1::CreateSa
       stored.created_unix_ms = e.created_unix_ms;
     }
   }
+  if (!request_id.empty()) {
+    absl::MutexLock lock(&requests_mu_);
+    requests_[request_id] = RequestRecord{id, fingerprint};
+    acknowledged = true;
+  }
+  latency_.Record(clock_.NowNanos() - e.placed_ns);
   Publish(id, e, v1::SandboxEvent::CREATED, "");
   return out;
 }
@@ -446,6 +513,7 @@ UnitStats ScaleUnit::Stats() const {
     out.placement.conflicts += s.conflicts;
     out.placement.node_errors += s.node_errors;
     out.placement.no_capacity += s.no_capacity;
+    out.placement.retries += s.retries;
   }
   {
     absl::MutexLock lock(&nodes_mu_);
@@ -459,6 +527,11 @@ UnitStats ScaleUnit::Stats() const {
   for (Stripe& s : stripes_) {
     absl::MutexLock lock(&s.mu);
     out.sandboxes += s.map.size();
+    for (const auto& [id, e] : s.map) {
+      if (e.state == v1::SandboxPlacement::PENDING) ++out.pending;
+      if (e.state == v1::SandboxPlacement::RUNNING) ++out.running;
+      if (e.state == v1::SandboxPlacement::LOST) ++out.lost_now;
+    }
   }
   out.lost = lost_.load();
   return out;

@@ -67,6 +67,7 @@ struct PlacementStats {
   uint64_t conflicts = 0;    // the node's usage differed from this replica's view
   uint64_t node_errors = 0;  // the node could not be asked
   uint64_t no_capacity = 0;  // the view had no node that fits
+  uint64_t retries = 0;      // node calls beyond the first for one placement
 };
 
 struct Placement {
