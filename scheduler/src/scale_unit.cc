@@ -37,8 +37,34 @@ ScaleUnit::ScaleUnit(const ScaleUnitOptions& options, const Clock& clock, NodeCl
 ScaleUnit::~ScaleUnit() = default;
 
 ScaleUnit::Stripe& ScaleUnit::StripeFor(const std::string& id) const {
-  return stripes_[absl::HashOf(id) % kStripes];
+  // The ids this unit makes end in random characters: the last two pick the stripe without
+  // hashing the whole id (any other id still lands in some stripe, only less evenly).
+  const size_t n = id.size();
+  const size_t mix = n >= 2 ? static_cast<unsigned char>(id[n - 1]) * 131u + static_cast<unsigned char>(id[n - 2])
+                            : (n == 1 ? static_cast<unsigned char>(id[0]) : 0u);
+  return stripes_[mix % kStripes];
 }
+
+namespace {
+
+// A new sandbox id, "s-" and 64 random bits in 13 base-32 digits: 15 characters, short
+// enough to live inside a std::string without a heap allocation in every table that keys on
+// it (the unit's, the node handle's, the node's own). Distinct within a process (RandomU64
+// is a bijection of a counter), and as unlikely to repeat across processes as any 64-bit id.
+std::string NewSandboxId() {
+  static constexpr char kDigits[] = "0123456789abcdefghijklmnopqrstuv";
+  uint64_t v = RandomU64();
+  std::string id(15, '0');
+  id[0] = 's';
+  id[1] = '-';
+  for (size_t i = 14; i >= 2; --i) {
+    id[i] = kDigits[v & 31];
+    v >>= 5;
+  }
+  return id;
+}
+
+}  // namespace
 
 absl::Status ScaleUnit::Restore() {
   ASSIGN_OR_RETURN(std::vector<NodeRecord> nodes, journal_->LoadNodes());
@@ -334,7 +360,7 @@ absl::StatusOr<v1::SandboxPlacement> ScaleUnit::CreateSandbox(const v1::CreateSa
     absl::MutexLock lock(&requests_mu_);
     requests_.erase(request_id);
   };
-  const std::string id = NewId("sbx");
+  const std::string id = NewSandboxId();
   Entry e;
   e.tenant = request.tenant();
   e.request = AdmissionLimits(options_.engine.admission).RequestOf(request.resources());
