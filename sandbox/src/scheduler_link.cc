@@ -71,7 +71,7 @@ absl::Status RunSchedulerLink(NodeAgent& agent, const std::string& scheduler_add
   o.scheduler_address = scheduler_address;
   o.node_id = node_id;
   o.node_address = advertised_address;
-  o.rpc_timeout_ms = 10'000;
+  o.rpc_timeout_ms = 2000;  // bounds how long a stop waits for a call in flight
   // Sandboxes the scheduler does not know are left running: the agent also serves callers
   // that create sandboxes directly.
   SchedulerLink link(o, [&agent] { return std::make_pair(agent.Usage(), agent.SandboxIds()); }, nullptr);
