@@ -305,39 +305,6 @@ void ScaleUnit::Publish(const std::string& id, const Entry& e, v1::SandboxEvent:
   events_->Publish(ev);
 }
 
-absl::StatusOr<v1::SandboxPlacement> ScaleUnit::ReplayRecord(const std::string& request_id,
-                                                              const RequestRecord& record,
-                                                              uint64_t fingerprint) const {
-  if (record.fingerprint != fingerprint) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "request_id '", request_id, "': already used by a different request",
-        record.sandbox_id.empty() ? "" : absl::StrCat(" (sandbox ", record.sandbox_id, ")"),
-        "; a retry must repeat the original request unchanged, a new request needs a new id"));
-  }
-  if (record.sandbox_id.empty()) {
-    return absl::AbortedError(
-        absl::StrCat("request_id '", request_id, "': the first request with this id is still being placed; retry"));
-  }
-  absl::StatusOr<v1::SandboxPlacement> p = GetSandbox(record.sandbox_id);
-  if (absl::IsNotFound(p.status())) {
-    return absl::FailedPreconditionError(absl::StrCat("request_id '", request_id, "': its sandbox ",
-                                                      record.sandbox_id, " was already deleted"));
-  }
-  return p;
-}
-
-std::optional<absl::StatusOr<v1::SandboxPlacement>> ScaleUnit::Replay(const v1::CreateSandboxRequest& request) const {
-  if (request.request_id().empty()) return std::nullopt;
-  RequestRecord record;
-  {
-    absl::MutexLock lock(&requests_mu_);
-    auto it = requests_.find(request.request_id());
-    if (it == requests_.end()) return std::nullopt;
-    record = it->second;
-  }
-  return ReplayRecord(request.request_id(), record, RequestFingerprint(request));
-}
-
 absl::StatusOr<v1::SandboxPlacement> ScaleUnit::CreateSandbox(const v1::CreateSandboxRequest& request,
                                                               uint32_t* attempts) {
   const std::string& request_id = request.request_id();
