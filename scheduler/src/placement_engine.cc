@@ -253,7 +253,7 @@ absl::StatusOr<Placement> PlacementEngine::Place(PlaceRequest request) {
       last = Annotate(result.status(), absl::StrCat("node ", choice.node->id));
       continue;
     }
-    if (result->admitted) return Placement{choice.node, choice.partition, attempt + 1};
+    if (result->admitted) return Placement{std::move(choice.node), choice.partition, attempt + 1};
     last = absl::ResourceExhaustedError(absl::StrCat("node ", choice.node->id, " rejected: ", result->reason));
   }
   return absl::ResourceExhaustedError(

@@ -353,8 +353,8 @@ absl::StatusOr<v1::SandboxPlacement> ScaleUnit::CreateSandbox(const v1::CreateSa
     return placed.status();
   }
   if (attempts != nullptr) *attempts = placed->attempts;
-  e.node = placed->node;
-  e.node_id = placed->node->id;
+  e.node = std::move(placed->node);
+  e.node_id = e.node->id;
   e.partition = placed->partition;
   e.state = v1::SandboxPlacement::RUNNING;
   e.created_unix_ms = clock_.WallMillis();
