@@ -31,11 +31,24 @@ struct SchedulerFlags {
   uint32_t default_cpu_millicores = 1000;
   uint32_t max_attempts = 5;
   std::string port_file;
+  std::string metrics_listen;
+  std::string metrics_port_file;
 };
+
+// Written whole or not at all (rename), so a reader never sees a partial number.
+void WritePortFile(const std::string& path, int port) {
+  std::string tmp = path + ".tmp";
+  FILE* pf = std::fopen(tmp.c_str(), "w");
+  if (pf == nullptr) return;
+  std::fprintf(pf, "%d\n", port);
+  std::fclose(pf);
+  std::rename(tmp.c_str(), path.c_str());
+}
 
 int Run(const SchedulerFlags& f) {
   scheduler::SchedulerServerOptions o;
   o.listen = f.listen;
+  o.metrics_listen = f.metrics_listen;
   o.front.units = f.units;
   o.front.state_dir = f.state_dir;
   o.front.unit.replicas = f.replicas;
@@ -78,15 +91,10 @@ int Run(const SchedulerFlags& f) {
   }
   FLOG(info, "scheduler serving", {{"port", (*server)->port()}, {"units", f.units}, {"state_dir", f.state_dir}});
   std::cout << "listening on port " << (*server)->port() << std::endl;
-  if (!f.port_file.empty()) {
-    std::string tmp = f.port_file + ".tmp";
-    FILE* pf = std::fopen(tmp.c_str(), "w");
-    if (pf != nullptr) {
-      std::fprintf(pf, "%d\n", (*server)->port());
-      std::fclose(pf);
-      std::rename(tmp.c_str(), f.port_file.c_str());
-    }
-  }
+  if ((*server)->metrics_port() != 0) std::cout << "metrics on port " << (*server)->metrics_port() << std::endl;
+  // The metrics port first: a reader of the gRPC port file may scrape at once.
+  if (!f.metrics_port_file.empty()) WritePortFile(f.metrics_port_file, (*server)->metrics_port());
+  if (!f.port_file.empty()) WritePortFile(f.port_file, (*server)->port());
   int sig = 0;
   sigwait(&set, &sig);
   FLOG(info, "scheduler stopping", {{"signal", sig}});
@@ -116,6 +124,9 @@ void AddSchedulerCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   sub->add_option("--max-attempts", f->max_attempts, "node calls per placement")->capture_default_str();
   sub->add_option("--port-file", f->port_file, "write the bound port here once serving");
+  sub->add_option("--metrics-listen", f->metrics_listen,
+                  "serve Prometheus /metrics on this host:port (port 0: any; empty: off), e.g. 127.0.0.1:7401");
+  sub->add_option("--metrics-port-file", f->metrics_port_file, "write the bound metrics port here once serving");
   sub->callback([f, exit_code] { *exit_code = Run(*f); });
 }
 

@@ -35,48 +35,134 @@ uint32_t AdmissionCheck::CpuOf(const v1::Resources& r) const {
   return r.cpu_quota_millicores() ? r.cpu_quota_millicores() : config_.default_cpu_millicores;
 }
 
-v1::AdmitResponse AdmissionCheck::Decide(const v1::NodeUsage& usage, const v1::AdmitRequest& request) const {
-  v1::AdmitResponse out;
-  *out.mutable_usage() = usage;
-  const uint64_t mem = MemoryOf(request.resources());
-  const uint32_t cpu = CpuOf(request.resources());
-  auto over = [&](const std::string& what, double used, double cap, double threshold, bool bytes) {
-    if (cap <= 0) {
-      out.set_reason(absl::StrCat(what, ": no capacity"));
-      return true;
-    }
-    double ratio = used / cap;
-    if (ratio <= threshold + 1e-12) return false;
-    out.set_reason(bytes ? absl::StrFormat("%s: %s of %s (%.2f > %.2f) after placement", what, Gib(used), Gib(cap),
-                                           ratio, threshold)
-                         : absl::StrFormat("%s: %.0f of %.0f (%.2f > %.2f) after placement", what, used, cap, ratio,
-                                           threshold));
+AdmissionOutcome AdmissionCheck::Check(const UsageFigures& node, const UsageFigures* partition,
+                                       uint32_t partition_index, uint64_t memory_bytes,
+                                       uint32_t cpu_millicores) const {
+  AdmissionOutcome out;
+  // Refused when nothing can hold the request or used/capacity passes the threshold.
+  auto over = [&out](AdmissionOutcome::Resource what, double used, double cap, double threshold) {
+    if (cap > 0 && used / cap <= threshold + 1e-12) return false;
+    out.refused = what;
+    out.used = used;
+    out.capacity = cap;
+    out.threshold = threshold;
     return true;
   };
   const double oc = config_.memory_overcommit;
-  if (over("memory", double(usage.memory_used() + mem), double(usage.memory_capacity()) * oc, config_.memory_warning,
-           true) ||
-      over("cpu_millicores", double(usage.cpu_millicores_used() + cpu), double(usage.cpu_millicores_capacity()),
-           config_.cpu_warning, false) ||
-      over("slots", double(usage.slots_used() + 1), double(usage.slots_capacity()), config_.slots_warning, false)) {
+  if (over(AdmissionOutcome::kMemory, double(node.memory_used + memory_bytes), double(node.memory_capacity) * oc,
+           config_.memory_warning) ||
+      over(AdmissionOutcome::kCpu, double(node.cpu_millicores_used) + cpu_millicores,
+           double(node.cpu_millicores_capacity), config_.cpu_warning) ||
+      over(AdmissionOutcome::kSlots, double(node.slots_used) + 1, double(node.slots_capacity),
+           config_.slots_warning)) {
     return out;
   }
+  if (partition != nullptr) {
+    out.partition = partition_index;
+    if (over(AdmissionOutcome::kPartitionMemory, double(partition->memory_used + memory_bytes),
+             double(partition->memory_capacity) * oc, config_.memory_warning) ||
+        over(AdmissionOutcome::kPartitionSlots, double(partition->slots_used) + 1,
+             double(partition->slots_capacity), config_.slots_warning)) {
+      return out;
+    }
+  }
+  return out;
+}
+
+void AdmissionCheck::Add(UsageFigures& node, UsageFigures* partition, uint64_t memory_bytes,
+                         uint32_t cpu_millicores) {
+  node.memory_used += memory_bytes;
+  node.cpu_millicores_used += cpu_millicores;
+  node.slots_used += 1;
+  if (partition != nullptr) {
+    partition->memory_used += memory_bytes;
+    partition->slots_used += 1;
+  }
+}
+
+void AdmissionCheck::Remove(UsageFigures& node, UsageFigures* partition, uint64_t memory_bytes,
+                            uint32_t cpu_millicores) {
+  auto sub = [](auto a, auto b) -> decltype(a) { return a > b ? a - b : 0; };
+  node.memory_used = sub(node.memory_used, memory_bytes);
+  node.cpu_millicores_used = sub(node.cpu_millicores_used, cpu_millicores);
+  node.slots_used = sub(node.slots_used, 1u);
+  if (partition != nullptr) {
+    partition->memory_used = sub(partition->memory_used, memory_bytes);
+    partition->slots_used = sub(partition->slots_used, 1u);
+  }
+}
+
+std::string AdmissionCheck::Reason(const AdmissionOutcome& v) {
+  std::string what;
+  bool bytes = false;
+  switch (v.refused) {
+    case AdmissionOutcome::kNone:
+      return "";
+    case AdmissionOutcome::kMemory:
+      what = "memory";
+      bytes = true;
+      break;
+    case AdmissionOutcome::kCpu:
+      what = "cpu_millicores";
+      break;
+    case AdmissionOutcome::kSlots:
+      what = "slots";
+      break;
+    case AdmissionOutcome::kPartitionMemory:
+      what = absl::StrCat("partition ", v.partition, " memory");
+      bytes = true;
+      break;
+    case AdmissionOutcome::kPartitionSlots:
+      what = absl::StrCat("partition ", v.partition, " slots");
+      break;
+  }
+  if (v.capacity <= 0) return absl::StrCat(what, ": no capacity");
+  const double ratio = v.used / v.capacity;
+  return bytes ? absl::StrFormat("%s: %s of %s (%.2f > %.2f) after placement", what, Gib(v.used), Gib(v.capacity),
+                                 ratio, v.threshold)
+               : absl::StrFormat("%s: %.0f of %.0f (%.2f > %.2f) after placement", what, v.used, v.capacity, ratio,
+                                 v.threshold);
+}
+
+namespace {
+
+UsageFigures NodeFigures(const v1::NodeUsage& u) {
+  return {u.memory_capacity(), u.memory_used(), u.cpu_millicores_capacity(), u.cpu_millicores_used(),
+          u.slots_capacity(), u.slots_used()};
+}
+
+UsageFigures PartitionFigures(const v1::NumaPartition& p) {
+  return {p.memory_capacity(), p.memory_used(), 0, 0, p.slots_capacity(), p.slots_used()};
+}
+
+}  // namespace
+
+v1::AdmitResponse AdmissionCheck::Decide(const v1::NodeUsage& usage, const v1::AdmitRequest& request) const {
+  v1::AdmitResponse out;
+  *out.mutable_usage() = usage;
+  const v1::NumaPartition* part = nullptr;
   if (usage.partitions_size() > 0) {
-    const v1::NumaPartition* part = nullptr;
     for (const auto& p : usage.partitions()) {
       if (p.index() == request.numa_partition()) part = &p;
     }
+  }
+  UsageFigures part_figures;
+  if (part != nullptr) part_figures = PartitionFigures(*part);
+  const uint64_t mem = MemoryOf(request.resources());
+  const uint32_t cpu = CpuOf(request.resources());
+  // The node-wide figures are checked first, so a missing partition is named only when the
+  // node as a whole has room.
+  AdmissionOutcome v = Check(NodeFigures(usage), nullptr, 0, mem, cpu);
+  if (v.admitted() && usage.partitions_size() > 0) {
     if (part == nullptr) {
       out.set_reason(absl::StrCat("numa_partition: no partition ", request.numa_partition(), " on this node"));
       return out;
     }
-    std::string name = absl::StrCat("partition ", part->index(), " memory");
-    if (over(name, double(part->memory_used() + mem), double(part->memory_capacity()) * oc, config_.memory_warning,
-             true) ||
-        over(absl::StrCat("partition ", part->index(), " slots"), double(part->slots_used() + 1),
-             double(part->slots_capacity()), config_.slots_warning, false)) {
-      return out;
-    }
+    v = Check(NodeFigures(usage), &part_figures, part->index(), mem, cpu);
+  }
+  if (!v.admitted()) {
+    out.set_reason(Reason(v));
+    return out;
   }
   out.set_admitted(true);
   return out;
@@ -85,9 +171,12 @@ v1::AdmitResponse AdmissionCheck::Decide(const v1::NodeUsage& usage, const v1::A
 v1::NodeUsage AdmissionCheck::Apply(const v1::NodeUsage& usage, const v1::AdmitRequest& request) const {
   v1::NodeUsage u = usage;
   const uint64_t mem = MemoryOf(request.resources());
-  u.set_memory_used(u.memory_used() + mem);
-  u.set_cpu_millicores_used(u.cpu_millicores_used() + CpuOf(request.resources()));
-  u.set_slots_used(u.slots_used() + 1);
+  const uint32_t cpu = CpuOf(request.resources());
+  UsageFigures node = NodeFigures(u);
+  Add(node, nullptr, mem, cpu);
+  u.set_memory_used(node.memory_used);
+  u.set_cpu_millicores_used(node.cpu_millicores_used);
+  u.set_slots_used(node.slots_used);
   for (auto& p : *u.mutable_partitions()) {
     if (p.index() == request.numa_partition()) {
       p.set_memory_used(p.memory_used() + mem);

@@ -1,38 +1,84 @@
-// RunSchedulerLink: the node's side of RegisterNode + Heartbeat (scheduler.proto).
+// SchedulerLink, and RunSchedulerLink: the node agent driving one.
+#include "flotilla/sandbox/scheduler_link.h"
+
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <thread>
 
-#include "flotilla/proto/scheduler.grpc.pb.h"
+#include "absl/strings/str_cat.h"
 #include "flotilla/sandbox/node_agent.h"
 
 namespace flotilla::sandbox {
 
+SchedulerLink::SchedulerLink(const SchedulerLinkOptions& options, SnapshotFn snapshot, UnknownFn on_unknown)
+    : options_(options),
+      snapshot_(std::move(snapshot)),
+      on_unknown_(std::move(on_unknown)),
+      stub_(v1::Scheduler::NewStub(grpc::CreateChannel(options.scheduler_address, grpc::InsecureChannelCredentials()))) {
+  if (options_.interval_ms > 0) interval_ms_ = options_.interval_ms;
+}
+
+absl::Status SchedulerLink::Register() {
+  auto [usage, ids] = snapshot_();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(options_.rpc_timeout_ms));
+  v1::RegisterNodeRequest req;
+  req.set_node_id(options_.node_id);
+  req.set_address(options_.node_address);
+  req.set_scale_unit(options_.scale_unit);
+  *req.mutable_usage() = std::move(usage);
+  v1::RegisterNodeResponse resp;
+  grpc::Status s = stub_->RegisterNode(&ctx, req, &resp);
+  if (!s.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("registering with the scheduler at ", options_.scheduler_address, ": ", s.error_message()));
+  }
+  if (options_.interval_ms == 0 && resp.heartbeat_interval_ms() > 0) interval_ms_ = resp.heartbeat_interval_ms();
+  registered_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status SchedulerLink::Beat() {
+  auto [usage, ids] = snapshot_();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(options_.rpc_timeout_ms));
+  v1::HeartbeatRequest req;
+  req.set_node_id(options_.node_id);
+  *req.mutable_usage() = std::move(usage);
+  for (auto& id : ids) req.add_sandbox_ids(std::move(id));
+  v1::HeartbeatResponse resp;
+  grpc::Status s = stub_->Heartbeat(&ctx, req, &resp);
+  if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
+    registered_ = false;  // forgotten or declared dead: register again
+    return absl::NotFoundError(s.error_message());
+  }
+  if (!s.ok()) return absl::UnavailableError(absl::StrCat("heartbeat: ", s.error_message()));
+  if (resp.unknown_sandbox_ids_size() > 0 && on_unknown_) {
+    on_unknown_(std::vector<std::string>(resp.unknown_sandbox_ids().begin(), resp.unknown_sandbox_ids().end()));
+  }
+  return absl::OkStatus();
+}
+
+void SchedulerLink::Step() {
+  if (!registered_ && !Register().ok()) return;
+  (void)Beat();  // a missed beat is retried at the next interval
+}
+
 absl::Status RunSchedulerLink(NodeAgent& agent, const std::string& scheduler_address, const std::string& node_id,
                               const std::string& advertised_address, const std::function<bool()>& stop) {
-  auto channel = grpc::CreateChannel(scheduler_address, grpc::InsecureChannelCredentials());
-  auto stub = v1::Scheduler::NewStub(channel);
-  v1::RegisterNodeRequest reg;
-  reg.set_node_id(node_id);
-  reg.set_address(advertised_address);
-  *reg.mutable_usage() = agent.Usage();
-  v1::RegisterNodeResponse reg_resp;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  grpc::Status s = stub->RegisterNode(&ctx, reg, &reg_resp);
-  if (!s.ok()) {
-    return absl::UnavailableError("registering with the scheduler at " + scheduler_address + ": " + s.error_message());
-  }
-  const auto interval = std::chrono::milliseconds(reg_resp.heartbeat_interval_ms() ? reg_resp.heartbeat_interval_ms() : 1000);
+  SchedulerLinkOptions o;
+  o.scheduler_address = scheduler_address;
+  o.node_id = node_id;
+  o.node_address = advertised_address;
+  o.rpc_timeout_ms = 2000;  // bounds how long a stop waits for a call in flight
+  // Sandboxes the scheduler does not know are left running: the agent also serves callers
+  // that create sandboxes directly.
+  SchedulerLink link(o, [&agent] { return std::make_pair(agent.Usage(), agent.SandboxIds()); }, nullptr);
+  if (absl::Status s = link.Register(); !s.ok()) return s;
   while (!stop()) {
-    v1::HeartbeatRequest hb;
-    hb.set_node_id(node_id);
-    *hb.mutable_usage() = agent.Usage();
-    for (const std::string& id : agent.SandboxIds()) hb.add_sandbox_ids(id);
-    v1::HeartbeatResponse resp;
-    grpc::ClientContext hctx;
-    hctx.set_deadline(std::chrono::system_clock::now() + interval);
-    (void)stub->Heartbeat(&hctx, hb, &resp);  // a missed beat is retried at the next interval
+    link.Step();
+    const auto interval = std::chrono::milliseconds(link.interval_ms());
     for (auto slept = std::chrono::milliseconds(0); slept < interval && !stop(); slept += std::chrono::milliseconds(50)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }

@@ -37,14 +37,4 @@ AdmissionVerdict AdmissionLimits::Check(const ResourceVector& capacity, const Re
   return CheckLimits(Limits(capacity), used, request);
 }
 
-AdmissionVerdict AdmissionLimits::CheckLimits(const ResourceVector& lim, const ResourceVector& used,
-                                              const ResourceVector& request) {
-  ResourceVector after = used;
-  after += request;
-  if (after.memory_bytes > lim.memory_bytes) return AdmissionVerdict::kMemory;
-  if (after.cpu_millicores > lim.cpu_millicores) return AdmissionVerdict::kCpu;
-  if (after.slots > lim.slots) return AdmissionVerdict::kSlots;
-  return AdmissionVerdict::kAdmitted;
-}
-
 }  // namespace flotilla::scheduler

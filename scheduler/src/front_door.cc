@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/ids.h"
@@ -38,6 +39,28 @@ size_t FrontDoor::UnitFor(const std::string& tenant) const { return absl::HashOf
 
 absl::StatusOr<v1::SandboxPlacement> FrontDoor::CreateSandbox(const v1::CreateSandboxRequest& request,
                                                               uint32_t* attempts) {
+  const std::string& request_id = request.request_id();
+  if (!request_id.empty()) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!requests_in_flight_.insert(request_id).second) {
+        return absl::AbortedError(
+            absl::StrCat("request_id '", request_id, "': a request with this id is in progress; retry"));
+      }
+    }
+    absl::Cleanup done = [&] {
+      absl::MutexLock lock(&mu_);
+      requests_in_flight_.erase(request_id);
+    };
+    for (auto& unit : units_) {
+      if (auto replay = unit->Replay(request)) return *std::move(replay);
+    }
+    return Place(request, attempts);
+  }
+  return Place(request, attempts);
+}
+
+absl::StatusOr<v1::SandboxPlacement> FrontDoor::Place(const v1::CreateSandboxRequest& request, uint32_t* attempts) {
   size_t home = UnitFor(request.tenant());
   if (units_.size() > 1 && units_[home]->Fill() > options_.spill_over_fill) {
     size_t least = home;
@@ -155,9 +178,13 @@ UnitStats FrontDoor::Stats() const {
     total.placement.conflicts += s.placement.conflicts;
     total.placement.node_errors += s.placement.node_errors;
     total.placement.no_capacity += s.placement.no_capacity;
+    total.placement.retries += s.placement.retries;
     total.live_nodes += s.live_nodes;
     total.dead_nodes += s.dead_nodes;
     total.sandboxes += s.sandboxes;
+    total.pending += s.pending;
+    total.running += s.running;
+    total.lost_now += s.lost_now;
     total.lost += s.lost;
   }
   return total;

@@ -14,6 +14,8 @@ const std::vector<std::string>& Migrations() {
       " placement BLOB NOT NULL);"
       "CREATE INDEX sandboxes_node ON sandboxes(node_id);"
       "CREATE TABLE nodes(id TEXT PRIMARY KEY, address TEXT NOT NULL);",
+      "ALTER TABLE sandboxes ADD COLUMN request_id TEXT NOT NULL DEFAULT '';"
+      "ALTER TABLE sandboxes ADD COLUMN request_fingerprint INTEGER NOT NULL DEFAULT 0;",
   };
   return m;
 }
@@ -76,8 +78,8 @@ absl::Status Journal::Apply(const std::vector<Op>& ops) {
   ASSIGN_OR_RETURN(Transaction tx, db_->Begin());
   ASSIGN_OR_RETURN(Statement put_sandbox,
                    db_->Prepare("INSERT OR REPLACE INTO sandboxes(id, tenant, node_id, state, lost_reason,"
-                                " memory_bytes, cpu_millicores, slots, execution_class, placement)"
-                                " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                                " memory_bytes, cpu_millicores, slots, execution_class, placement, request_id,"
+                                " request_fingerprint) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   ASSIGN_OR_RETURN(Statement put_state, db_->Prepare("UPDATE sandboxes SET state = ?, lost_reason = ? WHERE id = ?"));
   ASSIGN_OR_RETURN(Statement put_node, db_->Prepare("INSERT OR REPLACE INTO nodes(id, address) VALUES(?, ?)"));
   for (const Op& op : ops) {
@@ -95,6 +97,9 @@ absl::Status Journal::Apply(const std::vector<Op>& ops) {
         RETURN_IF_ERROR(put_sandbox.Bind(8, static_cast<int64_t>(r.request.slots)));
         RETURN_IF_ERROR(put_sandbox.Bind(9, static_cast<int64_t>(r.execution_class)));
         RETURN_IF_ERROR(put_sandbox.BindBlob(10, r.placement.SerializeAsString()));
+        RETURN_IF_ERROR(put_sandbox.Bind(11, r.request_id));
+        // SQLite integers are signed: the fingerprint's bits are stored as they are.
+        RETURN_IF_ERROR(put_sandbox.Bind(12, static_cast<int64_t>(r.request_fingerprint)));
         RETURN_IF_ERROR(put_sandbox.Run());
         break;
       }
@@ -142,7 +147,8 @@ absl::Status Journal::RecordNode(const NodeRecord& node) {
 
 absl::StatusOr<std::vector<SandboxRecord>> Journal::LoadSandboxes() {
   ASSIGN_OR_RETURN(Statement st, db_->Prepare("SELECT tenant, state, lost_reason, memory_bytes, cpu_millicores,"
-                                              " slots, execution_class, placement FROM sandboxes ORDER BY rowid"));
+                                              " slots, execution_class, placement, request_id, request_fingerprint"
+                                              " FROM sandboxes ORDER BY rowid"));
   std::vector<SandboxRecord> out;
   for (;;) {
     ASSIGN_OR_RETURN(bool row, st.Step());
@@ -158,6 +164,8 @@ absl::StatusOr<std::vector<SandboxRecord>> Journal::LoadSandboxes() {
     r.request.cpu_millicores = static_cast<uint32_t>(st.ColumnInt(4));
     r.request.slots = static_cast<uint32_t>(st.ColumnInt(5));
     r.execution_class = static_cast<v1::ExecutionClass>(st.ColumnInt(6));
+    r.request_id = st.ColumnText(8);
+    r.request_fingerprint = static_cast<uint64_t>(st.ColumnInt(9));
     out.push_back(std::move(r));
   }
   return out;

@@ -6,81 +6,89 @@ namespace flotilla::scheduler {
 
 NodeLedger::NodeLedger(std::vector<PartitionUsage> partitions, const sandbox::AdmissionConfig& config)
     : check_(config) {
-  NodeUsageSnapshot snapshot;
   for (size_t i = 0; i < partitions.size(); ++i) {
-    partitions[i].used = {};
-    partitions[i].index = static_cast<uint32_t>(i);  // a partition is named by its position
+    PartitionUsage& p = partitions[i];
+    p.used = {};
+    p.index = static_cast<uint32_t>(i);  // a partition is named by its position
+    node_.memory_capacity += p.capacity.memory_bytes;
+    node_.cpu_millicores_capacity += p.capacity.cpu_millicores;
+    node_.slots_capacity += p.capacity.slots;
+    partitions_.push_back({p.capacity.memory_bytes, 0, 0, 0, p.capacity.slots, 0});
+    shape_.partitions.push_back(std::move(p));
   }
-  snapshot.partitions = std::move(partitions);
-  usage_ = ToProto(snapshot);
 }
 
-v1::AdmitRequest NodeLedger::ToAdmit(uint32_t partition, const ResourceVector& request) const {
-  v1::AdmitRequest req;
-  req.mutable_resources()->set_memory_bytes(request.memory_bytes);
-  req.mutable_resources()->set_cpu_quota_millicores(request.cpu_millicores);
-  req.set_numa_partition(partition);
-  return req;
+std::string NodeLedger::Decide(uint32_t partition, uint64_t memory, uint32_t cpu) const {
+  if (partition >= partitions_.size()) {
+    return absl::StrCat("numa_partition: no partition ", partition, " on this node");
+  }
+  sandbox::AdmissionOutcome d = check_.Check(node_, &partitions_[partition], partition, memory, cpu);
+  return d.admitted() ? std::string() : sandbox::AdmissionCheck::Reason(d);
+}
+
+// The wire form carries no per-partition CPU: the node's CPU is split evenly, as FromProto
+// does for a real node's report, so the simulator's reports read exactly like an agent's.
+void NodeLedger::FillUsage(NodeUsageSnapshot& out) const {
+  out.partitions = shape_.partitions;
+  const uint32_t n = static_cast<uint32_t>(partitions_.size());
+  for (uint32_t i = 0; i < n; ++i) {
+    PartitionUsage& p = out.partitions[i];
+    p.capacity.cpu_millicores = node_.cpu_millicores_capacity / n;
+    p.used = {partitions_[i].memory_used, node_.cpu_millicores_used / n, partitions_[i].slots_used};
+  }
 }
 
 absl::StatusOr<LedgerAdmitResult> NodeLedger::Admit(const std::string& sandbox_id, uint32_t partition,
                                                     const ResourceVector& request) {
-  v1::AdmitRequest req = ToAdmit(partition, request);
+  const uint64_t mem = request.memory_bytes != 0 ? request.memory_bytes : check_.config().default_memory_bytes;
+  const uint32_t cpu = request.cpu_millicores != 0 ? request.cpu_millicores : check_.config().default_cpu_millicores;
+  LedgerAdmitResult r;
   absl::MutexLock lock(&mu_);
-  if (sandboxes_.contains(sandbox_id)) {
+  auto [it, inserted] = sandboxes_.try_emplace(sandbox_id);
+  if (!inserted) {
     return absl::AlreadyExistsError(absl::StrCat("sandbox ", sandbox_id, " is already on this node"));
   }
-  v1::AdmitResponse d = check_.Decide(usage_, req);
-  LedgerAdmitResult r;
-  r.admitted = d.admitted();
-  r.reason = d.reason();
+  r.reason = Decide(partition, mem, cpu);
+  r.admitted = r.reason.empty();
   if (r.admitted) {
-    usage_ = check_.Apply(usage_, req);
-    // What Apply charged, so Release gives back exactly that.
-    req.mutable_resources()->set_memory_bytes(check_.MemoryOf(req.resources()));
-    req.mutable_resources()->set_cpu_quota_millicores(check_.CpuOf(req.resources()));
-    sandboxes_.emplace(sandbox_id, std::move(req));
+    sandbox::AdmissionCheck::Add(node_, &partitions_[partition], mem, cpu);
+    it->second = Charge{partition, mem, cpu};
+  } else {
+    sandboxes_.erase(it);
   }
-  r.usage = FromProto(usage_);
+  FillUsage(r.usage);
   return r;
 }
 
 LedgerAdmitResult NodeLedger::Check(uint32_t partition, const ResourceVector& request) const {
-  v1::AdmitRequest req = ToAdmit(partition, request);
+  const uint64_t mem = request.memory_bytes != 0 ? request.memory_bytes : check_.config().default_memory_bytes;
+  const uint32_t cpu = request.cpu_millicores != 0 ? request.cpu_millicores : check_.config().default_cpu_millicores;
+  LedgerAdmitResult r;
   absl::MutexLock lock(&mu_);
-  v1::AdmitResponse d = check_.Decide(usage_, req);
-  return LedgerAdmitResult{d.admitted(), d.reason(), FromProto(usage_)};
+  r.reason = Decide(partition, mem, cpu);
+  r.admitted = r.reason.empty();
+  FillUsage(r.usage);
+  return r;
 }
 
 absl::Status NodeLedger::Release(const std::string& sandbox_id) {
   absl::MutexLock lock(&mu_);
   auto it = sandboxes_.find(sandbox_id);
   if (it == sandboxes_.end()) return absl::NotFoundError(absl::StrCat("sandbox ", sandbox_id, " is not on this node"));
-  const v1::AdmitRequest& req = it->second;
-  const uint64_t mem = req.resources().memory_bytes();
-  const uint32_t cpu = req.resources().cpu_quota_millicores();
-  auto sub = [](auto a, auto b) { return a > b ? a - b : 0; };
-  usage_.set_memory_used(sub(usage_.memory_used(), mem));
-  usage_.set_cpu_millicores_used(sub(usage_.cpu_millicores_used(), cpu));
-  usage_.set_slots_used(sub(usage_.slots_used(), 1u));
-  for (auto& p : *usage_.mutable_partitions()) {
-    if (p.index() != req.numa_partition()) continue;
-    p.set_memory_used(sub(p.memory_used(), mem));
-    p.set_slots_used(sub(p.slots_used(), 1u));
-  }
+  const Charge& c = it->second;
+  sandbox::AdmissionCheck::Remove(node_, &partitions_[c.partition], c.memory_bytes, c.cpu_millicores);
   sandboxes_.erase(it);
   return absl::OkStatus();
 }
 
 NodeUsageSnapshot NodeLedger::Usage() const {
+  NodeUsageSnapshot out;
   absl::MutexLock lock(&mu_);
-  return FromProto(usage_);
+  FillUsage(out);
+  return out;
 }
 
-v1::NodeUsage NodeLedger::UsageProto() const {
-  absl::MutexLock lock(&mu_);
-  return usage_;
-}
+v1::NodeUsage NodeLedger::UsageProto() const { return ToProto(Usage()); }
 
 std::vector<std::string> NodeLedger::SandboxIds() const {
   absl::MutexLock lock(&mu_);
@@ -95,7 +103,9 @@ std::pair<NodeUsageSnapshot, std::vector<std::string>> NodeLedger::Snapshot() co
   std::vector<std::string> ids;
   ids.reserve(sandboxes_.size());
   for (const auto& [id, e] : sandboxes_) ids.push_back(id);
-  return {FromProto(usage_), std::move(ids)};
+  NodeUsageSnapshot usage;
+  FillUsage(usage);
+  return {std::move(usage), std::move(ids)};
 }
 
 size_t NodeLedger::size() const {

@@ -5,13 +5,12 @@
 #include <cmath>
 #include <thread>
 
+#include "absl/base/attributes.h"
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/status.h"
 
 namespace flotilla::scheduler {
 namespace {
-
-double Frac(double used, double limit) { return limit <= 0 ? 1.0 : used / limit; }
 
 uint64_t AddSigned(uint64_t base, double delta) {
   double v = static_cast<double>(base) + delta;
@@ -28,23 +27,24 @@ PlacementEngine::PlacementEngine(std::string name, const EngineOptions& options,
       decay_ns_(static_cast<double>(std::max<int64_t>(options.reservation_decay_ms, 1)) * 1e6),
       rng_(seed) {}
 
+void PlacementEngine::SetCapacity(PartitionView& p, const ResourceVector& capacity) const {
+  p.capacity = capacity;
+  p.limits = check_.Limits(capacity);
+  p.inv_slot_limit = p.limits.slots > 0 ? 1.0 / static_cast<double>(p.limits.slots) : 0.0;
+  p.inv_memory_limit = p.limits.memory_bytes > 0 ? 1.0 / static_cast<double>(p.limits.memory_bytes) : 0.0;
+}
+
 void PlacementEngine::ApplyUsage(NodeView& v, const NodeUsageSnapshot& usage, int64_t now, bool heartbeat) {
   if (v.partitions.size() != usage.partitions.size()) {
     // The node's shape changed (or this is its first report): start its view afresh.
     v.partitions.assign(usage.partitions.size(), PartitionView{});
     v.report_ns = 0;
-    for (size_t i = 0; i < usage.partitions.size(); ++i) {
-      v.partitions[i].capacity = usage.partitions[i].capacity;
-      v.partitions[i].limits = check_.Limits(usage.partitions[i].capacity);
-    }
+    for (size_t i = 0; i < usage.partitions.size(); ++i) SetCapacity(v.partitions[i], usage.partitions[i].capacity);
   }
   for (size_t i = 0; i < usage.partitions.size(); ++i) {
     PartitionView& p = v.partitions[i];
     const PartitionUsage& u = usage.partitions[i];
-    if (!(p.capacity == u.capacity)) {
-      p.capacity = u.capacity;
-      p.limits = check_.Limits(u.capacity);
-    }
+    if (!(p.capacity == u.capacity)) SetCapacity(p, u.capacity);
     p.base = u.used;
     if (heartbeat) {
       if (v.report_ns > 0 && now > v.report_ns) {
@@ -58,15 +58,24 @@ void PlacementEngine::ApplyUsage(NodeView& v, const NodeUsageSnapshot& usage, in
   }
   v.base_ns = now;
   if (heartbeat) v.report_ns = now;
+  const uint32_t total = v.node->sandboxes.load(std::memory_order_relaxed);
+  v.ls_share = total == 0 ? 0.0
+                          : static_cast<double>(v.node->latency_sensitive.load(std::memory_order_relaxed)) /
+                                static_cast<double>(total);
 }
 
 ResourceVector PlacementEngine::Predict(const NodeView& v, const PartitionView& p, int64_t now) const {
+  return PredictAt(p, std::min<int64_t>(now - v.base_ns, options_.trend_horizon_ms * 1'000'000), now);
+}
+
+// Inlined into the choice loop, which calls it for every partition of the view.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline ResourceVector PlacementEngine::PredictAt(const PartitionView& p,
+                                                                              int64_t trend_ns, int64_t now) const {
   ResourceVector out = p.base;
-  int64_t dt = std::min<int64_t>(now - v.base_ns, options_.trend_horizon_ms * 1'000'000);
   double slots_delta = 0, memory_delta = 0, cpu_delta = 0;
-  if (dt > 0 && (p.slots_per_ns != 0 || p.memory_per_ns != 0)) {
-    slots_delta += p.slots_per_ns * static_cast<double>(dt);
-    memory_delta += p.memory_per_ns * static_cast<double>(dt);
+  if (trend_ns > 0 && (p.slots_per_ns != 0 || p.memory_per_ns != 0)) {
+    slots_delta += p.slots_per_ns * static_cast<double>(trend_ns);
+    memory_delta += p.memory_per_ns * static_cast<double>(trend_ns);
   }
   if (p.reserved_slots > 0 || p.reserved_memory > 0 || p.reserved_cpu > 0) {
     double f = std::exp(-static_cast<double>(now - p.reserved_ns) / decay_ns_);
@@ -147,29 +156,23 @@ absl::StatusOr<PlacementEngine::Choice> PlacementEngine::Choose(const ResourceVe
   uint32_t best_part = 0;
   ResourceVector best_pred;
   uint32_t feasible = 0;
+  const int64_t horizon_ns = options_.trend_horizon_ms * 1'000'000;
   for (size_t k = 0; k < n; ++k) {
     size_t i = start + k;
     if (i >= n) i -= n;
     const NodeView& v = nodes_[i];
     if (v.suspect_until_ns > now) continue;
-    double class_score = 0;
-    if (options_.class_mix_weight != 0) {
-      uint32_t total = v.node->sandboxes.load(std::memory_order_relaxed);
-      double ls_share = total == 0 ? 0.0
-                                   : static_cast<double>(v.node->latency_sensitive.load(std::memory_order_relaxed)) /
-                                         static_cast<double>(total);
-      // Latency-sensitive sandboxes go where few others are; best-effort ones fill in beside them.
-      class_score = ls ? 1.0 - ls_share : ls_share;
-    }
+    // Latency-sensitive sandboxes go where few others are; best-effort ones fill in beside them.
+    const double class_score = ls ? 1.0 - v.ls_share : v.ls_share;
+    const int64_t trend_ns = std::min<int64_t>(now - v.base_ns, horizon_ns);
     bool node_feasible = false;
     for (uint32_t pi = 0; pi < v.partitions.size(); ++pi) {
       const PartitionView& p = v.partitions[pi];
-      ResourceVector pred = Predict(v, p, now);
+      ResourceVector pred = PredictAt(p, trend_ns, now);
       if (check_.CheckLimits(p.limits, pred, request) != AdmissionVerdict::kAdmitted) continue;
       node_feasible = true;
-      double slot_frac = Frac(static_cast<double>(pred.slots + request.slots), p.limits.slots);
-      double mem_frac = Frac(static_cast<double>(pred.memory_bytes + request.memory_bytes),
-                             static_cast<double>(p.limits.memory_bytes));
+      double slot_frac = static_cast<double>(pred.slots + request.slots) * p.inv_slot_limit;
+      double mem_frac = static_cast<double>(pred.memory_bytes + request.memory_bytes) * p.inv_memory_limit;
       double util = std::max(slot_frac, mem_frac);
       double fit = best_fit ? util : 1.0 - util;
       double partition_fit = 1.0 - std::fabs(slot_frac - mem_frac);
@@ -231,14 +234,16 @@ bool PlacementEngine::Settle(const Choice& choice, const ResourceVector& request
 absl::StatusOr<Placement> PlacementEngine::Place(PlaceRequest request) {
   absl::Status last = absl::ResourceExhaustedError("no attempt made");
   for (uint32_t attempt = 0; attempt < options_.max_attempts; ++attempt) {
-    if (attempt > 0 && options_.retry_backoff_us > 0) {
-      uint64_t cap = uint64_t{options_.retry_backoff_us} << std::min<uint32_t>(attempt - 1, 10);
-      uint64_t wait_us;
+    if (attempt > 0) {
+      uint64_t wait_us = 0;
       {
         absl::MutexLock lock(&mu_);
-        wait_us = rng_() % cap;
+        ++stats_.retries;
+        if (options_.retry_backoff_us > 0) {
+          wait_us = rng_() % (uint64_t{options_.retry_backoff_us} << std::min<uint32_t>(attempt - 1, 10));
+        }
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(wait_us));
+      if (wait_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(wait_us));
     }
     ASSIGN_OR_RETURN(Choice choice, Choose(request.request, request.execution_class));
     request.partition = choice.partition;
@@ -248,7 +253,7 @@ absl::StatusOr<Placement> PlacementEngine::Place(PlaceRequest request) {
       last = Annotate(result.status(), absl::StrCat("node ", choice.node->id));
       continue;
     }
-    if (result->admitted) return Placement{choice.node, choice.partition, attempt + 1};
+    if (result->admitted) return Placement{std::move(choice.node), choice.partition, attempt + 1};
     last = absl::ResourceExhaustedError(absl::StrCat("node ", choice.node->id, " rejected: ", result->reason));
   }
   return absl::ResourceExhaustedError(

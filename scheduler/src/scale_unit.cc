@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/ids.h"
@@ -36,8 +37,34 @@ ScaleUnit::ScaleUnit(const ScaleUnitOptions& options, const Clock& clock, NodeCl
 ScaleUnit::~ScaleUnit() = default;
 
 ScaleUnit::Stripe& ScaleUnit::StripeFor(const std::string& id) const {
-  return stripes_[absl::HashOf(id) % kStripes];
+  // The ids this unit makes end in random characters: the last two pick the stripe without
+  // hashing the whole id (any other id still lands in some stripe, only less evenly).
+  const size_t n = id.size();
+  const size_t mix = n >= 2 ? static_cast<unsigned char>(id[n - 1]) * 131u + static_cast<unsigned char>(id[n - 2])
+                            : (n == 1 ? static_cast<unsigned char>(id[0]) : 0u);
+  return stripes_[mix % kStripes];
 }
+
+namespace {
+
+// A new sandbox id, "s-" and 64 random bits in 13 base-32 digits: 15 characters, short
+// enough to live inside a std::string without a heap allocation in every table that keys on
+// it (the unit's, the node handle's, the node's own). Distinct within a process (RandomU64
+// is a bijection of a counter), and as unlikely to repeat across processes as any 64-bit id.
+std::string NewSandboxId() {
+  static constexpr char kDigits[] = "0123456789abcdefghijklmnopqrstuv";
+  uint64_t v = RandomU64();
+  std::string id(15, '0');
+  id[0] = 's';
+  id[1] = '-';
+  for (size_t i = 14; i >= 2; --i) {
+    id[i] = kDigits[v & 31];
+    v >>= 5;
+  }
+  return id;
+}
+
+}  // namespace
 
 absl::Status ScaleUnit::Restore() {
   ASSIGN_OR_RETURN(std::vector<NodeRecord> nodes, journal_->LoadNodes());
@@ -58,6 +85,11 @@ absl::Status ScaleUnit::Restore() {
   size_t restored = 0;
   for (SandboxRecord& r : records) {
     const v1::SandboxPlacement& p = r.placement;
+    if (!r.request_id.empty()) {
+      // Every acknowledged request id, deleted sandboxes' too: a late retry must not place again.
+      absl::MutexLock lock(&requests_mu_);
+      requests_[r.request_id] = RequestRecord{p.sandbox_id(), r.request_fingerprint};
+    }
     bool live = p.state() == v1::SandboxPlacement::RUNNING || p.state() == v1::SandboxPlacement::PENDING;
     if (!live && p.state() != v1::SandboxPlacement::LOST) continue;
     Entry e;
@@ -275,7 +307,27 @@ void ScaleUnit::Publish(const std::string& id, const Entry& e, v1::SandboxEvent:
 
 absl::StatusOr<v1::SandboxPlacement> ScaleUnit::CreateSandbox(const v1::CreateSandboxRequest& request,
                                                               uint32_t* attempts) {
-  const std::string id = NewId("sbx");
+  const std::string& request_id = request.request_id();
+  const uint64_t fingerprint = request_id.empty() ? 0 : RequestFingerprint(request);
+  if (!request_id.empty()) {
+    RequestRecord seen;
+    bool first = false;
+    {
+      absl::MutexLock lock(&requests_mu_);
+      auto [it, inserted] = requests_.try_emplace(request_id, RequestRecord{"", fingerprint});
+      first = inserted;
+      if (!inserted) seen = it->second;
+    }
+    if (!first) return ReplayRecord(request_id, seen, fingerprint);
+  }
+  // Until acknowledged, a failure frees the request id for a retry.
+  bool acknowledged = false;
+  absl::Cleanup release_request = [&] {
+    if (request_id.empty() || acknowledged) return;
+    absl::MutexLock lock(&requests_mu_);
+    requests_.erase(request_id);
+  };
+  const std::string id = NewSandboxId();
   Entry e;
   e.tenant = request.tenant();
   e.request = AdmissionLimits(options_.engine.admission).RequestOf(request.resources());
@@ -301,8 +353,8 @@ absl::StatusOr<v1::SandboxPlacement> ScaleUnit::CreateSandbox(const v1::CreateSa
     return placed.status();
   }
   if (attempts != nullptr) *attempts = placed->attempts;
-  e.node = placed->node;
-  e.node_id = placed->node->id;
+  e.node = std::move(placed->node);
+  e.node_id = e.node->id;
   e.partition = placed->partition;
   e.state = v1::SandboxPlacement::RUNNING;
   e.created_unix_ms = clock_.WallMillis();
@@ -319,6 +371,8 @@ absl::StatusOr<v1::SandboxPlacement> ScaleUnit::CreateSandbox(const v1::CreateSa
     record.tenant = e.tenant;
     record.request = e.request;
     record.execution_class = e.execution_class;
+    record.request_id = request_id;
+    record.request_fingerprint = fingerprint;
     absl::Status st = journal_->RecordSandbox(record);
     if (!st.ok()) {
       // Not acknowledged: undo on the node so nothing runs that the journal does not know.
@@ -340,6 +394,12 @@ absl::StatusOr<v1::SandboxPlacement> ScaleUnit::CreateSandbox(const v1::CreateSa
       stored.created_unix_ms = e.created_unix_ms;
     }
   }
+  if (!request_id.empty()) {
+    absl::MutexLock lock(&requests_mu_);
+    requests_[request_id] = RequestRecord{id, fingerprint};
+    acknowledged = true;
+  }
+  latency_.Record(clock_.NowNanos() - e.placed_ns);
   Publish(id, e, v1::SandboxEvent::CREATED, "");
   return out;
 }
@@ -446,6 +506,7 @@ UnitStats ScaleUnit::Stats() const {
     out.placement.conflicts += s.conflicts;
     out.placement.node_errors += s.node_errors;
     out.placement.no_capacity += s.no_capacity;
+    out.placement.retries += s.retries;
   }
   {
     absl::MutexLock lock(&nodes_mu_);
@@ -459,6 +520,11 @@ UnitStats ScaleUnit::Stats() const {
   for (Stripe& s : stripes_) {
     absl::MutexLock lock(&s.mu);
     out.sandboxes += s.map.size();
+    for (const auto& [id, e] : s.map) {
+      if (e.state == v1::SandboxPlacement::PENDING) ++out.pending;
+      if (e.state == v1::SandboxPlacement::RUNNING) ++out.running;
+      if (e.state == v1::SandboxPlacement::LOST) ++out.lost_now;
+    }
   }
   out.lost = lost_.load();
   return out;

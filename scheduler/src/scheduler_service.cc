@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/logging.h"
+#include "flotilla/scheduler/metrics.h"
 
 namespace flotilla::scheduler {
 
@@ -91,6 +92,13 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(const Sc
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("listen: cannot bind '", options.listen, "'"));
   }
+  if (!options.metrics_listen.empty()) {
+    FrontDoor* front_door = s->front_.get();
+    absl::StatusOr<std::unique_ptr<MetricsServer>> metrics =
+        MetricsServer::Start(options.metrics_listen, [front_door] { return RenderPrometheus(*front_door); });
+    if (!metrics.ok()) return metrics.status();
+    s->metrics_ = *std::move(metrics);
+  }
   int64_t tick_ms = std::max<int64_t>(10, options.front.unit.heartbeat_interval_ms / 2);
   SchedulerServer* self = s.get();
   s->ticker_ = std::thread([self, tick_ms] {
@@ -105,6 +113,7 @@ void SchedulerServer::Shutdown() {
   if (ticker_.joinable()) ticker_.join();
   front_->events().Close();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  metrics_.reset();
 }
 
 void SchedulerServer::Wait() { server_->Wait(); }

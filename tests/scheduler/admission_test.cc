@@ -115,6 +115,73 @@ TEST(NodeLedgerTest, AdmitsCommitsReleasesAndRejectsWithUsage) {
   EXPECT_EQ(ledger.UsageProto().slots_used(), 1u);
 }
 
+// The node's check over plain figures (what NodeLedger runs) and over NodeUsage protos (what
+// the node agent runs) are one decision: same verdict, same words, on a two-partition node.
+TEST(AdmissionCheckTest, PlainFiguresAndProtoDecideAlike) {
+  struct Case {
+    const char* name;
+    uint64_t p1_memory_used;
+    uint32_t p1_slots_used;
+    uint32_t node_cpu_used;
+    uint64_t memory;
+    uint32_t cpu;
+    const char* want_reason;  // "" when admitted
+  };
+  const Case cases[] = {
+      {"fits", 0, 0, 0, kGiB, 100, ""},
+      {"node cpu", 0, 0, 7600, kGiB, 1, "cpu_millicores: 7601 of 8000 (0.95 > 0.95) after placement"},
+      {"partition memory", 8 * kGiB, 1, 0, kGiB + 1, 100,
+       "partition 1 memory: 9.0 GiB of 10.0 GiB (0.90 > 0.90) after placement"},
+      {"partition slots", 0, 4, 0, kGiB, 0, "partition 1 slots: 5 of 4 (1.25 > 1.00) after placement"},
+  };
+  sandbox::AdmissionCheck check(sandbox::AdmissionConfig{});
+  for (const Case& c : cases) {
+    sandbox::UsageFigures p0{10 * kGiB, 0, 0, 0, 4, 0};
+    sandbox::UsageFigures p1{10 * kGiB, c.p1_memory_used, 0, 0, 4, c.p1_slots_used};
+    sandbox::UsageFigures node{20 * kGiB, c.p1_memory_used, 8000, c.node_cpu_used, 8, c.p1_slots_used};
+    sandbox::AdmissionOutcome plain = check.Check(node, &p1, 1, c.memory, c.cpu == 0 ? 1000 : c.cpu);
+    EXPECT_EQ(sandbox::AdmissionCheck::Reason(plain), c.want_reason) << c.name;
+    EXPECT_EQ(plain.admitted(), std::string(c.want_reason).empty()) << c.name;
+
+    v1::NodeUsage usage;
+    usage.set_memory_capacity(node.memory_capacity);
+    usage.set_memory_used(node.memory_used);
+    usage.set_cpu_millicores_capacity(node.cpu_millicores_capacity);
+    usage.set_cpu_millicores_used(node.cpu_millicores_used);
+    usage.set_slots_capacity(node.slots_capacity);
+    usage.set_slots_used(node.slots_used);
+    for (uint32_t i = 0; i < 2; ++i) {
+      const sandbox::UsageFigures& f = i == 0 ? p0 : p1;
+      v1::NumaPartition* q = usage.add_partitions();
+      q->set_index(i);
+      q->set_memory_capacity(f.memory_capacity);
+      q->set_memory_used(f.memory_used);
+      q->set_slots_capacity(f.slots_capacity);
+      q->set_slots_used(f.slots_used);
+    }
+    v1::AdmitRequest req;
+    req.set_numa_partition(1);
+    req.mutable_resources()->set_memory_bytes(c.memory);
+    req.mutable_resources()->set_cpu_quota_millicores(c.cpu);
+    v1::AdmitResponse proto = check.Decide(usage, req);
+    EXPECT_EQ(proto.admitted(), plain.admitted()) << c.name;
+    EXPECT_EQ(proto.reason(), c.want_reason) << c.name;
+
+    if (plain.admitted()) {
+      v1::NodeUsage applied = check.Apply(usage, req);
+      sandbox::AdmissionCheck::Add(node, &p1, c.memory, c.cpu);
+      EXPECT_EQ(applied.memory_used(), node.memory_used) << c.name;
+      EXPECT_EQ(applied.cpu_millicores_used(), node.cpu_millicores_used) << c.name;
+      EXPECT_EQ(applied.slots_used(), node.slots_used) << c.name;
+      EXPECT_EQ(applied.partitions(1).memory_used(), p1.memory_used) << c.name;
+      EXPECT_EQ(applied.partitions(1).slots_used(), p1.slots_used) << c.name;
+      sandbox::AdmissionCheck::Remove(node, &p1, c.memory, c.cpu);
+      EXPECT_EQ(node.slots_used, c.p1_slots_used) << c.name;
+      EXPECT_EQ(p1.memory_used, c.p1_memory_used) << c.name;
+    }
+  }
+}
+
 TEST(NumaTest, CountCpuList) {
   EXPECT_EQ(*CountCpuList("0-3,8"), 5u);
   EXPECT_EQ(*CountCpuList("0-1\n"), 2u);

@@ -25,6 +25,12 @@ std::vector<PartitionUsage> Shape(uint32_t partitions, uint32_t slots_each) {
   return out;
 }
 
+NodeUsageSnapshot Snapshot(const std::vector<PartitionUsage>& partitions) {
+  NodeUsageSnapshot out;
+  out.partitions.assign(partitions.begin(), partitions.end());
+  return out;
+}
+
 EngineOptions Deterministic(FitPolicy fit) {
   EngineOptions o;
   o.fit = fit;
@@ -157,8 +163,8 @@ TEST(PlacementEngineTest, RetriesAreBounded) {
   // With more attempts the second rejection leaves no room in the view at all.
   o.max_attempts = 5;
   PlacementEngine engine2("r1", o, clock, 1);
-  engine2.AddNode(a.handle, NodeUsageSnapshot{Shape(1, 10)});
-  engine2.AddNode(b.handle, NodeUsageSnapshot{Shape(1, 10)});
+  engine2.AddNode(a.handle, Snapshot(Shape(1, 10)));
+  engine2.AddNode(b.handle, Snapshot(Shape(1, 10)));
   auto q = engine2.Place(Request("s2"));
   EXPECT_EQ(q.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(engine2.stats().rejections, 2u);

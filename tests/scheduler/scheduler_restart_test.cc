@@ -3,6 +3,7 @@
 // on the same address and state directory, and check that no acknowledged sandbox is lost
 // and the nodes' lists converge with the scheduler's.
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <mutex>
 #include <set>
@@ -15,6 +16,7 @@
 #include "flotilla/proto/sandbox.grpc.pb.h"
 #include "flotilla/proto/scheduler.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "http_get.h"
 #include "testing/temp_dir.h"
 
 namespace flotilla::scheduler {
@@ -47,10 +49,12 @@ int ReadPort(const std::string& path) {
 
 std::unique_ptr<ChildProcess> StartScheduler(const flotilla::testing::TempDir& dir, const std::string& listen) {
   std::filesystem::remove(dir.file("port"));
+  std::filesystem::remove(dir.file("metrics-port"));
   return std::make_unique<ChildProcess>(
       std::vector<std::string>{BinaryDir() + "/cli/flotilla", "scheduler", "--listen", listen, "--state-dir",
                                dir.file("state"), "--port-file", dir.file("port"), "--units", "2",
-                               "--heartbeat-interval", "100ms", "--heartbeat-timeout", "3s"},
+                               "--heartbeat-interval", "100ms", "--heartbeat-timeout", "3s", "--metrics-listen",
+                               "127.0.0.1:0", "--metrics-port-file", dir.file("metrics-port")},
       dir.file("scheduler.log"));
 }
 
@@ -59,11 +63,12 @@ struct Client {
   explicit Client(int port)
       : stub(v1::Scheduler::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
                                                         grpc::InsecureChannelCredentials()))) {}
-  grpc::Status Create(const std::string& tenant, v1::CreateSandboxResponse* resp) {
+  grpc::Status Create(const std::string& tenant, v1::CreateSandboxResponse* resp, const std::string& request_id = "") {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
     v1::CreateSandboxRequest req;
     req.set_tenant(tenant);
+    req.set_request_id(request_id);
     req.mutable_resources()->set_memory_bytes(16ull << 20);
     req.mutable_resources()->set_cpu_quota_millicores(5);
     return stub->CreateSandbox(&ctx, req, resp);
@@ -115,6 +120,8 @@ TEST(SchedulerRestartTest, KillNineMidRunLosesNoAcknowledgedSandbox) {
 
   std::mutex mu;
   std::vector<v1::SandboxPlacement> acked{first.placement()};
+  // Sandboxes the creator asked for with a request id: id -> (tenant, acknowledged placement).
+  std::map<std::string, std::pair<std::string, std::string>> by_request;
   // Both agents registered: spread puts the next sandbox on the emptier node.
   ASSERT_TRUE(WaitFor([&] {
     v1::CreateSandboxResponse resp;
@@ -127,9 +134,11 @@ TEST(SchedulerRestartTest, KillNineMidRunLosesNoAcknowledgedSandbox) {
     Client c(port);
     for (int i = 0; !stop.load(); ++i) {
       v1::CreateSandboxResponse resp;
-      if (c.Create(absl::StrCat("exp-", i % 5), &resp).ok()) {
+      const std::string tenant = absl::StrCat("exp-", i % 5), request_id = absl::StrCat("req-", i);
+      if (c.Create(tenant, &resp, request_id).ok()) {
         std::lock_guard<std::mutex> g(mu);
         acked.push_back(resp.placement());
+        by_request[request_id] = {tenant, resp.placement().sandbox_id()};
       }
     }
   });
@@ -172,6 +181,21 @@ TEST(SchedulerRestartTest, KillNineMidRunLosesNoAcknowledgedSandbox) {
     EXPECT_TRUE(converged) << node_id;
   }
   for (const auto& p : after.List("")) EXPECT_NE(p.state(), v1::SandboxPlacement::LOST) << p.sandbox_id();
+  // A client retrying an acknowledged request after the restart gets the same sandbox back.
+  ASSERT_GE(by_request.size(), 100u);
+  const size_t listed = after.List("").size();
+  for (const auto& [request_id, want] : by_request) {
+    v1::CreateSandboxResponse again;
+    grpc::Status s = after.Create(want.first, &again, request_id);
+    ASSERT_TRUE(s.ok()) << request_id << ": " << s.error_message();
+    EXPECT_EQ(again.placement().sandbox_id(), want.second) << request_id;
+  }
+  EXPECT_EQ(after.List("").size(), listed);
+  // The restarted daemon serves /metrics with the restored units' figures.
+  ASSERT_TRUE(WaitFor([&] { return ReadPort(dir.file("metrics-port")) > 0; }, 5));
+  const std::string scrape = testing::HttpGet(ReadPort(dir.file("metrics-port")), "/metrics");
+  EXPECT_EQ(scrape.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << scrape;
+  EXPECT_NE(scrape.find("flotilla_scheduler_nodes{unit=\"unit-0\",state=\"alive\"}"), std::string::npos);
   v1::CreateSandboxResponse more;
   // Restored nodes rejoin the placement views at their first heartbeat after the restart.
   EXPECT_TRUE(WaitFor([&] { return after.Create("exp-9", &more).ok(); }, 10));

@@ -37,7 +37,13 @@ class AdmissionLimits {
                                        const ResourceVector& request) const;
   // The same against precomputed Limits(capacity).
   [[nodiscard]] static AdmissionVerdict CheckLimits(const ResourceVector& limits, const ResourceVector& used,
-                                                    const ResourceVector& request);
+                                                    const ResourceVector& request) {
+    // Inline: the engines run it for every partition of their view on every placement.
+    if (used.memory_bytes + request.memory_bytes > limits.memory_bytes) return AdmissionVerdict::kMemory;
+    if (used.cpu_millicores + request.cpu_millicores > limits.cpu_millicores) return AdmissionVerdict::kCpu;
+    if (used.slots + request.slots > limits.slots) return AdmissionVerdict::kSlots;
+    return AdmissionVerdict::kAdmitted;
+  }
   [[nodiscard]] const sandbox::AdmissionConfig& config() const { return config_; }
 
  private:

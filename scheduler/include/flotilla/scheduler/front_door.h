@@ -11,6 +11,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "flotilla/scheduler/event_bus.h"
@@ -37,6 +38,9 @@ class FrontDoor {
   FrontDoor(const FrontDoor&) = delete;
   FrontDoor& operator=(const FrontDoor&) = delete;
 
+  // Places a sandbox in the tenant's unit (or the next with room). With a request_id, a
+  // request any unit has acknowledged before is answered as ScaleUnit::Replay answers it,
+  // whichever unit placed it; Aborted while another call with the same id is in progress.
   absl::StatusOr<v1::SandboxPlacement> CreateSandbox(const v1::CreateSandboxRequest& request,
                                                      uint32_t* attempts = nullptr);
   absl::Status DeleteSandbox(const std::string& sandbox_id);
@@ -65,12 +69,15 @@ class FrontDoor {
  private:
   FrontDoor(const FrontDoorOptions& options) : options_(options) {}
   ScaleUnit* UnitOfNode(const std::string& node_id) const;
+  absl::StatusOr<v1::SandboxPlacement> Place(const v1::CreateSandboxRequest& request, uint32_t* attempts);
 
   const FrontDoorOptions options_;
   EventBus events_;
   std::vector<std::unique_ptr<ScaleUnit>> units_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, size_t> node_unit_ ABSL_GUARDED_BY(mu_);
+  // Request ids of CreateSandbox calls in progress (units may differ between two calls).
+  absl::flat_hash_set<std::string> requests_in_flight_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace flotilla::scheduler

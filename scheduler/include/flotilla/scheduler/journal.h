@@ -28,6 +28,9 @@ struct SandboxRecord {
   std::string tenant;
   ResourceVector request;
   v1::ExecutionClass execution_class = v1::BEST_EFFORT;
+  // The client's idempotency key (empty: none) and the fingerprint of the request it named.
+  std::string request_id;
+  uint64_t request_fingerprint = 0;
 };
 
 struct NodeRecord {

@@ -1,6 +1,7 @@
 // The node-side record of committed sandboxes, with admission: every placement runs through
-// sandbox::AdmissionCheck (the node agent's own check) over the node's NodeUsage, and is
-// committed with AdmissionCheck::Apply only when admitted. The simulator's nodes and the
+// sandbox::AdmissionCheck (the node agent's own check, over its plain-figure form) and is
+// committed with AdmissionCheck::Add only when admitted. Usage is kept as plain figures, so
+// an admission allocates nothing beyond the sandbox's entry. The simulator's nodes and the
 // tests' ledger-backed node agents are built on it.
 //
 // Thread-safe: every method takes the ledger's own mutex (one node, one lock).
@@ -12,6 +13,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -52,12 +54,22 @@ class NodeLedger {
   [[nodiscard]] size_t size() const;
 
  private:
-  v1::AdmitRequest ToAdmit(uint32_t partition, const ResourceVector& request) const;
+  // What a committed sandbox was charged, so Release gives back exactly that.
+  struct Charge {
+    uint32_t partition = 0;
+    uint64_t memory_bytes = 0;
+    uint32_t cpu_millicores = 0;
+  };
+  // The node's reason to refuse; empty when it admits.
+  std::string Decide(uint32_t partition, uint64_t memory, uint32_t cpu) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FillUsage(NodeUsageSnapshot& out) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const sandbox::AdmissionCheck check_;
+  NodeUsageSnapshot shape_;  // fixed: index, NUMA node, cpus and capacity of each partition
   mutable absl::Mutex mu_;
-  v1::NodeUsage usage_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, v1::AdmitRequest> sandboxes_ ABSL_GUARDED_BY(mu_);
+  sandbox::UsageFigures node_ ABSL_GUARDED_BY(mu_);
+  absl::InlinedVector<sandbox::UsageFigures, 2> partitions_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Charge> sandboxes_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace flotilla::scheduler

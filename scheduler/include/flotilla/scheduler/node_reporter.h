@@ -1,11 +1,13 @@
-// The node side of the Scheduler protocol: registers a node agent with the scheduler and
-// heartbeats its usage and sandbox list; re-registers when the scheduler no longer knows the
-// node (it restarted without a journal, or declared the node dead); hands the ids the
-// scheduler does not know to `on_unknown` (the agent destroys them).
+// The node side of the Scheduler protocol on a thread of its own, for nodes that keep their
+// usage as a NodeUsageSnapshot (the ledger-backed agents): a sandbox::SchedulerLink (the same
+// code the node agent runs) stepped every interval. It registers, heartbeats usage and the
+// sandbox list, re-registers when the scheduler no longer knows the node, and hands the ids
+// the scheduler does not know to `on_unknown` (the agent destroys them).
 //
 // Thread-safe. Owns one thread, stopped and joined by Stop() or destruction.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -14,19 +16,12 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
-#include "flotilla/proto/scheduler.grpc.pb.h"
+#include "flotilla/sandbox/scheduler_link.h"
 #include "flotilla/scheduler/resources.h"
 
 namespace flotilla::scheduler {
 
-struct NodeReporterOptions {
-  std::string scheduler_address;
-  std::string node_id;
-  std::string node_address;   // where the scheduler reaches this node's NodeAgent
-  std::string scale_unit;     // empty: the scheduler picks
-  int64_t interval_ms = 0;    // 0: what the scheduler asks for
-  int64_t rpc_timeout_ms = 2000;
-};
+using NodeReporterOptions = sandbox::SchedulerLinkOptions;
 
 class NodeReporter {
  public:
@@ -43,15 +38,9 @@ class NodeReporter {
 
  private:
   void Loop();
-  bool Register();
-  bool Beat();
 
-  const NodeReporterOptions options_;
-  const SnapshotFn snapshot_;
-  const UnknownFn on_unknown_;
-  std::unique_ptr<v1::Scheduler::Stub> stub_;
+  sandbox::SchedulerLink link_;  // used by the thread only
   std::atomic<bool> registered_{false};
-  int64_t interval_ms_ = 1000;
   absl::Notification stop_;
   std::thread thread_;
 };

@@ -13,13 +13,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "flotilla/common/clock.h"
@@ -49,7 +49,8 @@ struct EngineOptions {
   FitPolicy fit = FitPolicy::kBestFit;
   double fit_weight = 1.0;
   double partition_weight = 0.25;    // prefer partitions whose memory and slot use stay balanced
-  double class_mix_weight = 0.25;    // spread latency-sensitive sandboxes across nodes
+  double class_mix_weight = 0.25;    // spread latency-sensitive sandboxes across nodes (as of each
+                                     // node's last report or answer)
   double tie_break = 0.02;           // random jitter so replicas do not herd onto one node
   uint32_t max_attempts = 5;         // node calls per placement
   uint32_t retry_backoff_us = 0;     // before retry k: uniform in [0, backoff << k) microseconds
@@ -67,6 +68,7 @@ struct PlacementStats {
   uint64_t conflicts = 0;    // the node's usage differed from this replica's view
   uint64_t node_errors = 0;  // the node could not be asked
   uint64_t no_capacity = 0;  // the view had no node that fits
+  uint64_t retries = 0;      // node calls beyond the first for one placement
 };
 
 struct Placement {
@@ -110,9 +112,26 @@ class PlacementEngine {
   [[nodiscard]] const std::string& name() const { return name_; }
 
  private:
+  // A small, fast generator for tie-breaks and jitter (SplitMix64): the choice loop draws
+  // one number per near-best candidate.
+  class TieBreakRng {
+   public:
+    explicit TieBreakRng(uint64_t seed) : state_(seed) {}
+    uint64_t operator()() {
+      uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+      return z ^ (z >> 31);
+    }
+
+   private:
+    uint64_t state_;
+  };
   struct PartitionView {
     ResourceVector capacity;
     ResourceVector limits;        // the node's warning limits
+    double inv_slot_limit = 0;    // 1 / limits.slots (0 when the limit is 0), for scoring
+    double inv_memory_limit = 0;
     ResourceVector base;          // last authoritative usage
     double slots_per_ns = 0;      // trend from consecutive heartbeats
     double memory_per_ns = 0;
@@ -124,16 +143,23 @@ class PlacementEngine {
   };
   struct NodeView {
     std::shared_ptr<NodeHandle> node;
-    std::vector<PartitionView> partitions;
+    absl::InlinedVector<PartitionView, 2> partitions;  // inline: the choice loop reads them all
     int64_t base_ns = 0;          // when `base` was learned
     int64_t report_ns = 0;        // last heartbeat report
     int64_t suspect_until_ns = 0; // a node that failed a call is skipped until then
+    // Latency-sensitive share of the node's sandboxes (NodeHandle counters), as of the node's
+    // last report or answer: the choice loop reads this replica's copy, not the shared
+    // counters every placement writes.
+    double ls_share = 0;
   };
 
   void ApplyUsage(NodeView& v, const NodeUsageSnapshot& usage, int64_t now, bool heartbeat)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ResourceVector Predict(const NodeView& v, const PartitionView& p, int64_t now) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The same with the trend's time span `trend_ns` (now - base, capped at the horizon) given.
+  ResourceVector PredictAt(const PartitionView& p, int64_t trend_ns, int64_t now) const;
+  void SetCapacity(PartitionView& p, const ResourceVector& capacity) const;
   void Reserve(PartitionView& p, const ResourceVector& r, double sign, int64_t now) const;
 
   const std::string name_;
@@ -145,7 +171,7 @@ class PlacementEngine {
   mutable absl::Mutex mu_;
   std::vector<NodeView> nodes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, size_t> index_ ABSL_GUARDED_BY(mu_);
-  std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
+  TieBreakRng rng_ ABSL_GUARDED_BY(mu_);
   PlacementStats stats_ ABSL_GUARDED_BY(mu_);
 };
 

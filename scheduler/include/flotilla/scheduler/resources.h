@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "flotilla/proto/sandbox.pb.h"
 
 namespace flotilla::scheduler {
@@ -42,9 +43,10 @@ struct PartitionUsage {
   ResourceVector used;
 };
 
-// A node's usage, partition by partition. Node totals are the partitions' sums.
+// A node's usage, partition by partition. Node totals are the partitions' sums. Nodes have
+// one or two partitions as a rule, held inline so a snapshot is copied without allocating.
 struct NodeUsageSnapshot {
-  std::vector<PartitionUsage> partitions;
+  absl::InlinedVector<PartitionUsage, 2> partitions;
 
   [[nodiscard]] ResourceVector TotalCapacity() const;
   [[nodiscard]] ResourceVector TotalUsed() const;

@@ -27,6 +27,7 @@
 #include "flotilla/proto/scheduler.pb.h"
 #include "flotilla/scheduler/event_bus.h"
 #include "flotilla/scheduler/journal.h"
+#include "flotilla/scheduler/metrics.h"
 #include "flotilla/scheduler/placement_engine.h"
 
 namespace flotilla::scheduler {
@@ -44,12 +45,20 @@ struct ScaleUnitOptions {
   uint64_t seed = 0;         // 0: random
 };
 
+// A stable 64-bit fingerprint (FNV-1a over the deterministic encoding) of everything in a
+// CreateSandboxRequest but its request_id: two requests with equal fingerprints ask for the
+// same sandbox.
+[[nodiscard]] uint64_t RequestFingerprint(const v1::CreateSandboxRequest& request);
+
 struct UnitStats {
   PlacementStats placement;  // summed over replicas
   uint64_t live_nodes = 0;
   uint64_t dead_nodes = 0;
-  uint64_t sandboxes = 0;
-  uint64_t lost = 0;
+  uint64_t sandboxes = 0;  // entries held: pending + running + lost_now
+  uint64_t pending = 0;
+  uint64_t running = 0;
+  uint64_t lost_now = 0;   // held in state LOST (until deleted)
+  uint64_t lost = 0;       // declared lost since the unit opened
 };
 
 class ScaleUnit {
@@ -78,8 +87,17 @@ class ScaleUnit {
 
   // Places and creates a sandbox; returns once the placement is journaled. ResourceExhausted
   // when the unit has no room. `attempts` (optional) receives the node calls made.
+  // A request with a request_id that this unit has seen is answered as Replay answers it,
+  // and places nothing; the id is journaled with the sandbox, so this holds across restarts.
   absl::StatusOr<v1::SandboxPlacement> CreateSandbox(const v1::CreateSandboxRequest& request,
                                                      uint32_t* attempts = nullptr);
+  // What repeating a request with a client request_id gets: nullopt when this unit never
+  // acknowledged that id; else the sandbox it placed for it (in its current state),
+  // AlreadyExists when `request` differs from the request that first used the id, Aborted
+  // while that first request is still being placed, FailedPrecondition once its sandbox was
+  // deleted.
+  [[nodiscard]] std::optional<absl::StatusOr<v1::SandboxPlacement>> Replay(
+      const v1::CreateSandboxRequest& request) const;
   // Destroys a sandbox. NotFound when the unit does not have it.
   absl::Status DeleteSandbox(const std::string& sandbox_id);
   absl::StatusOr<v1::SandboxPlacement> GetSandbox(const std::string& sandbox_id) const;
@@ -91,6 +109,8 @@ class ScaleUnit {
   [[nodiscard]] bool HasNode(const std::string& node_id) const;
   [[nodiscard]] std::vector<std::string> NodeIds() const;
   [[nodiscard]] UnitStats Stats() const;
+  // Latency of every successful CreateSandbox (choice, node calls, journal).
+  [[nodiscard]] const LatencyHistogram& latency() const { return latency_; }
   [[nodiscard]] const std::string& name() const { return options_.name; }
   [[nodiscard]] const ScaleUnitOptions& options() const { return options_; }
   [[nodiscard]] PlacementEngine& replica(size_t i) { return *replicas_[i]; }
@@ -119,6 +139,11 @@ class ScaleUnit {
     int64_t last_heartbeat_ns = 0;
     bool in_views = false;  // restored from the journal: joins the views at its first heartbeat
   };
+  // A client request id and what it was used for.
+  struct RequestRecord {
+    std::string sandbox_id;    // empty while the first request is still being placed
+    uint64_t fingerprint = 0;  // RequestFingerprint of that request
+  };
   static constexpr size_t kStripes = 64;
 
   ScaleUnit(const ScaleUnitOptions& options, const Clock& clock, NodeClientFactory factory, EventBus* events);
@@ -131,6 +156,8 @@ class ScaleUnit {
   void KillNode(const std::shared_ptr<NodeHandle>& node, const std::string& detail);
   void Forget(const std::string& id, const Entry& e);
   void RecountCapacity() ABSL_EXCLUSIVE_LOCKS_REQUIRED(nodes_mu_);
+  absl::StatusOr<v1::SandboxPlacement> ReplayRecord(const std::string& request_id, const RequestRecord& record,
+                                                    uint64_t fingerprint) const;
 
   const ScaleUnitOptions options_;
   const Clock& clock_;
@@ -140,9 +167,12 @@ class ScaleUnit {
   std::vector<std::unique_ptr<PlacementEngine>> replicas_;
   std::atomic<uint64_t> next_replica_{0};
   std::atomic<uint64_t> lost_{0};
+  LatencyHistogram latency_;
   std::atomic<int64_t> used_slots_{0};
   std::atomic<int64_t> capacity_slots_{0};
   mutable std::array<Stripe, kStripes> stripes_;
+  mutable absl::Mutex requests_mu_;
+  absl::flat_hash_map<std::string, RequestRecord> requests_ ABSL_GUARDED_BY(requests_mu_);
 
   mutable absl::Mutex nodes_mu_;
   absl::flat_hash_map<std::string, NodeState> nodes_ ABSL_GUARDED_BY(nodes_mu_);

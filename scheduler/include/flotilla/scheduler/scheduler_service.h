@@ -15,6 +15,7 @@
 #include "absl/synchronization/notification.h"
 #include "flotilla/proto/scheduler.grpc.pb.h"
 #include "flotilla/scheduler/front_door.h"
+#include "flotilla/scheduler/metrics_server.h"
 
 namespace flotilla::scheduler {
 
@@ -37,6 +38,8 @@ class SchedulerService final : public v1::Scheduler::Service {
 
 struct SchedulerServerOptions {
   std::string listen = "127.0.0.1:0";
+  // Where /metrics (Prometheus text format) is served, "host:port" (port 0: any); empty: off.
+  std::string metrics_listen;
   FrontDoorOptions front;
 };
 
@@ -52,6 +55,8 @@ class SchedulerServer {
   void Shutdown();
   void Wait();
   [[nodiscard]] int port() const { return port_; }
+  // The bound /metrics port; 0 when metrics are off.
+  [[nodiscard]] int metrics_port() const { return metrics_ != nullptr ? metrics_->port() : 0; }
   [[nodiscard]] FrontDoor& front() { return *front_; }
 
  private:
@@ -60,6 +65,7 @@ class SchedulerServer {
   std::unique_ptr<FrontDoor> front_;
   std::unique_ptr<SchedulerService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsServer> metrics_;  // renders from front_: declared after it, destroyed before
   int port_ = 0;
   absl::Notification stop_;
   std::thread ticker_;
