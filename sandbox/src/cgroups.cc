@@ -68,6 +68,7 @@ absl::StatusOr<CgroupDriver> CgroupDriver::Detect(const std::string& root) {
       d.pure_v2_ = true;
       d.v2_ = root;
       d.unified_ = root;
+      d.v2_cpuset_ = absl::StrContains(*controllers, "cpuset");
       return d;
     }
     return absl::UnavailableError("cgroup v2 at " + root + " lacks the memory and pids controllers");
@@ -78,6 +79,7 @@ absl::StatusOr<CgroupDriver> CgroupDriver::Detect(const std::string& root) {
   d.cpu_ = v1("cpu");
   if (d.cpu_.empty()) d.cpu_ = v1("cpu,cpuacct");
   d.freezer_ = v1("freezer");
+  d.cpuset_ = v1("cpuset");
   if (IsFs(root + "/unified", CGROUP2_SUPER_MAGIC)) d.unified_ = root + "/unified";
   if (d.memory_.empty() || d.pids_.empty() || d.freezer_.empty()) {
     return absl::UnavailableError("no usable cgroups under " + root +
@@ -88,7 +90,8 @@ absl::StatusOr<CgroupDriver> CgroupDriver::Detect(const std::string& root) {
 
 std::string CgroupDriver::Describe() const {
   if (pure_v2_) return "cgroup v2 at " + v2_;
-  return absl::StrCat("cgroup v1 (memory, pids, ", cpu_.empty() ? "no cpu" : "cpu", ", freezer)",
+  return absl::StrCat("cgroup v1 (memory, pids, ", cpu_.empty() ? "no cpu" : "cpu", ", freezer",
+                      cpuset_.empty() ? "" : ", cpuset", ")",
                       unified_.empty() ? "" : " + v2 " + unified_ + " for BPF");
 }
 
@@ -109,17 +112,60 @@ absl::Status CgroupDriver::EnsureGroup(const std::string& group) const {
       if (pure_v2_) {
         // Children need the controllers delegated; missing ones (cpu) are tolerated.
         (void)WriteSmallFile(path + "/cgroup.subtree_control", "+memory +pids +cpu");
+        if (v2_cpuset_) (void)WriteSmallFile(path + "/cgroup.subtree_control", "+cpuset");
       }
     }
   }
-  if (pure_v2_) (void)WriteSmallFile(v2_ + "/cgroup.subtree_control", "+memory +pids +cpu");
+  if (pure_v2_) {
+    (void)WriteSmallFile(v2_ + "/cgroup.subtree_control", "+memory +pids +cpu");
+    if (v2_cpuset_) (void)WriteSmallFile(v2_ + "/cgroup.subtree_control", "+cpuset");
+  }
   return absl::OkStatus();
 }
+
+absl::Status CgroupDriver::EnsureCpusetGroup(const std::string& group) const {
+  std::string path = cpuset_;
+  for (absl::string_view part : absl::StrSplit(group, '/', absl::SkipEmpty())) {
+    const std::string parent = path;
+    path += "/" + std::string(part);
+    if (::mkdir(path.c_str(), 0755) != 0) {
+      if (errno == EEXIST) continue;
+      return ErrnoStatus("mkdir cgroup " + path);
+    }
+    for (const char* f : {"cpuset.cpus", "cpuset.mems"}) {
+      ASSIGN_OR_RETURN(std::string v, ReadSmallFile(parent + "/" + f));
+      RETURN_IF_ERROR(WriteSmallFile(path + "/" + f, std::string(absl::StripAsciiWhitespace(v))));
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Pins `dir` to the CPUs and memory nodes of `limits`; the kernel checks both lists against
+// the parent's (an unknown CPU is EINVAL).
+absl::Status WriteCpuset(const std::string& dir, const CgroupLimits& limits) {
+  for (auto [file, value] : {std::pair{"cpuset.cpus", &limits.cpus}, std::pair{"cpuset.mems", &limits.mems}}) {
+    if (value->empty()) continue;
+    absl::Status s = WriteSmallFile(dir + "/" + file, *value);
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("resources.", file == std::string("cpuset.cpus") ? "cpus" : "mems",
+                                                     ": cannot pin to '", *value, "': ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<SandboxCgroup>> CgroupDriver::Create(const std::string& group, const std::string& name,
                                                                     const CgroupLimits& limits) const {
   std::unique_ptr<SandboxCgroup> cg(new SandboxCgroup());
   cg->pure_v2_ = pure_v2_;
+  const bool pin = !limits.cpus.empty() || !limits.mems.empty();
+  if (pin && !has_cpuset()) {
+    return absl::FailedPreconditionError("resources.cpus: this host has no cpuset cgroup controller to pin with");
+  }
   std::string rel = "/" + group + "/" + name;
   auto make = [&](const std::string& root) -> absl::StatusOr<std::string> {
     std::string dir = root + rel;
@@ -140,6 +186,7 @@ absl::StatusOr<std::unique_ptr<SandboxCgroup>> CgroupDriver::Create(const std::s
     if (limits.cpu_quota_millicores) {
       (void)WriteSmallFile(dir + "/cpu.max", absl::StrCat(limits.cpu_quota_millicores * 100, " 100000"));
     }
+    if (pin) RETURN_IF_ERROR(WriteCpuset(dir, limits));
     return cg;
   }
   ASSIGN_OR_RETURN(cg->memory_dir_, make(memory_));
@@ -159,6 +206,16 @@ absl::StatusOr<std::unique_ptr<SandboxCgroup>> CgroupDriver::Create(const std::s
       RETURN_IF_ERROR(WriteSmallFile(cpu + "/cpu.cfs_quota_us", absl::StrCat(limits.cpu_quota_millicores * 100)));
     }
   }
+  if (pin) {
+    RETURN_IF_ERROR(EnsureCpusetGroup(group));
+    ASSIGN_OR_RETURN(std::string dir, make(cpuset_));
+    // Unset lists take the parent's, so a v1 cpuset never has an empty one.
+    for (const char* f : {"cpuset.cpus", "cpuset.mems"}) {
+      ASSIGN_OR_RETURN(std::string v, ReadSmallFile(cpuset_ + "/" + group + "/" + f));
+      RETURN_IF_ERROR(WriteSmallFile(dir + "/" + f, std::string(absl::StripAsciiWhitespace(v))));
+    }
+    RETURN_IF_ERROR(WriteCpuset(dir, limits));
+  }
   if (!unified_.empty()) {
     ASSIGN_OR_RETURN(cg->unified_dir_, make(unified_));
   }
@@ -167,7 +224,7 @@ absl::StatusOr<std::unique_ptr<SandboxCgroup>> CgroupDriver::Create(const std::s
 
 void CgroupDriver::RemoveGroup(const std::string& group, int* killed, int* removed) const {
   std::vector<std::string> roots = pure_v2_ ? std::vector<std::string>{v2_}
-                                            : std::vector<std::string>{memory_, pids_, freezer_, cpu_, unified_};
+                                            : std::vector<std::string>{memory_, pids_, freezer_, cpu_, cpuset_, unified_};
   for (const std::string& r : roots) {
     if (r.empty()) continue;
     std::string top = r + "/" + group;

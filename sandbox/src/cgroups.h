@@ -21,6 +21,8 @@ struct CgroupLimits {
   uint32_t pids = 0;          // 0: unlimited
   uint32_t cpu_weight = 100;  // 1..10000
   uint32_t cpu_quota_millicores = 0;
+  std::string cpus;  // cpuset CPU list ("0-3,8"); empty: not pinned
+  std::string mems;  // cpuset memory nodes ("0"); empty: not pinned
 };
 
 // Counters used to tell why a process died.
@@ -40,6 +42,8 @@ class CgroupDriver {
 
   bool pure_v2() const { return pure_v2_; }
   bool has_unified() const { return !unified_.empty(); }
+  // Whether sandboxes can be pinned to CPUs and memory nodes (a cpuset controller).
+  bool has_cpuset() const { return pure_v2_ ? v2_cpuset_ : !cpuset_.empty(); }
   std::string Describe() const;
 
   // Creates (if needed) the group directory `group` (e.g. "flotilla/i1234") everywhere.
@@ -59,7 +63,12 @@ class CgroupDriver {
   bool pure_v2_ = false;
   std::string v2_;        // pure v2 mount
   std::string unified_;   // v2 mount used for BPF only (hybrid) or == v2_
-  std::string memory_, pids_, cpu_, freezer_;  // v1 mounts
+  std::string memory_, pids_, cpu_, freezer_, cpuset_;  // v1 mounts
+  bool v2_cpuset_ = false;  // the v2 hierarchy offers the cpuset controller
+
+  // Makes <cpuset_>/<group>, each new level inheriting its parent's CPUs and memory nodes
+  // (a v1 cpuset with empty ones takes no tasks).
+  absl::Status EnsureCpusetGroup(const std::string& group) const;
 };
 
 class SandboxCgroup {

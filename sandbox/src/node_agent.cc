@@ -79,12 +79,19 @@ class NodeAgentImpl final : public NodeAgent, public v1::NodeAgent::Service {
     admit.set_numa_partition(req->numa_partition());
     // Reserve under the lock, create outside it, release on failure.
     std::string reservation = absl::StrCat("pending-", next_reservation_++);
+    std::string cpus, mems;  // the partition's cpuset, where the host can pin
     {
       std::lock_guard<std::mutex> lock(mu_);
       v1::AdmitResponse d = check_.Decide(usage_, admit);
       if (!d.admitted()) return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "not admitted: " + d.reason());
       usage_ = check_.Apply(usage_, admit);
       admitted_[reservation] = admit;
+      for (const auto& p : usage_.partitions()) {
+        if (p.index() == req->numa_partition() && rt_->features().cpuset) {
+          cpus = p.cpus();
+          mems = absl::StrCat(p.numa_node());
+        }
+      }
     }
     SandboxOptions o;
     o.id = req->sandbox_id();
@@ -92,7 +99,8 @@ class NodeAgentImpl final : public NodeAgent, public v1::NodeAgent::Service {
     o.policy_yaml = req->policy_yaml();
     o.policy_name = req->policy_name();
     const v1::Resources& r = req->resources();
-    o.resources = {r.memory_bytes(), r.pids(), r.cpu_weight(), r.cpu_quota_millicores(), r.disk_bytes(), r.timeout_ms()};
+    o.resources = {r.memory_bytes(), r.pids(), r.cpu_weight(), r.cpu_quota_millicores(), r.disk_bytes(), r.timeout_ms(),
+                   cpus, mems};
     o.execution_class =
         req->execution_class() == v1::LATENCY_SENSITIVE ? ExecutionClass::kLatencySensitive : ExecutionClass::kBestEffort;
     o.labels = {req->labels().begin(), req->labels().end()};

@@ -130,6 +130,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
   rt->features_.cgroup_v2_controllers = driver.pure_v2();
   rt->features_.cgroup_v1 = !driver.pure_v2();
   rt->features_.cgroup_v2_unified = driver.has_unified();
+  rt->features_.cpuset = driver.has_cpuset();
+  if (!driver.has_cpuset()) rt->features_.detail += "cpuset: no controller; sandboxes are not pinned to a partition\n";
   uint64_t cookie = 0;
   rt->features_.core_scheduling = ::prctl(PR_SCHED_CORE, 0, 0, 0, reinterpret_cast<unsigned long>(&cookie)) == 0;
   if (!rt->features_.core_scheduling) rt->features_.detail += "core scheduling: not supported by this kernel\n";
@@ -280,6 +282,8 @@ absl::StatusOr<CreateResult> RuntimeImpl::Create(const SandboxOptions& options) 
     sb->limits.cpu_quota_millicores = pick(r.cpu_quota_millicores, p.cpu_quota_millicores, 0u);
     sb->limits.disk_bytes = pick(r.disk_bytes, p.disk_bytes, options_.default_disk_bytes);
     sb->limits.timeout_ms = pick(r.timeout_ms, p.sandbox_timeout_ms, 0u);
+    sb->limits.cpus = r.cpus;
+    sb->limits.mems = r.mems;
     if (sb->limits.cpu_weight > 10000) return absl::InvalidArgumentError("resources.cpu_weight: must be 1..10000");
     if (sb->limits.disk_bytes < (1u << 20)) return absl::InvalidArgumentError("resources.disk_bytes: at least 1 MiB");
     if (sb->limits.memory_bytes < (8u << 20)) return absl::InvalidArgumentError("resources.memory_bytes: at least 8 MiB");
@@ -288,7 +292,8 @@ absl::StatusOr<CreateResult> RuntimeImpl::Create(const SandboxOptions& options) 
     sb->image_top = image.top;
     sb->has_usr_layer = !image.usr_lowers.empty();
     CgroupLimits cl{.memory_bytes = sb->limits.memory_bytes, .pids = sb->limits.pids,
-                    .cpu_weight = sb->limits.cpu_weight, .cpu_quota_millicores = sb->limits.cpu_quota_millicores};
+                    .cpu_weight = sb->limits.cpu_weight, .cpu_quota_millicores = sb->limits.cpu_quota_millicores,
+                    .cpus = sb->limits.cpus, .mems = sb->limits.mems};
     ASSIGN_OR_RETURN(sb->cgroup, cgroups_->Create(cgroup_group_, id, cl));
     return Start(*sb, image);
   }();

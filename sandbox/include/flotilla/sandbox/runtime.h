@@ -63,6 +63,8 @@ struct ResourceLimits {
   uint32_t cpu_quota_millicores = 0;  // 0: unlimited
   uint64_t disk_bytes = 0;            // writable layer size; 0: the runtime's default
   uint32_t timeout_ms = 0;            // whole-sandbox wall clock; 0: none
+  std::string cpus;                   // cpuset CPUs to pin to ("0-3,8"); empty: not pinned
+  std::string mems;                   // cpuset memory nodes ("0"); empty: not pinned
 };
 
 struct NetworkAllow {
@@ -179,6 +181,7 @@ struct HostFeatures {
   bool cgroup_v1 = false;              // v1 memory/pids/cpu/freezer hierarchies
   bool cgroup_v2_unified = false;      // a v2 hierarchy to attach BPF programs to
   bool core_scheduling = false;        // prctl(PR_SCHED_CORE)
+  bool cpuset = false;                 // a cpuset controller: sandboxes can be pinned
   bool idmapped_mounts = false;
   std::string detail;                  // one line per missing feature
 };
