@@ -91,6 +91,16 @@ std::string SelfExecutable() {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
 }
 
+// The `flotilla` entry point users run, next to this binary (which may be flotilla-full, the
+// binary with every command): the whole-process figure is that binary's.
+std::string FlotillaEntryPoint() {
+  std::string self = SelfExecutable();
+  size_t slash = self.rfind('/');
+  if (slash == std::string::npos) return self;
+  std::string front = self.substr(0, slash) + "/flotilla";
+  return ::access(front.c_str(), X_OK) == 0 ? front : self;
+}
+
 }  // namespace
 
 absl::Status RunSandboxBench(const SandboxBenchOptions& o) {
@@ -161,7 +171,7 @@ absl::Status RunSandboxBench(const SandboxBenchOptions& o) {
   // The whole-process figure: `flotilla sandbox run` against `runc run`, each a fresh process
   // per sandbox, interleaved so both see the same machine load.
   if (o.cli_n > 0) {
-    std::string flotilla = o.flotilla_binary.empty() ? SelfExecutable() : o.flotilla_binary;
+    std::string flotilla = o.flotilla_binary.empty() ? FlotillaEntryPoint() : o.flotilla_binary;
     std::string tag = NewId("cli");
     std::vector<RuncBundle*> runc_bundle;
     if (!runc_bundles.empty()) runc_bundle.push_back(runc_bundles[0].get());
