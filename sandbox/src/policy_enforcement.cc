@@ -172,6 +172,9 @@ class PoliciesSandboxEnforcement final : public SandboxEnforcement {
 class PoliciesEnforcement final : public PolicyEnforcement {
  public:
   explicit PoliciesEnforcement(std::string policies_dir) : policies_dir_(std::move(policies_dir)) {}
+  ~PoliciesEnforcement() override {
+    if (prefetch_.joinable()) prefetch_.join();
+  }
 
   absl::Status Init() {
     // The probes of ProbeEnforcers() without its trial load of the BPF programs: the
@@ -187,6 +190,10 @@ class PoliciesEnforcement final : public PolicyEnforcement {
       if (sup.ok()) host_.supervisor = std::move(*sup);
     }
     host_.StartNetworkLoad();
+    // The default policy's named address lists need name lookups: start them now, so that
+    // the first Create (often the only one, in `flotilla sandbox run`) finds them done. A
+    // Create that asks meanwhile waits on mu_; a failure here is retried (and reported) there.
+    prefetch_ = std::thread([this] { (void)Named("default"); });
     // AppArmor profiles per sandbox need a kernel with AppArmor enabled; where it is, the
     // Landlock ruleset and seccomp filter above still apply.
     if (host_.apparmor) host_.inactive.push_back("apparmor: per-sandbox profiles are not loaded by this runtime");
@@ -250,6 +257,7 @@ class PoliciesEnforcement final : public PolicyEnforcement {
   HostEnforcers host_;
   std::mutex mu_;
   std::map<std::string, pol::Policy> cache_;
+  std::thread prefetch_;
 };
 
 }  // namespace
