@@ -5,8 +5,9 @@
 // of every sandbox it runs, and the binary with every component (the inference engine's CUDA
 // and BLAS libraries among them) spends over 100 ms of CPU in the dynamic loader alone. Every
 // other command is handed, with the same arguments, to flotilla-full, the binary with every
-// component, installed next to this one.
-#include <limits.h>
+// component, installed next to this one; flotilla-full's sandbox runtimes start this binary
+// as their zygote (RuntimeOptions::zygote_binary), so that sandbox inits are copies of a
+// small process.
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,22 +17,11 @@
 
 #include "commands.h"
 #include "flotilla/common/logging.h"
-
-namespace {
-
-// The path of `name` in this executable's directory.
-std::string Sibling(const char* name) {
-  char self[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) return name;
-  std::string path(self, static_cast<size_t>(n));
-  size_t slash = path.rfind('/');
-  return (slash == std::string::npos ? std::string(".") : path.substr(0, slash)) + "/" + name;
-}
-
-}  // namespace
+#include "flotilla/sandbox/zygote_main.h"
 
 int main(int argc, char** argv) {
+  // `flotilla sandbox zygote ...`: the runtime of another process asked for its zygote.
+  if (flotilla::sandbox::RunZygoteIfAsked(argc, argv)) return 0;
   if (argc >= 2 && std::strcmp(argv[1], "sandbox") == 0) {
     flotilla::InitLogging();
     CLI::App app{"Flotilla: agentic RL at scale: sandboxes, scheduler, MoE engine, worker, trainer bridge"};
@@ -41,7 +31,11 @@ int main(int argc, char** argv) {
     CLI11_PARSE(app, argc, argv);
     return exit_code;
   }
-  const std::string full = Sibling("flotilla-full");
+  const std::string full = flotilla::sandbox::SiblingExecutable("flotilla-full");
+  if (full.empty()) {
+    std::fprintf(stderr, "flotilla: flotilla-full is not installed next to this program\n");
+    return 127;
+  }
   ::execv(full.c_str(), argv);
   std::fprintf(stderr, "flotilla: cannot run %s: %s\n", full.c_str(), std::strerror(errno));
   return 127;

@@ -16,6 +16,7 @@
 #include "flotilla/common/ids.h"
 #include "flotilla/common/status.h"
 #include "flotilla/sandbox/runtime.h"
+#include "flotilla/sandbox/zygote_main.h"
 #include "idle_density.h"
 #include "latency_stats.h"
 #include "runc_bundle.h"
@@ -94,11 +95,8 @@ std::string SelfExecutable() {
 // The `flotilla` entry point users run, next to this binary (which may be flotilla-full, the
 // binary with every command): the whole-process figure is that binary's.
 std::string FlotillaEntryPoint() {
-  std::string self = SelfExecutable();
-  size_t slash = self.rfind('/');
-  if (slash == std::string::npos) return self;
-  std::string front = self.substr(0, slash) + "/flotilla";
-  return ::access(front.c_str(), X_OK) == 0 ? front : self;
+  std::string front = sandbox::SiblingExecutable("flotilla");
+  return front.empty() ? SelfExecutable() : front;
 }
 
 }  // namespace
@@ -125,6 +123,9 @@ absl::Status RunSandboxBench(const SandboxBenchOptions& o) {
   sandbox::RuntimeOptions runtime_options;
   runtime_options.state_dir = (scratch.path() / "state").string();
   runtime_options.cgroup_prefix = "flotilla-bench";
+  // This process has every component's libraries loaded: inits come from the small binary's
+  // zygote when it is installed here (as `flotilla node` does).
+  runtime_options.zygote_binary = sandbox::SiblingExecutable("flotilla");
   ASSIGN_OR_RETURN(std::unique_ptr<sandbox::Runtime> runtime, sandbox::Runtime::Open(runtime_options));
   {
     sandbox::SandboxOptions probe_options;

@@ -1,8 +1,11 @@
 #include "init_plan.h"
 
+#include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "flotilla/policies/landlock.h"
+#include "flotilla/policies/seccomp.h"
 
 namespace flotilla::sandbox {
 namespace {
@@ -39,7 +42,35 @@ class Builder {
   std::string out_;
 };
 
+struct SeccompHookHeader {
+  uint32_t uses_notify;
+  uint32_t count;
+};
+
 }  // namespace
+
+std::string EncodeSeccompHook(const sock_filter* insns, size_t count, bool uses_notify) {
+  SeccompHookHeader h{uses_notify ? 1u : 0u, static_cast<uint32_t>(count)};
+  std::string out(reinterpret_cast<const char*>(&h), sizeof(h));
+  out.append(reinterpret_cast<const char*>(insns), count * sizeof(sock_filter));
+  return out;
+}
+
+int RunChildHook(uint32_t kind, const char* data, size_t len, int fd) noexcept {
+  switch (static_cast<ChildHookKind>(kind)) {
+    case ChildHookKind::kLandlock:
+      return policies::LandlockPlan::ApplyEncodedInChild(data, len);
+    case ChildHookKind::kSeccomp: {
+      SeccompHookHeader h;
+      if (len < sizeof(h)) return EINVAL;
+      std::memcpy(&h, data, sizeof(h));
+      if (len != sizeof(h) + size_t{h.count} * sizeof(sock_filter)) return EINVAL;
+      return policies::InstallSeccompFilterInChild(reinterpret_cast<const sock_filter*>(data + sizeof(h)), h.count,
+                                                   h.uses_notify != 0, fd);
+    }
+  }
+  return EINVAL;
+}
 
 absl::StatusOr<EncodedInitPlan> EncodeInitPlan(const InitPlan& plan) {
   EncodedInitPlan enc;
@@ -55,7 +86,7 @@ absl::StatusOr<EncodedInitPlan> EncodeInitPlan(const InitPlan& plan) {
   for (uint32_t stage = 0; stage < 2; ++stage) {
     for (const ChildHook& hook : stage == 0 ? plan.before_userns : plan.last) {
       InitPlanWireHook w{};
-      w.fn = reinterpret_cast<uint64_t>(hook.fn);
+      w.kind = static_cast<uint32_t>(hook.kind);
       w.len = static_cast<uint32_t>(hook.data.size());
       w.fd_index = -1;
       if (hook.fd >= 0) {
@@ -136,7 +167,7 @@ bool InitPlanView::Decode(const char* data, size_t len, const int* fds, int nfds
   for (uint32_t i = 0; i < h_.n_hooks; ++i) {
     InitPlanWireHook k;
     std::memcpy(&k, data + h_.hooks + i * sizeof(k), sizeof(k));
-    if (k.fn == 0 || !in(k.data, k.len) || k.data % 8 != 0 || k.stage > 1 || k.fd_index >= nfds) return false;
+    if ((k.kind != 1 && k.kind != 2) || !in(k.data, k.len) || k.data % 8 != 0 || k.stage > 1 || k.fd_index >= nfds) return false;
   }
   // The strings are terminated (the buffer ends with a NUL); the cgroup list must fit.
   size_t pos = h_.procs;
@@ -161,8 +192,9 @@ int InitPlanView::RunHooks(uint32_t stage) const {
     InitPlanWireHook k;
     std::memcpy(&k, data_ + h_.hooks + i * sizeof(k), sizeof(k));
     if (k.stage != stage) continue;
-    auto fn = reinterpret_cast<ChildHookFn>(k.fn);
-    if (int err = fn(data_ + k.data, k.len, k.fd_index >= 0 ? fds_[k.fd_index] : -1); err != 0) return err;
+    if (int err = RunChildHook(k.kind, data_ + k.data, k.len, k.fd_index >= 0 ? fds_[k.fd_index] : -1); err != 0) {
+      return err;
+    }
   }
   return 0;
 }

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <linux/filter.h>
+
 #include "absl/status/statusor.h"
 #include "init_process.h"
 
@@ -27,7 +29,7 @@ struct InitPlanWireStep {
 };
 
 struct InitPlanWireHook {
-  uint64_t fn;
+  uint32_t kind, pad;
   uint32_t data, len;
   int32_t fd_index;  // into the descriptor list, -1: none
   uint32_t stage;    // 0: before the user namespace switch, 1: last
@@ -51,6 +53,13 @@ struct EncodedInitPlan {
 
 // InvalidArgument when the plan does not fit kInitPlanMaxBytes / kInitPlanMaxFds.
 absl::StatusOr<EncodedInitPlan> EncodeInitPlan(const InitPlan& plan);
+
+// The data of a kSeccomp hook: the program's instructions and whether it uses a listener.
+std::string EncodeSeccompHook(const sock_filter* insns, size_t count, bool uses_notify);
+
+// Runs one hook in the calling process (async-signal-safe). 0, or an errno (EINVAL for an
+// unknown kind or data that is not a whole encoding).
+int RunChildHook(uint32_t kind, const char* data, size_t len, int fd) noexcept;
 
 // A decoded plan over a buffer it does not own. No allocation anywhere.
 class InitPlanView {

@@ -29,13 +29,15 @@ struct InitStep {
   bool optional = false;    // failure is ignored (e.g. a /proc file this kernel lacks)
 };
 
-// An enforcer's step in init (Landlock, seccomp). `fn` runs in init with init's copy of
-// `data` (8-byte aligned) and init's number for `fd` (-1: none); it must be async-signal-safe
-// (no allocation) and return 0 or an errno. `fn` is an address in this program's code: the
-// zygote that starts inits is a fork of this process, so the address is the same there.
-using ChildHookFn = int (*)(const char* data, size_t len, int fd);
+// An enforcer's step in init. Init runs it on its copy of `data` (8-byte aligned), with
+// init's number for `fd` (-1: none); see RunChildHook (init_plan.h) for what each kind does.
+// Kinds, not code addresses: the zygote may be another executable than the runtime's.
+enum class ChildHookKind : uint32_t {
+  kLandlock = 1,  // data: LandlockPlan::encoded()
+  kSeccomp = 2,   // data: EncodeSeccompHook(); fd: the socket the listener fd goes to
+};
 struct ChildHook {
-  ChildHookFn fn = nullptr;
+  ChildHookKind kind = ChildHookKind::kLandlock;
   std::string data;
   int fd = -1;  // a descriptor of the runtime's, passed to init
 };

@@ -20,6 +20,7 @@
 #include "flotilla/policies/network.h"
 #include "flotilla/policies/policy.h"
 #include "flotilla/policies/seccomp.h"
+#include "init_plan.h"
 #include "unique_fd.h"
 
 namespace flotilla::sandbox {
@@ -65,32 +66,6 @@ struct HostEnforcers {
   std::string network_error;
 };
 
-int ApplyLandlock(const char* data, size_t len, int /*fd*/) {
-  return pol::LandlockPlan::ApplyEncodedInChild(data, len);
-}
-
-// Seccomp hook data: a SeccompHeader, then the filter's instructions.
-struct SeccompHeader {
-  uint32_t uses_notify;
-  uint32_t count;
-};
-int ApplySeccomp(const char* data, size_t len, int listener_socket) {
-  SeccompHeader h;
-  if (len < sizeof(h)) return EINVAL;
-  std::memcpy(&h, data, sizeof(h));
-  if (len != sizeof(h) + size_t{h.count} * sizeof(sock_filter)) return EINVAL;
-  return pol::InstallSeccompFilterInChild(reinterpret_cast<const sock_filter*>(data + sizeof(h)), h.count,
-                                          h.uses_notify != 0, listener_socket);
-}
-
-std::string EncodeSeccomp(const pol::SeccompProgram& program) {
-  SeccompHeader h{program.uses_notify() ? 1u : 0u, static_cast<uint32_t>(program.instructions().size())};
-  std::string out(reinterpret_cast<const char*>(&h), sizeof(h));
-  out.append(reinterpret_cast<const char*>(program.instructions().data()),
-             program.instructions().size() * sizeof(sock_filter));
-  return out;
-}
-
 class PoliciesSandboxEnforcement final : public SandboxEnforcement {
  public:
   PoliciesSandboxEnforcement(HostEnforcers* host, pol::Policy policy, std::string id)
@@ -107,7 +82,8 @@ class PoliciesSandboxEnforcement final : public SandboxEnforcement {
         listener_parent_.Reset(sv[0]);
         listener_child_.Reset(sv[1]);
       }
-      seccomp_data_ = EncodeSeccomp(*program_);
+      seccomp_data_ = EncodeSeccompHook(program_->instructions().data(), program_->instructions().size(),
+                                        program_->uses_notify());
       active_.push_back("seccomp");
     }
     if (host_->landlock) {
@@ -124,8 +100,8 @@ class PoliciesSandboxEnforcement final : public SandboxEnforcement {
   }
 
   void AddChildHooks(InitPlan* plan) override {
-    if (landlock_) plan->last.push_back(ChildHook{&ApplyLandlock, landlock_->encoded(), -1});
-    if (program_) plan->last.push_back(ChildHook{&ApplySeccomp, seccomp_data_, listener_child_.get()});
+    if (landlock_) plan->last.push_back(ChildHook{ChildHookKind::kLandlock, landlock_->encoded(), -1});
+    if (program_) plan->last.push_back(ChildHook{ChildHookKind::kSeccomp, seccomp_data_, listener_child_.get()});
   }
 
   absl::Status AfterStart(const std::string& cgroup_v2_dir) override {

@@ -217,7 +217,7 @@ absl::StatusOr<Zygote::Spawned> RuntimeImpl::Spawn(const InitPlan& plan) {
 }
 
 void RuntimeImpl::SpawnerLoop() {
-  auto zygote = Zygote::Start(userns_.get());
+  auto zygote = Zygote::Start(userns_.get(), options_.zygote_binary);
   std::unique_lock<std::mutex> lock(spawn_mu_);
   zygote_known_ = true;
   zygote_started_ = zygote.status();

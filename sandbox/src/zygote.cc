@@ -1,7 +1,11 @@
 #include "zygote.h"
 
+#include <fcntl.h>
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/poll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -10,9 +14,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "flotilla/common/status.h"
+#include "flotilla/sandbox/zygote_main.h"
 #include "init_plan.h"
 
 namespace flotilla::sandbox {
@@ -58,6 +65,8 @@ bool SendReply(int channel, const ZygoteReply& reply, int fd) {
 [[noreturn]] void ZygoteMain(int channel, int userns_fd, pid_t runtime_pid) {
   (void)::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   if (::getppid() != runtime_pid) ::_exit(0);  // the runtime died before the line above
+  const char hello = 'Z';
+  if (::send(channel, &hello, 1, MSG_NOSIGNAL) != 1) ::_exit(1);
   static const char kName[] = "flotilla-zygote";
   (void)::prctl(PR_SET_NAME, reinterpret_cast<unsigned long>(kName), 0, 0, 0);
   const int lo = std::min(channel, userns_fd), hi = std::max(channel, userns_fd);
@@ -121,19 +130,87 @@ bool SendReply(int channel, const ZygoteReply& reply, int fd) {
   }
 }
 
+// Starts `binary` as the zygote with the channel and the user namespace as descriptors 3 and 4.
+absl::StatusOr<pid_t> SpawnZygoteBinary(const std::string& binary, int channel, int userns_fd, pid_t self) {
+  // Out of the way of 3 and 4 first, so that the two dup2s cannot clobber each other.
+  UniqueFd ch(::fcntl(channel, F_DUPFD_CLOEXEC, 10)), ns(::fcntl(userns_fd, F_DUPFD_CLOEXEC, 10));
+  if (!ch.valid() || !ns.valid()) return ErrnoStatus("dup for the sandbox zygote");
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  ::posix_spawn_file_actions_init(&actions);
+  ::posix_spawn_file_actions_adddup2(&actions, ch.get(), 3);
+  ::posix_spawn_file_actions_adddup2(&actions, ns.get(), 4);
+  ::posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  ::posix_spawnattr_setsigmask(&attr, &none);
+  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  std::string pid_arg = std::to_string(self);
+  char* argv[] = {const_cast<char*>("flotilla"), const_cast<char*>("sandbox"), const_cast<char*>("zygote"),
+                  const_cast<char*>("3"),        const_cast<char*>("4"),       pid_arg.data(),
+                  nullptr};
+  char* envp[] = {nullptr};
+  pid_t pid = 0;
+  int err = ::posix_spawn(&pid, binary.c_str(), &actions, &attr, argv, envp);
+  ::posix_spawn_file_actions_destroy(&actions);
+  ::posix_spawnattr_destroy(&attr);
+  if (err != 0) return ErrnoStatus("starting the sandbox zygote " + binary, err);
+  return pid;
+}
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Start(int userns_fd) {
+std::string SiblingExecutable(const std::string& name) {
+  char self[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return "";
+  std::string path(self, static_cast<size_t>(n));
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return "";
+  std::string sibling = path.substr(0, slash + 1) + name;
+  if (sibling == path || ::access(sibling.c_str(), X_OK) != 0) return "";
+  return sibling;
+}
+
+bool RunZygoteIfAsked(int argc, char** argv) {
+  if (argc != 6 || std::strcmp(argv[1], "sandbox") != 0 || std::strcmp(argv[2], "zygote") != 0) return false;
+  int channel = std::atoi(argv[3]), userns_fd = std::atoi(argv[4]);
+  pid_t runtime = static_cast<pid_t>(std::atol(argv[5]));
+  if (channel < 3 || userns_fd < 3 || channel == userns_fd || runtime <= 0) ::_exit(2);
+  ZygoteMain(channel, userns_fd, runtime);
+}
+
+absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Start(int userns_fd, const std::string& binary) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return ErrnoStatus("zygote socketpair");
   UniqueFd mine(sv[0]), theirs(sv[1]);
   const pid_t self = ::getpid();
-  CloneArgs args{};
-  args.exit_signal = SIGCHLD;
-  long r = ::syscall(SYS_clone3, &args, sizeof(args));
-  if (r < 0) return ErrnoStatus("starting the sandbox zygote");
-  if (r == 0) ZygoteMain(theirs.get(), userns_fd, self);
-  return std::unique_ptr<Zygote>(new Zygote(static_cast<pid_t>(r), std::move(mine)));
+  pid_t pid;
+  if (binary.empty()) {
+    CloneArgs args{};
+    args.exit_signal = SIGCHLD;
+    long r = ::syscall(SYS_clone3, &args, sizeof(args));
+    if (r < 0) return ErrnoStatus("starting the sandbox zygote");
+    if (r == 0) ZygoteMain(theirs.get(), userns_fd, self);
+    pid = static_cast<pid_t>(r);
+  } else {
+    ASSIGN_OR_RETURN(pid, SpawnZygoteBinary(binary, theirs.get(), userns_fd, self));
+  }
+  theirs.Reset();
+  std::unique_ptr<Zygote> z(new Zygote(pid, std::move(mine)));
+  // The zygote says hello once it runs (an executable that is not a zygote closes the
+  // channel by exiting instead).
+  struct pollfd pfd {z->channel_.get(), POLLIN, 0};
+  int rc;
+  do {
+    rc = ::poll(&pfd, 1, 10000);
+  } while (rc < 0 && errno == EINTR);
+  char hello = 0;
+  if (rc <= 0 || ::recv(z->channel_.get(), &hello, 1, 0) != 1 || hello != 'Z') {
+    return absl::UnavailableError("the sandbox zygote did not start" +
+                                  (binary.empty() ? std::string() : " (" + binary + ")"));
+  }
+  return z;
 }
 
 Zygote::~Zygote() {

@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "init_process.h"
@@ -28,9 +29,11 @@ namespace flotilla::sandbox {
 
 class Zygote {
  public:
-  // Forks the zygote from the calling thread. It keeps `userns_fd` (the runtime's user
-  // namespace) and closes every other descriptor it inherited.
-  static absl::StatusOr<std::unique_ptr<Zygote>> Start(int userns_fd);
+  // Starts the zygote as a child of the calling thread: a fork of this process when `binary`
+  // is empty, else `binary` (see zygote_main.h) started with posix_spawn. It keeps
+  // `userns_fd` (the runtime's user namespace) and closes every other descriptor it
+  // inherited. Returns once the zygote has said it runs; Unavailable when it did not start.
+  static absl::StatusOr<std::unique_ptr<Zygote>> Start(int userns_fd, const std::string& binary = "");
   ~Zygote();
   Zygote(const Zygote&) = delete;
   Zygote& operator=(const Zygote&) = delete;

@@ -3,6 +3,9 @@
 #include "init_plan.h"
 
 #include <gtest/gtest.h>
+#include <sys/prctl.h>
+
+#include <cerrno>
 
 #include <cstring>
 #include <string>
@@ -11,14 +14,21 @@
 namespace flotilla::sandbox {
 namespace {
 
-// Records what a hook saw (the tests call RunHooks in this process).
-std::string g_seen;
-int RecordHook(const char* data, size_t len, int fd) {
-  g_seen += std::string(data, len) + "|" + std::to_string(fd) + "|" +
-            std::to_string(reinterpret_cast<uintptr_t>(data) % 8) + ";";
-  return 0;
+using namespace std::string_literals;
+
+// The hook entries of a decoded plan: kind, data, the descriptor the receiver sees.
+std::string Hooks(const InitPlanView& v, const char* base) {
+  InitPlanWireHeader h;
+  std::memcpy(&h, base, sizeof(h));
+  std::string out;
+  for (uint32_t i = 0; i < h.n_hooks; ++i) {
+    InitPlanWireHook k;
+    std::memcpy(&k, base + h.hooks + i * sizeof(k), sizeof(k));
+    out += std::to_string(k.stage) + ":" + std::to_string(k.kind) + ":" + std::string(v.At(k.data), k.len) + ":" +
+           std::to_string(k.fd_index >= 0 ? v.fds()[k.fd_index] : -1) + ":" + std::to_string(k.data % 8) + ";";
+  }
+  return out;
 }
-int FailingHook(const char*, size_t, int) { return 13; }
 
 InitPlan SamplePlan() {
   InitPlan p;
@@ -44,8 +54,8 @@ InitPlan SamplePlan() {
   node.dev = 259;
   node.optional = true;
   p.steps = {mount, node};
-  p.before_userns.push_back(ChildHook{&RecordHook, "abc", -1});
-  p.last.push_back(ChildHook{&RecordHook, std::string("x\0y", 3), 42});
+  p.before_userns.push_back(ChildHook{ChildHookKind::kLandlock, "abc", -1});
+  p.last.push_back(ChildHook{ChildHookKind::kSeccomp, std::string("x\0y", 3), 42});
   return p;
 }
 
@@ -94,25 +104,26 @@ TEST(InitPlanTest, RoundTripsEveryField) {
   EXPECT_EQ(n.mode, 020666u);
   EXPECT_EQ(n.dev, 259u);
   EXPECT_EQ(n.optional, 1u);
-  g_seen.clear();
-  EXPECT_EQ(v.RunHooks(0), 0);
-  EXPECT_EQ(g_seen, "abc|-1|0;");
-  g_seen.clear();
-  EXPECT_EQ(v.RunHooks(1), 0);
-  EXPECT_EQ(g_seen, std::string("x\0y|9|0;", 8));
+  EXPECT_EQ(Hooks(v, reinterpret_cast<const char*>(storage.data())),
+            "0:1:abc:-1:0;1:2:x\0y:9:0;"s);
 }
 
-TEST(InitPlanTest, StopsAtTheFirstFailingHook) {
-  InitPlan p = SamplePlan();
-  p.last.insert(p.last.begin(), ChildHook{&FailingHook, "", -1});
-  auto enc = EncodeInitPlan(p);
+// Hook data that is not a whole encoding fails with EINVAL before anything is applied (so
+// this test process stays unrestricted).
+TEST(InitPlanTest, HooksRefuseDataThatIsNotAWholeEncoding) {
+  auto enc = EncodeInitPlan(SamplePlan());
   ASSERT_TRUE(enc.ok()) << enc.status();
   std::vector<uint64_t> storage;
   InitPlanView v;
   ASSERT_TRUE(DecodeCopy(enc->bytes, &storage, &v, {5, 6, 9}));
-  g_seen.clear();
-  EXPECT_EQ(v.RunHooks(1), 13);
-  EXPECT_EQ(g_seen, "");
+  EXPECT_EQ(v.RunHooks(0), EINVAL);
+  EXPECT_EQ(v.RunHooks(1), EINVAL);
+  sock_filter one{BPF_RET | BPF_K, 0, 0, 0x7fff0000};
+  std::string seccomp = EncodeSeccompHook(&one, 1, false);
+  EXPECT_EQ(seccomp.size(), 8u + sizeof(sock_filter));
+  EXPECT_EQ(RunChildHook(2, seccomp.data(), seccomp.size() - 1, -1), EINVAL);
+  EXPECT_EQ(RunChildHook(7, seccomp.data(), seccomp.size(), -1), EINVAL);
+  EXPECT_EQ(::prctl(PR_GET_SECCOMP, 0, 0, 0, 0), 0);  // still no filter here
 }
 
 TEST(InitPlanTest, RefusesWhatIsNotAWholePlan) {
