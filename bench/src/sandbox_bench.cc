@@ -126,6 +126,8 @@ absl::Status RunSandboxBench(const SandboxBenchOptions& o) {
   // This process has every component's libraries loaded: inits come from the small binary's
   // zygote when it is installed here (as `flotilla node` does).
   runtime_options.zygote_binary = sandbox::SiblingExecutable("flotilla");
+  std::printf("sandbox.zygote=%s\n",
+              runtime_options.zygote_binary.empty() ? "fork of this process" : runtime_options.zygote_binary.c_str());
   ASSIGN_OR_RETURN(std::unique_ptr<sandbox::Runtime> runtime, sandbox::Runtime::Open(runtime_options));
   {
     sandbox::SandboxOptions probe_options;
