@@ -231,6 +231,17 @@ void RuntimeImpl::SpawnerLoop() {
     lock.unlock();
     absl::StatusOr<Zygote::Spawned> result =
         zygote_ ? zygote_->Spawn(*job->plan) : absl::StatusOr<Zygote::Spawned>(zygote_started_);
+    if (zygote_ && absl::IsUnavailable(result.status())) {
+      // The zygote is gone (killed from outside). This Create fails (its plan may have reached
+      // an init already); the next one gets a new zygote.
+      zygote_.reset();
+      auto again = Zygote::Start(userns_.get(), options_.zygote_binary);
+      if (again.ok()) {
+        zygote_ = std::move(*again);
+      } else {
+        zygote_started_ = again.status();
+      }
+    }
     lock.lock();
     job->result = std::move(result);
     job->done = true;

@@ -1,4 +1,5 @@
 // The runtime for real: namespaces, identity mapping, root filesystem, /proc masks, exec.
+#include <signal.h>
 #include <cstdlib>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -239,6 +240,50 @@ TEST(RuntimeOpenTest, FailsWhenTheZygoteBinaryIsNotAZygote) {
   ASSERT_FALSE(rt.ok());
   EXPECT_EQ(rt.status().code(), absl::StatusCode::kUnavailable) << rt.status();
   EXPECT_TRUE(absl::StrContains(rt.status().message(), "zygote did not start")) << rt.status();
+}
+
+// The pids of this process's children named `name`.
+std::vector<pid_t> ChildrenNamed(const std::string& name) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream f(e.path() / "status");
+    std::string line, n;
+    long ppid = -1;
+    while (std::getline(f, line)) {
+      if (absl::StartsWith(line, "Name:")) n = Trim(line.substr(5));
+      if (absl::StartsWith(line, "PPid:")) ppid = std::atol(line.c_str() + 5);
+    }
+    if (n == name && ppid == ::getpid()) out.push_back(static_cast<pid_t>(std::atol(e.path().filename().c_str())));
+  }
+  return out;
+}
+
+// A zygote killed from outside costs the next Create (Unavailable); the one after that gets a
+// new zygote.
+TEST(RuntimeOpenTest, ANewZygoteReplacesAKilledOne) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  flotilla::testing::TempDir dir;
+  RuntimeOptions o;
+  o.state_dir = dir.path().string();
+  o.cgroup_prefix = "flotilla-test-" + std::to_string(::getpid()) + "-k";
+  auto rt = Runtime::Open(o);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  std::vector<pid_t> zygotes = ChildrenNamed("flotilla-zygote");
+  ASSERT_EQ(zygotes.size(), 1u);
+  ASSERT_EQ(::kill(zygotes[0], SIGKILL), 0);
+  auto failed = (*rt)->Create(SandboxOptions{});
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable) << failed.status();
+  auto created = (*rt)->Create(SandboxOptions{});
+  ASSERT_TRUE(created.ok()) << created.status();
+  ExecOptions eo;
+  eo.argv = {"/bin/true"};
+  auto r = (*rt)->Exec(created->id, eo, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_TRUE((*rt)->Destroy(created->id).ok());
+  std::vector<pid_t> now = ChildrenNamed("flotilla-zygote");
+  ASSERT_EQ(now.size(), 1u);
+  EXPECT_NE(now[0], zygotes[0]);
 }
 
 }  // namespace
