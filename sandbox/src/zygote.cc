@@ -73,6 +73,11 @@ bool SendReply(int channel, const ZygoteReply& reply, int fd) {
   if (lo > 0) ::close_range(0, static_cast<unsigned>(lo) - 1, 0);
   if (hi > lo + 1) ::close_range(static_cast<unsigned>(lo) + 1, static_cast<unsigned>(hi) - 1, 0);
   ::close_range(static_cast<unsigned>(hi) + 1, ~0u, 0);
+  // Default dispositions, nothing blocked: the handlers of the process this is a fork of are
+  // no business of the zygote's, nor of the inits (and their execs) it clones.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) (void)::sigaction(sig, &dfl, nullptr);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
