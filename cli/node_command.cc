@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "commands.h"
 #include "flotilla/sandbox/node_agent.h"
+#include "flotilla/sandbox/zygote_main.h"
 
 namespace flotilla::cli {
 namespace {
@@ -28,6 +29,9 @@ int RunNode(const NodeFlags& f) {
   using namespace flotilla::sandbox;
   RuntimeOptions ro;
   ro.state_dir = f.state_dir;
+  // This binary has every component's libraries loaded; the small `flotilla` next to it
+  // starts the zygote that sandbox inits are copies of.
+  ro.zygote_binary = SiblingExecutable("flotilla");
   auto rt = Runtime::Open(ro);
   if (!rt.ok()) {
     std::cerr << "flotilla node: " << rt.status() << "\n";

@@ -20,9 +20,12 @@ struct {
   __type(value, struct flotilla_rule_value);
 } flotilla_rules SEC(".maps");
 
+// Entries are created from user space at attach time, so nothing is preallocated: creating a
+// preallocated 65536-entry map costs milliseconds in every process that loads these programs.
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 65536);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
   __type(key, __u64);
   __type(value, __u64);
 } flotilla_denials SEC(".maps");

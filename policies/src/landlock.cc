@@ -69,7 +69,9 @@ bool StrictlyBeneath(const std::string& outer, const std::string& inner) {
 // The work of ApplyInChild, with no allocation.
 class Applier {
  public:
-  Applier(int ruleset_fd, const std::vector<std::string>& restricted) : ruleset_(ruleset_fd), restricted_(restricted) {}
+  // `restricted` holds `n_restricted` NUL-terminated paths back to back.
+  Applier(int ruleset_fd, const char* restricted, uint32_t n_restricted)
+      : ruleset_(ruleset_fd), restricted_(restricted), n_restricted_(n_restricted) {}
 
   // Grants `access` beneath `path`; ENOENT paths are skipped.
   int Grant(const char* path, uint64_t access) {
@@ -107,9 +109,10 @@ class Applier {
         size_t child_len = base + 1 + name_len;
         bool is_restricted = false;
         bool holds_restricted = false;
-        for (const auto& r : restricted_) {
-          if (std::strcmp(r.c_str(), child) == 0) is_restricted = true;
-          else if (PathWithin(child, child_len, r.c_str())) holds_restricted = true;
+        const char* r = restricted_;
+        for (uint32_t i = 0; i < n_restricted_; ++i, r += std::strlen(r) + 1) {
+          if (std::strcmp(r, child) == 0) is_restricted = true;
+          else if (PathWithin(child, child_len, r)) holds_restricted = true;
         }
         if (is_restricted) continue;  // its own rule (or none, when hidden) applies
         err = holds_restricted ? Expand(child, access, depth + 1) : Grant(child, access);
@@ -131,8 +134,28 @@ class Applier {
   }
 
   int ruleset_;
-  const std::vector<std::string>& restricted_;
+  const char* restricted_;
+  uint32_t n_restricted_;
 };
+
+// The encoded plan: a header, then each rule (access, expand flag, path with its NUL), then
+// the restricted paths with their NULs. Integers are copied with memcpy (no alignment).
+struct EncodedHeader {
+  uint32_t abi;
+  uint32_t n_rules;
+  uint32_t n_restricted;
+  uint32_t pad;
+  uint64_t handled;
+};
+
+// Reads one NUL-terminated string at `*pos` of `data[0, len)`; nullptr when it runs past.
+const char* TakeString(const char* data, size_t len, size_t* pos) {
+  const void* nul = std::memchr(data + *pos, '\0', len - *pos);
+  if (nul == nullptr) return nullptr;
+  const char* s = data + *pos;
+  *pos = static_cast<size_t>(static_cast<const char*>(nul) - data) + 1;
+  return s;
+}
 
 }  // namespace
 
@@ -180,30 +203,65 @@ absl::StatusOr<LandlockPlan> LandlockPlan::Create(const FilesystemPolicy& policy
                                             plan.hidden_.end();
                                    }),
                     plan.rules_.end());
+  EncodedHeader h{};
+  h.abi = static_cast<uint32_t>(plan.abi_);
+  h.n_rules = static_cast<uint32_t>(plan.rules_.size());
+  h.n_restricted = static_cast<uint32_t>(plan.restricted_.size());
+  h.handled = plan.handled_;
+  plan.encoded_.assign(reinterpret_cast<const char*>(&h), sizeof(h));
+  for (const auto& rule : plan.rules_) {
+    plan.encoded_.append(reinterpret_cast<const char*>(&rule.access), sizeof(rule.access));
+    plan.encoded_.push_back(rule.expand ? 1 : 0);
+    plan.encoded_.append(rule.path.c_str(), rule.path.size() + 1);
+  }
+  for (const auto& r : plan.restricted_) plan.encoded_.append(r.c_str(), r.size() + 1);
   return plan;
 }
 
 int LandlockPlan::ApplyInChild(const char** failed_step) const noexcept {
+  return ApplyEncodedInChild(encoded_.data(), encoded_.size(), failed_step);
+}
+
+int LandlockPlan::ApplyEncodedInChild(const char* data, size_t len, const char** failed_step) noexcept {
   auto fail = [&](const char* step, int err) {
     if (failed_step != nullptr) *failed_step = step;
     return err;
   };
+  EncodedHeader h;
+  if (len < sizeof(h)) return fail("decoding the plan", EINVAL);
+  std::memcpy(&h, data, sizeof(h));
+  // Check the whole encoding before anything is applied.
+  size_t pos = sizeof(h);
+  for (uint32_t i = 0; i < h.n_rules; ++i) {
+    if (len - pos < sizeof(uint64_t) + 1) return fail("decoding the plan", EINVAL);
+    pos += sizeof(uint64_t) + 1;
+    if (TakeString(data, len, &pos) == nullptr) return fail("decoding the plan", EINVAL);
+  }
+  const size_t restricted_at = pos;
+  for (uint32_t i = 0; i < h.n_restricted; ++i) {
+    if (TakeString(data, len, &pos) == nullptr) return fail("decoding the plan", EINVAL);
+  }
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return fail("prctl(PR_SET_NO_NEW_PRIVS)", errno);
   RulesetAttr attr{};
-  attr.handled_access_fs = handled_;
-  if (abi_ >= 6) attr.scoped = kScopeAbstractUnixSocket | kScopeSignal;
-  size_t attr_size = abi_ >= 6 ? sizeof(RulesetAttr) : abi_ >= 4 ? 16 : 8;
+  attr.handled_access_fs = h.handled;
+  if (h.abi >= 6) attr.scoped = kScopeAbstractUnixSocket | kScopeSignal;
+  size_t attr_size = h.abi >= 6 ? sizeof(RulesetAttr) : h.abi >= 4 ? 16 : 8;
   int ruleset = static_cast<int>(syscall(SYS_landlock_create_ruleset, &attr, attr_size, 0));
   if (ruleset < 0) return fail("landlock_create_ruleset", errno);
-  Applier applier(ruleset, restricted_);
+  Applier applier(ruleset, data + restricted_at, h.n_restricted);
   int err = 0;
-  for (const auto& rule : rules_) {
-    err = rule.expand ? applier.Expand(rule.path.c_str(), rule.access, 0)
-                      : applier.Grant(rule.path.c_str(), rule.access);
-    if (err != 0) {
-      close(ruleset);
-      return fail("landlock_add_rule", err);
-    }
+  pos = sizeof(h);
+  for (uint32_t i = 0; i < h.n_rules && err == 0; ++i) {
+    uint64_t access;
+    std::memcpy(&access, data + pos, sizeof(access));
+    bool expand = data[pos + sizeof(access)] != 0;
+    pos += sizeof(access) + 1;
+    const char* path = TakeString(data, len, &pos);
+    err = expand ? applier.Expand(path, access, 0) : applier.Grant(path, access);
+  }
+  if (err != 0) {
+    close(ruleset);
+    return fail("landlock_add_rule", err);
   }
   if (syscall(SYS_landlock_restrict_self, ruleset, 0) != 0) err = fail("landlock_restrict_self", errno);
   close(ruleset);

@@ -39,14 +39,21 @@ int SendFd(int socket_fd, int fd) noexcept {
 }  // namespace
 
 int InstallSeccompInChild(const SeccompProgram& program, int listener_socket) noexcept {
+  return InstallSeccompFilterInChild(program.instructions().data(), program.instructions().size(),
+                                     program.uses_notify(), listener_socket);
+}
+
+int InstallSeccompFilterInChild(const sock_filter* insns, size_t count, bool uses_notify,
+                                int listener_socket) noexcept {
+  if (count == 0 || count > BPF_MAXINSNS) return EINVAL;
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
   sock_fprog prog{};
-  prog.len = static_cast<unsigned short>(program.instructions().size());
-  prog.filter = const_cast<sock_filter*>(program.instructions().data());
-  unsigned int flags = program.uses_notify() ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0;
+  prog.len = static_cast<unsigned short>(count);
+  prog.filter = const_cast<sock_filter*>(insns);
+  unsigned int flags = uses_notify ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0;
   long rc = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
   if (rc < 0) return errno;
-  if (!program.uses_notify()) return 0;
+  if (!uses_notify) return 0;
   int listener = static_cast<int>(rc);
   int err = listener_socket >= 0 ? SendFd(listener_socket, listener) : EBADF;
   close(listener);

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "init_plan.h"
 #include "init_protocol.h"
 
 #ifndef PR_SCHED_CORE
@@ -96,12 +97,18 @@ int SetCapabilities(uint64_t keep) {
 }
 
 // Closes every inherited descriptor except the plan's: init must not hold other sandboxes'
-// channels or layers open.
-void CloseInherited(const std::vector<int>& keep) {
+// channels or layers, or whatever the zygote inherited.
+void CloseInherited(const InitPlanView& p) {
+  int keep[kInitPlanMaxFds + 1];
+  int n = 0;
+  for (int i = 0; i < p.nfds(); ++i) keep[n++] = p.fds()[i];
+  keep[n++] = p.userns_fd();
+  std::sort(keep, keep + n);
   unsigned int from = 0;
-  for (int fd : keep) {
-    if (static_cast<unsigned int>(fd) > from) ::close_range(from, static_cast<unsigned int>(fd) - 1, 0);
-    from = static_cast<unsigned int>(fd) + 1;
+  for (int i = 0; i < n; ++i) {
+    unsigned int fd = static_cast<unsigned int>(keep[i]);
+    if (fd > from) ::close_range(from, fd - 1, 0);
+    from = fd + 1;
   }
   ::close_range(from, ~0u, 0);
 }
@@ -139,73 +146,74 @@ void HideCommandLine() {
   end[-1] = '\0';
 }
 
-void SetUp(const InitPlan& p) {
-  const int ctl = p.control_fd;
-  CloseInherited(p.keep_fds);
+void SetUp(const InitPlanView& p) {
+  const int ctl = p.control_fd();
+  CloseInherited(p);
   char zero[] = "0";
-  for (const std::string& f : p.cgroup_procs) {
-    int fd = ::open(f.c_str(), O_WRONLY | O_CLOEXEC);
+  const char* procs = p.first_cgroup_proc();
+  for (uint32_t i = 0; i < p.cgroup_proc_count(); ++i, procs += std::strlen(procs) + 1) {
+    int fd = ::open(procs, O_WRONLY | O_CLOEXEC);
     if (fd < 0 || ::write(fd, zero, 1) != 1) Fail(ctl, "join cgroup", errno);
     ::close(fd);
   }
   if (::unshare(CLONE_NEWCGROUP) != 0) Fail(ctl, "unshare cgroup namespace", errno);
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) Fail(ctl, "make / private", errno);
-  if (::move_mount(p.tmpfs_fd, "", AT_FDCWD, p.rw_dir.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+  if (::move_mount(p.tmpfs_fd(), "", AT_FDCWD, p.rw_dir(), MOVE_MOUNT_F_EMPTY_PATH) != 0) {
     Fail(ctl, "attach writable layer", errno);
   }
   // tmpfs_fd stays open: the runtime reaches the writable layer through /proc/1/fd of init.
-  for (const InitStep& m : p.steps) {
+  for (uint32_t i = 0; i < p.step_count(); ++i) {
+    const InitPlanWireStep m = p.step(i);
+    const char* source = p.At(m.source);
+    const char* target = p.At(m.target);
+    const char* fstype = p.At(m.fstype);
+    const char* data = p.At(m.data);
     int rc = 0;
-    switch (m.kind) {
+    switch (static_cast<InitStep::Kind>(m.kind)) {
       case InitStep::Kind::kMount:
-        rc = ::mount(m.source.empty() ? nullptr : m.source.c_str(), m.target.c_str(),
-                     m.fstype.empty() ? nullptr : m.fstype.c_str(), m.flags, m.data.empty() ? nullptr : m.data.c_str());
+        rc = ::mount(*source ? source : nullptr, target, *fstype ? fstype : nullptr, m.flags, *data ? data : nullptr);
         break;
       case InitStep::Kind::kMkdir:
-        rc = ::mkdir(m.target.c_str(), m.mode);
+        rc = ::mkdir(target, m.mode);
         if (rc != 0 && errno == EEXIST) rc = 0;
-        if (rc == 0) rc = ::chmod(m.target.c_str(), m.mode);
+        if (rc == 0) rc = ::chmod(target, m.mode);
         break;
       case InitStep::Kind::kMknod:
-        rc = ::mknod(m.target.c_str(), m.mode, m.dev);
-        if (rc == 0) rc = ::chmod(m.target.c_str(), m.mode & 07777);
+        rc = ::mknod(target, m.mode, m.dev);
+        if (rc == 0) rc = ::chmod(target, m.mode & 07777);
         break;
       case InitStep::Kind::kSymlink:
-        rc = ::symlink(m.source.c_str(), m.target.c_str());
+        rc = ::symlink(source, target);
         break;
     }
-    if (rc != 0 && !m.optional) Fail(ctl, m.target.c_str(), errno);
+    if (rc != 0 && !m.optional) Fail(ctl, target, errno);
   }
-  if (!p.hostname.empty() && ::sethostname(p.hostname.c_str(), p.hostname.size()) != 0) Fail(ctl, "sethostname", errno);
+  if (*p.hostname() && ::sethostname(p.hostname(), std::strlen(p.hostname())) != 0) Fail(ctl, "sethostname", errno);
   BringLoopbackUp();
-  if (::chdir(p.root_dir.c_str()) != 0) Fail(ctl, "chdir root", errno);
+  if (::chdir(p.root_dir()) != 0) Fail(ctl, "chdir root", errno);
   if (::syscall(SYS_pivot_root, ".", ".") != 0) Fail(ctl, "pivot_root", errno);
   if (::umount2(".", MNT_DETACH) != 0) Fail(ctl, "detach old root", errno);
   if (::chdir("/") != 0) Fail(ctl, "chdir /", errno);
-  for (const auto& [hook, arg] : p.before_userns) {
-    if (int err = hook(arg); err != 0) Fail(ctl, "enforcer", err);
-  }
+  if (int err = p.RunHooks(0); err != 0) Fail(ctl, "enforcer", err);
   HideCommandLine();
-  if (::setns(p.userns_fd, CLONE_NEWUSER) != 0) Fail(ctl, "enter user namespace", errno);
-  ::close(p.userns_fd);
+  if (::setns(p.userns_fd(), CLONE_NEWUSER) != 0) Fail(ctl, "enter user namespace", errno);
+  ::close(p.userns_fd());
   // Raw system calls: glibc's wrappers broadcast to every thread it believes exists, and the
   // threads of the runtime process this child was cloned from do not exist here.
   if (::syscall(SYS_setgroups, 0, nullptr) != 0) Fail(ctl, "setgroups", errno);
   if (::syscall(SYS_setresgid, 0, 0, 0) != 0) Fail(ctl, "setresgid", errno);
   if (::syscall(SYS_setresuid, 0, 0, 0) != 0) Fail(ctl, "setresuid", errno);
-  if (int err = SetCapabilities(p.keep_caps); err != 0) Fail(ctl, "capabilities", err);
+  if (int err = SetCapabilities(p.keep_caps()); err != 0) Fail(ctl, "capabilities", err);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) Fail(ctl, "no_new_privs", errno);
   // Credentials changed: set these only now (a credential change clears the death signal).
   (void)::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   (void)::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  if (p.sched_idle) {
+  if (p.sched_idle()) {
     struct sched_param sp {};
     if (::sched_setscheduler(0, SCHED_IDLE, &sp) != 0) Fail(ctl, "SCHED_IDLE", errno);
   }
-  if (p.core_sched) (void)::prctl(PR_SCHED_CORE, PR_SCHED_CORE_CREATE, 0, PR_SCHED_CORE_SCOPE_THREAD_GROUP, 0);
-  for (const auto& [hook, arg] : p.last) {
-    if (int err = hook(arg); err != 0) Fail(ctl, "enforcer", err);
-  }
+  if (p.core_sched()) (void)::prctl(PR_SCHED_CORE, PR_SCHED_CORE_CREATE, 0, PR_SCHED_CORE_SCOPE_THREAD_GROUP, 0);
+  if (int err = p.RunHooks(1); err != 0) Fail(ctl, "enforcer", err);
 }
 
 struct ExecSlot {
@@ -400,7 +408,7 @@ uint64_t DefaultKeptCapabilities() {
   return m;
 }
 
-void RunInit(const InitPlan& plan) {
+void RunInit(const InitPlanView& plan) {
   SetUp(plan);
   sigset_t mask, old_mask;
   sigemptyset(&mask);
@@ -408,12 +416,12 @@ void RunInit(const InitPlan& plan) {
   ::sigprocmask(SIG_BLOCK, &mask, nullptr);
   sigemptyset(&old_mask);  // execs start with no signal blocked
   int sfd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (sfd < 0) Fail(plan.control_fd, "signalfd", errno);
+  if (sfd < 0) Fail(plan.control_fd(), "signalfd", errno);
   ::signal(SIGPIPE, SIG_IGN);
   InitHeader ready{};
   ready.type = InitMsg::kReady;
-  if (::send(plan.control_fd, &ready, sizeof(ready), MSG_NOSIGNAL) != sizeof(ready)) ::_exit(1);
-  struct pollfd pfd[2] = {{plan.control_fd, POLLIN, 0}, {sfd, POLLIN, 0}};
+  if (::send(plan.control_fd(), &ready, sizeof(ready), MSG_NOSIGNAL) != sizeof(ready)) ::_exit(1);
+  struct pollfd pfd[2] = {{plan.control_fd(), POLLIN, 0}, {sfd, POLLIN, 0}};
   for (;;) {
     if (::poll(pfd, 2, -1) < 0) {
       if (errno == EINTR) continue;
@@ -425,7 +433,7 @@ void RunInit(const InitPlan& plan) {
       }
       Reap();
     }
-    if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) HandleMessage(plan.control_fd, old_mask);
+    if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) HandleMessage(plan.control_fd(), old_mask);
   }
 }
 

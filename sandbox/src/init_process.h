@@ -1,20 +1,24 @@
 // The child side of a sandbox: everything that runs in the cloned process, from namespace and
 // filesystem set-up to the PID 1 loop that starts execs and reaps zombies.
 //
-// The plan is built by the runtime before clone and only read afterwards: the child runs in a
-// copy of a multi-threaded process, so it never allocates, takes no locks and uses raw
-// system calls only (the same rules as after vfork).
+// The runtime builds an InitPlan, encodes it (init_plan.h) and hands it to the zygote
+// (zygote.h), which clones the init; the init reads the plan in place from the zygote's
+// receive buffer. Init never allocates and uses raw system calls only: it is a copy of a
+// process that was forked from a multi-threaded one (the same rules as after vfork).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace flotilla::sandbox {
 
+class InitPlanView;
+
 // One step of the root filesystem set-up, run in order before pivot_root.
 struct InitStep {
-  enum class Kind { kMount, kMkdir, kMknod, kSymlink };
+  enum class Kind : uint32_t { kMount = 1, kMkdir = 2, kMknod = 3, kSymlink = 4 };
   Kind kind = Kind::kMount;
   std::string source;  // mount source; symlink target
   std::string target;  // absolute path in the child's mount namespace
@@ -25,30 +29,37 @@ struct InitStep {
   bool optional = false;    // failure is ignored (e.g. a /proc file this kernel lacks)
 };
 
-// Called in the child after pivot_root and before the user namespace switch; must be
-// async-signal-safe (no allocation). Returns 0 or an errno.
-using ChildHook = int (*)(void* arg);
+// An enforcer's step in init. Init runs it on its copy of `data` (8-byte aligned), with
+// init's number for `fd` (-1: none); see RunChildHook (init_plan.h) for what each kind does.
+// Kinds, not code addresses: the zygote may be another executable than the runtime's.
+enum class ChildHookKind : uint32_t {
+  kLandlock = 1,  // data: LandlockPlan::encoded()
+  kSeccomp = 2,   // data: EncodeSeccompHook(); fd: the socket the listener fd goes to
+};
+struct ChildHook {
+  ChildHookKind kind = ChildHookKind::kLandlock;
+  std::string data;
+  int fd = -1;  // a descriptor of the runtime's, passed to init
+};
 
 struct InitPlan {
   int control_fd = -1;  // init's end of the control socket
-  int userns_fd = -1;   // the runtime's user namespace (root inside = host uid base)
   int tmpfs_fd = -1;    // detached writable-layer tmpfs, attached at rw_dir
   std::string rw_dir;   // where the writable layer is attached (in the child's mount ns)
   std::string root_dir; // the merged root
   std::vector<std::string> cgroup_procs;  // files init writes "0" into
   std::vector<InitStep> steps;            // in order, before pivot_root
-  std::vector<int> extra_fds;             // descriptors the hooks use (kept open)
-  std::vector<int> keep_fds;              // sorted; every other inherited fd is closed
   std::string hostname;
   bool sched_idle = false;
   bool core_sched = false;
   uint64_t keep_caps = 0;  // capability bounding set kept (bit per CAP_*)
-  std::vector<std::pair<ChildHook, void*>> before_userns;  // e.g. Landlock (needs fs)
-  std::vector<std::pair<ChildHook, void*>> last;           // e.g. seccomp (after no_new_privs)
+  std::vector<ChildHook> before_userns;  // after pivot_root, before the user namespace switch
+  std::vector<ChildHook> last;           // after no_new_privs (e.g. Landlock, seccomp)
 };
 
-// Runs in the cloned child; never returns.
-[[noreturn]] void RunInit(const InitPlan& plan);
+// Runs in the cloned child; never returns. `plan` holds init's descriptor numbers (every
+// other inherited descriptor is closed) and the user namespace to enter.
+[[noreturn]] void RunInit(const InitPlanView& plan);
 
 // The default kept capabilities (Docker's default set minus NET_RAW and MKNOD).
 uint64_t DefaultKeptCapabilities();

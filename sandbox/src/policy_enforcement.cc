@@ -7,8 +7,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "enforcement.h"
@@ -18,6 +20,7 @@
 #include "flotilla/policies/network.h"
 #include "flotilla/policies/policy.h"
 #include "flotilla/policies/seccomp.h"
+#include "init_plan.h"
 #include "unique_fd.h"
 
 namespace flotilla::sandbox {
@@ -25,25 +28,43 @@ namespace {
 
 namespace pol = flotilla::policies;
 
+// The host's enforcers. Immutable after PoliciesEnforcement::Init, except the network
+// enforcer: its BPF programs load on a thread of their own (the kernel verifies them) while
+// the runtime opens and the first sandbox is created; Network() waits for that load.
 struct HostEnforcers {
   bool seccomp = false;
   bool landlock = false;
   bool apparmor = false;
   std::unique_ptr<pol::SeccompSupervisor> supervisor;  // null: violations not counted
-  std::unique_ptr<pol::NetworkEnforcer> network;       // null: no eBPF network policy here
   std::vector<std::string> inactive;                   // "name: why"
-};
 
-int ApplyLandlock(void* arg) { return static_cast<const pol::LandlockPlan*>(arg)->ApplyInChild(); }
+  // The eBPF network enforcer, null when there is none here (*why_not says why). Thread-safe.
+  pol::NetworkEnforcer* Network(std::string* why_not) {
+    std::lock_guard<std::mutex> lock(network_mu);
+    if (network_loading.joinable()) network_loading.join();
+    *why_not = network_error;
+    return network.get();
+  }
+  void StartNetworkLoad() {
+    network_loading = std::thread([this] {
+      auto net = pol::NetworkEnforcer::Create();
+      if (net.ok()) {
+        network = std::move(*net);
+      } else {
+        network_error = absl::StrCat("ebpf-net: ", net.status().message());
+      }
+    });
+  }
+  ~HostEnforcers() {
+    if (network_loading.joinable()) network_loading.join();
+  }
 
-struct SeccompArg {
-  const pol::SeccompProgram* program;
-  int socket;
+ private:
+  std::mutex network_mu;
+  std::thread network_loading;                   // guarded by network_mu
+  std::unique_ptr<pol::NetworkEnforcer> network;  // written by network_loading, then read-only
+  std::string network_error;
 };
-int ApplySeccomp(void* arg) {
-  auto* a = static_cast<SeccompArg*>(arg);
-  return pol::InstallSeccompInChild(*a->program, a->socket);
-}
 
 class PoliciesSandboxEnforcement final : public SandboxEnforcement {
  public:
@@ -61,7 +82,8 @@ class PoliciesSandboxEnforcement final : public SandboxEnforcement {
         listener_parent_.Reset(sv[0]);
         listener_child_.Reset(sv[1]);
       }
-      seccomp_arg_ = {program_.get(), listener_child_.get()};
+      seccomp_data_ = EncodeSeccompHook(program_->instructions().data(), program_->instructions().size(),
+                                        program_->uses_notify());
       active_.push_back("seccomp");
     }
     if (host_->landlock) {
@@ -73,17 +95,13 @@ class PoliciesSandboxEnforcement final : public SandboxEnforcement {
         inactive_.push_back(absl::StrCat("landlock: ", plan.status().message()));
       }
     }
-    if (host_->network) active_.push_back("ebpf-net");
     inactive_.insert(inactive_.end(), host_->inactive.begin(), host_->inactive.end());
     return absl::OkStatus();
   }
 
   void AddChildHooks(InitPlan* plan) override {
-    if (landlock_) plan->last.emplace_back(&ApplyLandlock, landlock_.get());
-    if (program_) {
-      plan->last.emplace_back(&ApplySeccomp, &seccomp_arg_);
-      if (listener_child_.valid()) plan->extra_fds.push_back(listener_child_.get());
-    }
+    if (landlock_) plan->last.push_back(ChildHook{ChildHookKind::kLandlock, landlock_->encoded(), -1});
+    if (program_) plan->last.push_back(ChildHook{ChildHookKind::kSeccomp, seccomp_data_, listener_child_.get()});
   }
 
   absl::Status AfterStart(const std::string& cgroup_v2_dir) override {
@@ -93,13 +111,17 @@ class PoliciesSandboxEnforcement final : public SandboxEnforcement {
       ASSIGN_OR_RETURN(seccomp_watch_, host_->supervisor->Watch(id_, std::move(fd)));
       listener_parent_.Reset();
     }
-    if (host_->network && !cgroup_v2_dir.empty()) {
+    std::string why_not;
+    pol::NetworkEnforcer* network = host_->Network(&why_not);
+    if (network == nullptr) inactive_.push_back(why_not);
+    if (network && !cgroup_v2_dir.empty()) {
       int fd = ::open(cgroup_v2_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
       if (fd < 0) return ErrnoStatus("open " + cgroup_v2_dir);
-      auto att = host_->network->Attach(policy_.network, fd);
+      auto att = network->Attach(policy_.network, fd);
       ::close(fd);
       if (!att.ok()) return Annotate(att.status(), "attaching the network policy");
       network_ = std::move(*att);
+      active_.push_back("ebpf-net");
     }
     return absl::OkStatus();
   }
@@ -116,7 +138,7 @@ class PoliciesSandboxEnforcement final : public SandboxEnforcement {
   std::string id_;
   std::shared_ptr<const pol::SeccompProgram> program_;
   flotilla::sandbox::UniqueFd listener_parent_, listener_child_;
-  SeccompArg seccomp_arg_{};
+  std::string seccomp_data_;
   std::unique_ptr<pol::LandlockPlan> landlock_;
   std::unique_ptr<pol::SeccompWatch> seccomp_watch_;
   std::unique_ptr<pol::NetworkAttachment> network_;
@@ -126,6 +148,9 @@ class PoliciesSandboxEnforcement final : public SandboxEnforcement {
 class PoliciesEnforcement final : public PolicyEnforcement {
  public:
   explicit PoliciesEnforcement(std::string policies_dir) : policies_dir_(std::move(policies_dir)) {}
+  ~PoliciesEnforcement() override {
+    if (prefetch_.joinable()) prefetch_.join();
+  }
 
   absl::Status Init() {
     // The probes of ProbeEnforcers() without its trial load of the BPF programs: the
@@ -140,12 +165,11 @@ class PoliciesEnforcement final : public PolicyEnforcement {
       auto sup = pol::SeccompSupervisor::Start();
       if (sup.ok()) host_.supervisor = std::move(*sup);
     }
-    auto net = pol::NetworkEnforcer::Create();
-    if (net.ok()) {
-      host_.network = std::move(*net);
-    } else {
-      host_.inactive.push_back(absl::StrCat("ebpf-net: ", net.status().message()));
-    }
+    host_.StartNetworkLoad();
+    // The default policy's named address lists need name lookups: start them now, so that
+    // the first Create (often the only one, in `flotilla sandbox run`) finds them done. A
+    // Create that asks meanwhile waits on mu_; a failure here is retried (and reported) there.
+    prefetch_ = std::thread([this] { (void)Named("default"); });
     // AppArmor profiles per sandbox need a kernel with AppArmor enabled; where it is, the
     // Landlock ruleset and seccomp filter above still apply.
     if (host_.apparmor) host_.inactive.push_back("apparmor: per-sandbox profiles are not loaded by this runtime");
@@ -209,6 +233,7 @@ class PoliciesEnforcement final : public PolicyEnforcement {
   HostEnforcers host_;
   std::mutex mu_;
   std::map<std::string, pol::Policy> cache_;
+  std::thread prefetch_;
 };
 
 }  // namespace

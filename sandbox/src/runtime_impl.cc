@@ -39,11 +39,6 @@
 namespace flotilla::sandbox {
 namespace {
 
-// clone3's argument block (defined here: <linux/sched.h> clashes with glibc's <sched.h>).
-struct CloneArgs {
-  uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size, cgroup;
-};
-
 int64_t NowNs() { return SystemClock::Get().NowNanos(); }
 
 std::string OwnStartTime() {
@@ -155,6 +150,15 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
   RETURN_IF_ERROR(driver.EnsureGroup(rt->cgroup_group_));
 
   ASSIGN_OR_RETURN(rt->userns_, CreateUserNamespace(options.host_uid_base));
+  // The zygote is forked now, while this process is smallest (before the image layers and the
+  // enforcers are loaded and the other threads start).
+  RuntimeImpl* raw = rt.get();
+  rt->spawner_ = std::thread([raw] { raw->SpawnerLoop(); });
+  {
+    std::unique_lock<std::mutex> lock(rt->spawn_mu_);
+    rt->spawn_cv_.wait(lock, [&] { return rt->zygote_known_; });
+    RETURN_IF_ERROR(rt->zygote_started_);
+  }
   auto images = ImageStore::Open(options.state_dir, rt->instance_dir_, rt->userns_.get(), options.host_uid_base);
   if (!images.ok()) return images.status();
   rt->images_ = std::move(*images);
@@ -173,8 +177,6 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
   ev.events = EPOLLIN;
   ev.data.fd = rt->wake_.get();
   ::epoll_ctl(rt->epoll_.get(), EPOLL_CTL_ADD, rt->wake_.get(), &ev);
-  RuntimeImpl* raw = rt.get();
-  rt->spawner_ = std::thread([raw] { raw->SpawnerLoop(); });
   rt->monitor_ = std::thread([raw] { raw->MonitorLoop(); });
   return std::unique_ptr<Runtime>(std::move(rt));
 }
@@ -203,43 +205,52 @@ RuntimeImpl::~RuntimeImpl() {
   if (!instance_dir_.empty()) RemoveTree(instance_dir_);
 }
 
-absl::StatusOr<std::pair<pid_t, int>> RuntimeImpl::Spawn(const InitPlan& plan) {
+absl::StatusOr<Zygote::Spawned> RuntimeImpl::Spawn(const InitPlan& plan) {
   SpawnJob job{&plan};
   {
     std::lock_guard<std::mutex> lock(spawn_mu_);
+    if (stopping_) return absl::UnavailableError("the runtime is closing");
     spawn_queue_.push_back(&job);
   }
   spawn_cv_.notify_all();
   std::unique_lock<std::mutex> lock(spawn_mu_);
   spawn_cv_.wait(lock, [&] { return job.done; });
-  if (job.err != 0) return ErrnoStatus("clone3 sandbox init", job.err);
-  return std::make_pair(job.pid, job.pidfd);
+  return std::move(job.result);
 }
 
 void RuntimeImpl::SpawnerLoop() {
+  auto zygote = Zygote::Start(userns_.get(), options_.zygote_binary);
   std::unique_lock<std::mutex> lock(spawn_mu_);
+  zygote_known_ = true;
+  zygote_started_ = zygote.status();
+  if (zygote.ok()) zygote_ = std::move(*zygote);
+  spawn_cv_.notify_all();
   for (;;) {
     spawn_cv_.wait(lock, [&] { return stopping_ || !spawn_queue_.empty(); });
-    if (spawn_queue_.empty()) return;
+    if (spawn_queue_.empty()) break;
     SpawnJob* job = spawn_queue_.front();
     spawn_queue_.pop_front();
     lock.unlock();
-    int pidfd = -1;
-    CloneArgs args{};
-    args.flags = CLONE_PIDFD | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC;
-    args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
-    args.exit_signal = SIGCHLD;
-    long r = ::syscall(SYS_clone3, &args, sizeof(args));
-    if (r == 0) RunInit(*job->plan);
-    int err = r < 0 ? errno : 0;
-    if (pidfd >= 0) ::fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+    absl::StatusOr<Zygote::Spawned> result =
+        zygote_ ? zygote_->Spawn(*job->plan) : absl::StatusOr<Zygote::Spawned>(zygote_started_);
+    if (zygote_ && absl::IsUnavailable(result.status())) {
+      // The zygote is gone (killed from outside). This Create fails (its plan may have reached
+      // an init already); the next one gets a new zygote.
+      zygote_.reset();
+      auto again = Zygote::Start(userns_.get(), options_.zygote_binary);
+      if (again.ok()) {
+        zygote_ = std::move(*again);
+      } else {
+        zygote_started_ = again.status();
+      }
+    }
     lock.lock();
-    job->pid = static_cast<pid_t>(r);
-    job->pidfd = pidfd;
-    job->err = err;
+    job->result = std::move(result);
     job->done = true;
     spawn_cv_.notify_all();
   }
+  lock.unlock();
+  zygote_.reset();  // by the thread that forked it
 }
 
 absl::StatusOr<std::shared_ptr<Sandbox>> RuntimeImpl::Find(const std::string& id) const {
@@ -355,7 +366,6 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image) {
 
   InitPlan plan;
   plan.control_fd = child_end.get();
-  plan.userns_fd = userns_.get();
   plan.tmpfs_fd = sb.layer.get();
   plan.rw_dir = rw;
   plan.root_dir = root;
@@ -435,16 +445,13 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image) {
     plan.steps.push_back(std::move(st));
   }
   sb.enforcement->AddChildHooks(&plan);
-  plan.keep_fds = {plan.control_fd, plan.userns_fd, plan.tmpfs_fd};
-  for (int fd : plan.extra_fds) plan.keep_fds.push_back(fd);
-  std::sort(plan.keep_fds.begin(), plan.keep_fds.end());
 
-  ASSIGN_OR_RETURN(auto spawned, Spawn(plan));
-  sb.pid = spawned.first;
-  sb.pidfd.Reset(spawned.second);
+  ASSIGN_OR_RETURN(Zygote::Spawned spawned, Spawn(plan));
+  sb.pid = spawned.pid;
+  sb.pidfd = std::move(spawned.pidfd);
   child_end.Reset();
   RETURN_IF_ERROR(WaitReady(sb));
-  sb.layer_fd_in_init = sb.layer.get();
+  sb.layer_fd_in_init = spawned.layer_fd_in_init;
   sb.layer.Reset();
   return sb.enforcement->AfterStart(sb.cgroup->unified_dir());
 }

@@ -1,8 +1,8 @@
 // RuntimeImpl: the Runtime behind runtime.h. Private.
 //
-// Threads: the caller's threads run Create/Exec/Destroy...; a spawner thread performs every
-// clone (so that each init's parent-death signal is tied to a thread that lives as long as the
-// runtime); a monitor thread reaps inits (pidfds in epoll), enforces sandbox wall-clock limits
+// Threads: the caller's threads run Create/Exec/Destroy...; a spawner thread forks the zygote
+// at Open and sends it every init plan (each init's parent-death signal is tied to that
+// thread, which lives as long as the runtime); a monitor thread reaps inits (pidfds in epoll), enforces sandbox wall-clock limits
 // and reports crashes. Locks: mu_ guards the sandbox map; each Sandbox guards its own state;
 // watch_mu_ guards subscribers (held while a callback runs, so unsubscribing waits for it).
 #pragma once
@@ -26,6 +26,7 @@
 #include "image_store.h"
 #include "init_process.h"
 #include "unique_fd.h"
+#include "zygote.h"
 
 namespace flotilla::sandbox {
 
@@ -107,8 +108,8 @@ class RuntimeImpl final : public Runtime {
   absl::Status Start(Sandbox& sb, const ResolvedImage& image);
   absl::Status WaitReady(Sandbox& sb);
   void Teardown(Sandbox& sb);
-  // Spawner: runs `plan` in a clone3 child from the spawner thread. Returns pid and pidfd.
-  absl::StatusOr<std::pair<pid_t, int>> Spawn(const InitPlan& plan);
+  // Spawner: has the zygote clone an init that runs `plan` (from the spawner thread).
+  absl::StatusOr<Zygote::Spawned> Spawn(const InitPlan& plan);
   void SpawnerLoop();
   void MonitorLoop();
   void WatchInit(const std::shared_ptr<Sandbox>& sb);
@@ -132,15 +133,16 @@ class RuntimeImpl final : public Runtime {
   // Spawner.
   struct SpawnJob {
     const InitPlan* plan;
-    pid_t pid = -1;
-    int pidfd = -1;
-    int err = 0;
+    absl::StatusOr<Zygote::Spawned> result = absl::UnknownError("not run");
     bool done = false;
   };
   std::mutex spawn_mu_;
   std::condition_variable spawn_cv_;
   std::deque<SpawnJob*> spawn_queue_;
   bool stopping_ = false;
+  absl::Status zygote_started_ = absl::UnknownError("starting");  // guarded by spawn_mu_
+  bool zygote_known_ = false;                                      // guarded by spawn_mu_
+  std::unique_ptr<Zygote> zygote_;  // used by the spawner thread only
   std::thread spawner_;
 
   // Monitor.

@@ -128,5 +128,33 @@ TEST_F(LandlockTest, AbiMatchesTheKernel) {
   EXPECT_EQ(plan->handled_access() & 0x1fff, 0x1fffu);  // every ABI 1 right is handled
 }
 
+// A truncated encoding (e.g. a damaged message to a sandbox init) is refused with EINVAL
+// before any restriction: the process can still write everywhere.
+TEST_F(LandlockTest, TruncatedEncodingIsRefusedBeforeApplying) {
+  FilesystemPolicy fs;
+  fs.read_only = {dir_.file("ro")};
+  auto plan = LandlockPlan::Create(fs);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const std::string& enc = plan->encoded();
+  ASSERT_GT(enc.size(), 24u);
+  for (size_t len : {size_t{0}, size_t{10}, enc.size() - 1}) {
+    int out[2];
+    ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+      int result[2] = {LandlockPlan::ApplyEncodedInChild(enc.data(), len), OpenErr(dir_.file("other/file"), O_WRONLY)};
+      (void)!write(out[1], result, sizeof(result));
+      _exit(0);
+    }
+    close(out[1]);
+    int result[2] = {-1, -1};
+    EXPECT_EQ(read(out[0], result, sizeof(result)), static_cast<ssize_t>(sizeof(result)));
+    close(out[0]);
+    waitpid(pid, nullptr, 0);
+    EXPECT_EQ(result[0], EINVAL) << len;
+    EXPECT_EQ(result[1], 0) << len;
+  }
+}
+
 }  // namespace
 }  // namespace flotilla::policies

@@ -123,5 +123,15 @@ TEST_F(SandboxCliTest, LeftoversOfAKilledRunAreCleanedAtStart) {
   EXPECT_EQ(again->sandboxes + again->cgroups + again->mounts + again->processes, 0);
 }
 
+// flotilla-full (every command) takes its runtimes' zygote from the small `flotilla` next to
+// it; a create -> exec -> destroy through that zygote.
+TEST_F(SandboxCliTest, FullBinaryRunsSandboxesFromTheSmallBinarysZygote) {
+  Ran r = RunCli(dir_, {"bench", "sandbox", "--n", "2", "--concurrency", "1", "--cli-n", "0", "--idle", "0",
+                        "--no-runc", "--state-dir", dir_.path().string()});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "/cli/flotilla\n")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "sandbox.p50_ms=")) << r.out;
+}
+
 }  // namespace
 }  // namespace flotilla::sandbox

@@ -1,10 +1,15 @@
 // The runtime for real: namespaces, identity mapping, root filesystem, /proc masks, exec.
+#include <signal.h>
 #include <cstdlib>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
 
+#include <filesystem>
+#include <vector>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/ascii.h"
@@ -195,6 +200,90 @@ TEST_F(SandboxTest, BestEffortRunsSchedIdle) {
   ASSERT_TRUE(be.ok() && ls.ok());
   EXPECT_EQ(Trim(Sh(be.id(), "chrt -p $$ | head -1 | sed 's/.*: //'")), "SCHED_IDLE");
   EXPECT_EQ(Trim(Sh(ls.id(), "chrt -p $$ | head -1 | sed 's/.*: //'")), "SCHED_OTHER");
+}
+
+// Inits are clones of the zygote started at Open, not of the runtime process as it is at
+// Create: memory this process touched after Open is not in a new init, and the init is still
+// this process's child (the runtime reaps it).
+TEST_F(SandboxTest, InitIsTheRuntimesChildButNotACopyOfIt) {
+  std::vector<char> grown(64u << 20);
+  for (size_t i = 0; i < grown.size(); i += 4096) grown[i] = 1;
+  ScopedSandbox sb(rt(), SandboxOptions{});
+  ASSERT_TRUE(sb.ok());
+  int inits = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream f(e.path() / "status");
+    std::string line, name;
+    long ppid = -1, rss_anon_kb = -1;
+    while (std::getline(f, line)) {
+      if (absl::StartsWith(line, "Name:")) name = Trim(line.substr(5));
+      if (absl::StartsWith(line, "PPid:")) ppid = std::atol(line.c_str() + 5);
+      if (absl::StartsWith(line, "RssAnon:")) rss_anon_kb = std::atol(line.c_str() + 8);
+    }
+    if (name != "flotilla-init" || ppid != ::getpid()) continue;
+    ++inits;
+    EXPECT_GE(rss_anon_kb, 0);
+    EXPECT_LT(rss_anon_kb, 16 * 1024) << e.path();
+  }
+  EXPECT_EQ(inits, 1);
+  EXPECT_EQ(grown[4096], 1);
+}
+
+TEST(RuntimeOpenTest, FailsWhenTheZygoteBinaryIsNotAZygote) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  flotilla::testing::TempDir dir;
+  RuntimeOptions o;
+  o.state_dir = dir.path().string();
+  o.cgroup_prefix = "flotilla-test-" + std::to_string(::getpid()) + "-z";
+  o.zygote_binary = "/bin/true";
+  auto rt = Runtime::Open(o);
+  ASSERT_FALSE(rt.ok());
+  EXPECT_EQ(rt.status().code(), absl::StatusCode::kUnavailable) << rt.status();
+  EXPECT_TRUE(absl::StrContains(rt.status().message(), "zygote did not start")) << rt.status();
+}
+
+// The pids of this process's children named `name`.
+std::vector<pid_t> ChildrenNamed(const std::string& name) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream f(e.path() / "status");
+    std::string line, n;
+    long ppid = -1;
+    while (std::getline(f, line)) {
+      if (absl::StartsWith(line, "Name:")) n = Trim(line.substr(5));
+      if (absl::StartsWith(line, "PPid:")) ppid = std::atol(line.c_str() + 5);
+    }
+    if (n == name && ppid == ::getpid()) out.push_back(static_cast<pid_t>(std::atol(e.path().filename().c_str())));
+  }
+  return out;
+}
+
+// A zygote killed from outside costs the next Create (Unavailable); the one after that gets a
+// new zygote.
+TEST(RuntimeOpenTest, ANewZygoteReplacesAKilledOne) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  flotilla::testing::TempDir dir;
+  RuntimeOptions o;
+  o.state_dir = dir.path().string();
+  o.cgroup_prefix = "flotilla-test-" + std::to_string(::getpid()) + "-k";
+  auto rt = Runtime::Open(o);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  std::vector<pid_t> zygotes = ChildrenNamed("flotilla-zygote");
+  ASSERT_EQ(zygotes.size(), 1u);
+  ASSERT_EQ(::kill(zygotes[0], SIGKILL), 0);
+  auto failed = (*rt)->Create(SandboxOptions{});
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable) << failed.status();
+  auto created = (*rt)->Create(SandboxOptions{});
+  ASSERT_TRUE(created.ok()) << created.status();
+  ExecOptions eo;
+  eo.argv = {"/bin/true"};
+  auto r = (*rt)->Exec(created->id, eo, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_TRUE((*rt)->Destroy(created->id).ok());
+  std::vector<pid_t> now = ChildrenNamed("flotilla-zygote");
+  ASSERT_EQ(now.size(), 1u);
+  EXPECT_NE(now[0], zygotes[0]);
 }
 
 }  // namespace

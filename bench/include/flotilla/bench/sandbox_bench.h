@@ -19,7 +19,7 @@ struct SandboxBenchOptions {
   int idle_target = 2500;       // idle sandboxes to hold at once; 0 skips the density figure
   bool runc = true;             // measure runc side by side
   std::string state_dir;        // parent of the run's own fresh state dir (removed afterwards); empty: /var/tmp
-  std::string flotilla_binary;  // for the CLI figure; empty: this process's executable
+  std::string flotilla_binary;  // for the CLI figure; empty: the `flotilla` next to this executable
 };
 
 // Runs every figure in order; the first failure ends the run with its status.

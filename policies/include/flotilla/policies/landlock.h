@@ -43,6 +43,13 @@ class LandlockPlan {
   // The same with a Status naming the failing step.
   absl::Status Apply() const;
 
+  // The plan as bytes that need no allocation to apply, for a process that does not share
+  // this one's memory (a sandbox init started by a zygote). Same bytes for the same plan.
+  [[nodiscard]] const std::string& encoded() const { return encoded_; }
+  // ApplyInChild() of an encoded() plan. EINVAL (before anything is applied) when `data`
+  // is not a whole encoding. Async-signal-safe.
+  static int ApplyEncodedInChild(const char* data, size_t len, const char** failed_step = nullptr) noexcept;
+
   [[nodiscard]] int abi() const { return abi_; }
   [[nodiscard]] uint64_t handled_access() const { return handled_; }
 
@@ -57,6 +64,7 @@ class LandlockPlan {
   std::vector<Rule> rules_;
   std::vector<std::string> hidden_;
   std::vector<std::string> restricted_;  // hidden paths and paths with fewer rights than a parent
+  std::string encoded_;
 };
 
 }  // namespace flotilla::policies

@@ -173,6 +173,11 @@ struct RuntimeOptions {
   uint64_t default_disk_bytes = 1ull << 30;
   bool cleanup_leftovers = true;  // run CleanupLeftovers() in Open
   std::string policies_dir;       // extra directory of named policies; empty: built-ins only
+  // Every sandbox init is cloned by a zygote, a small process started at Open. Empty: the
+  // zygote is a fork of this process (small when Open comes early, before large libraries
+  // have mapped and touched their data). Else an executable that runs the zygote
+  // (zygote_main.h; the `flotilla` CLI does), for processes that are already large at Open.
+  std::string zygote_binary;
 };
 
 // What the host supports, detected when the runtime opens.

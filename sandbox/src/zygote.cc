@@ -1,0 +1,283 @@
+#include "zygote.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/poll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "flotilla/common/status.h"
+#include "flotilla/sandbox/zygote_main.h"
+#include "init_plan.h"
+
+namespace flotilla::sandbox {
+namespace {
+
+// clone3's argument block (defined here: <linux/sched.h> clashes with glibc's <sched.h>).
+struct CloneArgs {
+  uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size, cgroup;
+};
+
+struct ZygoteReply {
+  int32_t err;
+  int32_t pid;
+  int32_t layer_fd;  // the writable layer's descriptor number inside the init
+  int32_t rejected;  // 1: the message was not a whole plan
+};
+
+// Static: the zygote is a fork of a multi-threaded process and never allocates.
+alignas(8) char g_plan[kInitPlanMaxBytes];
+
+// Sends `reply`, with `fd` attached when it is >= 0. Returns false when the channel is gone.
+bool SendReply(int channel, const ZygoteReply& reply, int fd) {
+  struct iovec iov {const_cast<ZygoteReply*>(&reply), sizeof(reply)};
+  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
+  struct msghdr mh {};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  if (fd >= 0) {
+    mh.msg_control = cbuf;
+    mh.msg_controllen = sizeof(cbuf);
+    struct cmsghdr* c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  }
+  while (::sendmsg(channel, &mh, MSG_NOSIGNAL) < 0) {
+    if (errno != EINTR) return false;
+  }
+  return true;
+}
+
+[[noreturn]] void ZygoteMain(int channel, int userns_fd, pid_t runtime_pid) {
+  (void)::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  if (::getppid() != runtime_pid) ::_exit(0);  // the runtime died before the line above
+  const char hello = 'Z';
+  if (::send(channel, &hello, 1, MSG_NOSIGNAL) != 1) ::_exit(1);
+  static const char kName[] = "flotilla-zygote";
+  (void)::prctl(PR_SET_NAME, reinterpret_cast<unsigned long>(kName), 0, 0, 0);
+  const int lo = std::min(channel, userns_fd), hi = std::max(channel, userns_fd);
+  if (lo > 0) ::close_range(0, static_cast<unsigned>(lo) - 1, 0);
+  if (hi > lo + 1) ::close_range(static_cast<unsigned>(lo) + 1, static_cast<unsigned>(hi) - 1, 0);
+  ::close_range(static_cast<unsigned>(hi) + 1, ~0u, 0);
+  // Default dispositions, nothing blocked: the handlers of the process this is a fork of are
+  // no business of the zygote's, nor of the inits (and their execs) it clones.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) (void)::sigaction(sig, &dfl, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (;;) {
+    struct iovec iov {g_plan, sizeof(g_plan)};
+    alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kInitPlanMaxFds)];
+    struct msghdr mh {};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cbuf;
+    mh.msg_controllen = sizeof(cbuf);
+    ssize_t n = ::recvmsg(channel, &mh, MSG_CMSG_CLOEXEC);
+    if (n == 0) ::_exit(0);  // the runtime closed the channel
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::_exit(1);
+    }
+    int fds[kInitPlanMaxFds];
+    int nfds = 0;
+    for (struct cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      int count = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+      for (int i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        if (nfds < kInitPlanMaxFds) {
+          fds[nfds++] = fd;
+        } else {
+          ::close(fd);
+        }
+      }
+    }
+    ZygoteReply reply{};
+    InitPlanView plan;
+    int pidfd = -1;
+    if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 ||
+        !plan.Decode(g_plan, static_cast<size_t>(n), fds, nfds, userns_fd)) {
+      reply.err = EINVAL;
+      reply.rejected = 1;
+    } else {
+      CloneArgs args{};
+      args.flags = CLONE_PIDFD | CLONE_PARENT | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS |
+                   CLONE_NEWIPC;
+      args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+      long r = ::syscall(SYS_clone3, &args, sizeof(args));
+      if (r == 0) RunInit(plan);
+      reply.err = r < 0 ? errno : 0;
+      reply.pid = r < 0 ? 0 : static_cast<int32_t>(r);
+      reply.layer_fd = plan.tmpfs_fd();
+    }
+    for (int i = 0; i < nfds; ++i) ::close(fds[i]);
+    bool sent = SendReply(channel, reply, pidfd);
+    if (pidfd >= 0) ::close(pidfd);
+    if (!sent) ::_exit(1);
+  }
+}
+
+// Starts `binary` as the zygote with the channel and the user namespace as descriptors 3 and 4.
+absl::StatusOr<pid_t> SpawnZygoteBinary(const std::string& binary, int channel, int userns_fd, pid_t self) {
+  // Out of the way of 3 and 4 first, so that the two dup2s cannot clobber each other.
+  UniqueFd ch(::fcntl(channel, F_DUPFD_CLOEXEC, 10)), ns(::fcntl(userns_fd, F_DUPFD_CLOEXEC, 10));
+  if (!ch.valid() || !ns.valid()) return ErrnoStatus("dup for the sandbox zygote");
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  ::posix_spawn_file_actions_init(&actions);
+  ::posix_spawn_file_actions_adddup2(&actions, ch.get(), 3);
+  ::posix_spawn_file_actions_adddup2(&actions, ns.get(), 4);
+  ::posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  ::posix_spawnattr_setsigmask(&attr, &none);
+  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  std::string pid_arg = std::to_string(self);
+  char* argv[] = {const_cast<char*>("flotilla"), const_cast<char*>("sandbox"), const_cast<char*>("zygote"),
+                  const_cast<char*>("3"),        const_cast<char*>("4"),       pid_arg.data(),
+                  nullptr};
+  char* envp[] = {nullptr};
+  pid_t pid = 0;
+  int err = ::posix_spawn(&pid, binary.c_str(), &actions, &attr, argv, envp);
+  ::posix_spawn_file_actions_destroy(&actions);
+  ::posix_spawnattr_destroy(&attr);
+  if (err != 0) return ErrnoStatus("starting the sandbox zygote " + binary, err);
+  return pid;
+}
+
+}  // namespace
+
+std::string SiblingExecutable(const std::string& name) {
+  char self[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return "";
+  std::string path(self, static_cast<size_t>(n));
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return "";
+  std::string sibling = path.substr(0, slash + 1) + name;
+  if (sibling == path || ::access(sibling.c_str(), X_OK) != 0) return "";
+  return sibling;
+}
+
+bool RunZygoteIfAsked(int argc, char** argv) {
+  if (argc != 6 || std::strcmp(argv[1], "sandbox") != 0 || std::strcmp(argv[2], "zygote") != 0) return false;
+  int channel = std::atoi(argv[3]), userns_fd = std::atoi(argv[4]);
+  pid_t runtime = static_cast<pid_t>(std::atol(argv[5]));
+  if (channel < 3 || userns_fd < 3 || channel == userns_fd || runtime <= 0) ::_exit(2);
+  ZygoteMain(channel, userns_fd, runtime);
+}
+
+absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Start(int userns_fd, const std::string& binary) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return ErrnoStatus("zygote socketpair");
+  UniqueFd mine(sv[0]), theirs(sv[1]);
+  const pid_t self = ::getpid();
+  pid_t pid;
+  if (binary.empty()) {
+    CloneArgs args{};
+    args.exit_signal = SIGCHLD;
+    long r = ::syscall(SYS_clone3, &args, sizeof(args));
+    if (r < 0) return ErrnoStatus("starting the sandbox zygote");
+    if (r == 0) ZygoteMain(theirs.get(), userns_fd, self);
+    pid = static_cast<pid_t>(r);
+  } else {
+    ASSIGN_OR_RETURN(pid, SpawnZygoteBinary(binary, theirs.get(), userns_fd, self));
+  }
+  theirs.Reset();
+  std::unique_ptr<Zygote> z(new Zygote(pid, std::move(mine)));
+  // The zygote says hello once it runs (an executable that is not a zygote closes the
+  // channel by exiting instead).
+  struct pollfd pfd {z->channel_.get(), POLLIN, 0};
+  int rc;
+  do {
+    rc = ::poll(&pfd, 1, 10000);
+  } while (rc < 0 && errno == EINTR);
+  char hello = 0;
+  if (rc <= 0 || ::recv(z->channel_.get(), &hello, 1, 0) != 1 || hello != 'Z') {
+    return absl::UnavailableError("the sandbox zygote did not start" +
+                                  (binary.empty() ? std::string() : " (" + binary + ")"));
+  }
+  return z;
+}
+
+Zygote::~Zygote() {
+  channel_.Reset();
+  while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
+absl::StatusOr<Zygote::Spawned> Zygote::Spawn(const InitPlan& plan) {
+  ASSIGN_OR_RETURN(EncodedInitPlan enc, EncodeInitPlan(plan));
+  struct iovec iov {enc.bytes.data(), enc.bytes.size()};
+  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kInitPlanMaxFds)] = {};
+  struct msghdr mh {};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = cbuf;
+  mh.msg_controllen = CMSG_SPACE(sizeof(int) * enc.fds.size());
+  struct cmsghdr* c = CMSG_FIRSTHDR(&mh);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * enc.fds.size());
+  std::memcpy(CMSG_DATA(c), enc.fds.data(), sizeof(int) * enc.fds.size());
+  ssize_t n;
+  do {
+    n = ::sendmsg(channel_.get(), &mh, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    if (errno == EPIPE || errno == ECONNRESET) return absl::UnavailableError("the sandbox zygote is gone");
+    return ErrnoStatus("sending a plan to the sandbox zygote");
+  }
+  ZygoteReply reply{};
+  struct iovec riov {&reply, sizeof(reply)};
+  alignas(struct cmsghdr) char rbuf[CMSG_SPACE(sizeof(int))];
+  struct msghdr rh {};
+  rh.msg_iov = &riov;
+  rh.msg_iovlen = 1;
+  rh.msg_control = rbuf;
+  rh.msg_controllen = sizeof(rbuf);
+  do {
+    n = ::recvmsg(channel_.get(), &rh, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return ErrnoStatus("reading the sandbox zygote's answer");
+  if (n == 0) return absl::UnavailableError("the sandbox zygote is gone");
+  UniqueFd pidfd;
+  for (struct cmsghdr* rc = CMSG_FIRSTHDR(&rh); rc; rc = CMSG_NXTHDR(&rh, rc)) {
+    if (rc->cmsg_level == SOL_SOCKET && rc->cmsg_type == SCM_RIGHTS && rc->cmsg_len == CMSG_LEN(sizeof(int))) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(rc), sizeof(int));
+      pidfd.Reset(fd);
+    }
+  }
+  if (n != static_cast<ssize_t>(sizeof(reply))) return absl::InternalError("short answer from the sandbox zygote");
+  if (reply.rejected != 0) {
+    return absl::InternalError("the sandbox zygote rejected the init plan");
+  }
+  if (reply.err != 0) return ErrnoStatus("clone3 sandbox init", reply.err);
+  if (!pidfd.valid()) return absl::InternalError("the sandbox zygote answered without a pidfd");
+  Spawned s;
+  s.pid = reply.pid;
+  s.pidfd = std::move(pidfd);
+  s.layer_fd_in_init = reply.layer_fd;
+  return s;
+}
+
+}  // namespace flotilla::sandbox
