@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <string>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -66,9 +67,10 @@ void ConvertInterleaved(const std::vector<const std::vector<float>*>& parts, con
 }
 
 // Uploads the interleaving as bf16, converted on several threads into a reused pinned staging
-// buffer slice by slice (a weight swap of a large model waits on this).
+// buffer slice by slice, copied on `stream` (a non-blocking stream, so a staged upload does not
+// wait for the steps running on the default stream, nor they for it).
 absl::Status UploadBf16(DeviceBuffer* dst, const std::vector<const std::vector<float>*>& parts,
-                        const std::vector<size_t>& chunk, cuda::PinnedBuffer* staging) {
+                        const std::vector<size_t>& chunk, cuda::PinnedBuffer* staging, cudaStream_t stream) {
   size_t total = 0, per_block = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     total += parts[i]->size();
@@ -82,18 +84,21 @@ absl::Status UploadBf16(DeviceBuffer* dst, const std::vector<const std::vector<f
   for (size_t s0 = 0; s0 < total; s0 += slice) {
     const size_t s1 = std::min(total, s0 + slice);
     ForChunks(s1 - s0, [&](size_t a, size_t b) { ConvertInterleaved(parts, chunk, per_block, s0 + a, s0 + b, host + a); });
-    CUDA_RETURN_IF_ERROR(cudaMemcpy(dst->as<uint16_t>() + s0, host, (s1 - s0) * 2, cudaMemcpyHostToDevice));
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst->as<uint16_t>() + s0, host, (s1 - s0) * 2, cudaMemcpyHostToDevice, stream));
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));  // the staging buffer is reused
   }
   return absl::OkStatus();
 }
 
-absl::Status UploadOne(DeviceBuffer* dst, const std::vector<float>& v, cuda::PinnedBuffer* staging) {
-  return UploadBf16(dst, {&v}, {v.size()}, staging);
+absl::Status UploadOne(DeviceBuffer* dst, const std::vector<float>& v, cuda::PinnedBuffer* staging,
+                       cudaStream_t stream) {
+  return UploadBf16(dst, {&v}, {v.size()}, staging, stream);
 }
 
-absl::Status UploadF32(DeviceBuffer* dst, const std::vector<float>& v) {
+absl::Status UploadF32(DeviceBuffer* dst, const std::vector<float>& v, cudaStream_t stream) {
   RETURN_IF_ERROR(dst->Reserve(v.size() * 4));
-  CUDA_RETURN_IF_ERROR(cudaMemcpy(dst->as<void>(), v.data(), v.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst->as<void>(), v.data(), v.size() * 4, cudaMemcpyHostToDevice, stream));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   return absl::OkStatus();
 }
 
@@ -121,11 +126,13 @@ class CudaBackend final : public ModelBackend {
       if (e != nullptr) cudaEventDestroy(e);
     }
     if (routing_ready_ != nullptr) cudaEventDestroy(routing_ready_);
+    if (stage_stream_ != nullptr) cudaStreamDestroy(stage_stream_);
     if (cublas_ != nullptr) cublasDestroy(cublas_);
   }
 
   absl::Status Init() {
     CUBLAS_RETURN_IF_ERROR(cublasCreate(&cublas_));
+    CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stage_stream_, cudaStreamNonBlocking));
     RETURN_IF_ERROR(pages_.Reserve(static_cast<size_t>(num_pages_) * page_elems_ * 2));
     std::vector<double> inv(c_.head_dim / 2);
     for (int i = 0; i < c_.head_dim / 2; ++i) inv[i] = std::pow(static_cast<double>(c_.rope_theta), -2.0 * i / c_.head_dim);
@@ -141,6 +148,8 @@ class CudaBackend final : public ModelBackend {
   size_t page_bytes() const override { return page_elems_ * 2; }
 
   absl::Status SetWeights(std::shared_ptr<const ModelWeights> w) override;
+  absl::Status StageWeights(std::shared_ptr<const ModelWeights> w) override;
+  absl::StatusOr<std::shared_ptr<const void>> CommitWeights() override;
   absl::Status SetRandomWeights(uint64_t seed, float stddev) override;
   absl::Status Forward(const StepInput& in, StepOutput* out) override;
 
@@ -172,6 +181,8 @@ class CudaBackend final : public ModelBackend {
   // The same MoE with the dispatch planned on the device: no host round trip in the layer.
   absl::Status MoeOnDevice(const DeviceLayer& L, int T, const int32_t* ex, const float* wt);
   absl::Status AllocateWeights(DeviceWeights* w);
+  // Converts and uploads `w` into `dw` on stage_stream_.
+  absl::Status UploadWeights(const ModelWeights& w, DeviceWeights* dw);
   // x += the shared experts applied to xn_ (gu and h: workspaces of at least T rows).
   absl::Status SharedExperts(const DeviceLayer& L, int T, uint16_t* gu, uint16_t* h);
 
@@ -182,13 +193,17 @@ class CudaBackend final : public ModelBackend {
   std::vector<bool> sliding_;
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<DeviceWeights> w_;
+  // The second set StageWeights fills while steps run on w_; with upload_staging_ and
+  // stage_stream_, touched only by StageWeights, CommitWeights and SetWeights.
+  std::unique_ptr<DeviceWeights> staged_;
+  cudaStream_t stage_stream_ = nullptr;
   DeviceBuffer pages_, inv_freq_;
   // Per-step workspaces.
   DeviceBuffer step_dev_;
   cuda::PinnedBuffer step_host_;
   DeviceBuffer x_, xn_, qkv_, q_, o_, rlogits_, experts_, weights_, xe_, gu_, h_, y_, plan_dev_;
   cuda::PinnedBuffer chosen_host_, plan_host_;
-  cuda::PinnedBuffer upload_staging_;  // weight conversion, reused by every swap
+  cuda::PinnedBuffer upload_staging_;  // weight conversion, reused by every upload
   cudaEvent_t routing_ready_ = nullptr;  // the router's choices have reached the host
   bool grouped_ok_ = true;
   bool device_moe_ = false;
@@ -219,31 +234,52 @@ class CudaBackend final : public ModelBackend {
   DeviceBuffer hn_rows_, logits_;
 };
 
-absl::Status CudaBackend::SetWeights(std::shared_ptr<const ModelWeights> w) {
-  auto dw = std::make_unique<DeviceWeights>();
+absl::Status CudaBackend::UploadWeights(const ModelWeights& w, DeviceWeights* dw) {
   const size_t D = c_.d_model, F = c_.expert_hidden;
-  RETURN_IF_ERROR(UploadOne(&dw->embed, w->embed, &upload_staging_));
+  cuda::PinnedBuffer* st = &upload_staging_;
+  cudaStream_t s = stage_stream_;
+  RETURN_IF_ERROR(UploadOne(&dw->embed, w.embed, st, s));
   dw->tied = c_.tie_embeddings;
-  if (!dw->tied) RETURN_IF_ERROR(UploadOne(&dw->head, w->lm_head, &upload_staging_));
-  RETURN_IF_ERROR(UploadF32(&dw->norm, w->norm));
+  if (!dw->tied) RETURN_IF_ERROR(UploadOne(&dw->head, w.lm_head, st, s));
+  RETURN_IF_ERROR(UploadF32(&dw->norm, w.norm, s));
   dw->layers.resize(c_.n_layers);
   for (int l = 0; l < c_.n_layers; ++l) {
-    const LayerWeights& s = w->layers[l];
+    const LayerWeights& h = w.layers[l];
     DeviceLayer& d = dw->layers[l];
-    RETURN_IF_ERROR(UploadF32(&d.attn_norm, s.attn_norm));
-    RETURN_IF_ERROR(UploadF32(&d.ffn_norm, s.ffn_norm));
-    RETURN_IF_ERROR(UploadBf16(&d.wqkv, {&s.wq, &s.wk, &s.wv}, {s.wq.size(), s.wk.size(), s.wv.size()}, &upload_staging_));
-    RETURN_IF_ERROR(UploadOne(&d.wo, s.wo, &upload_staging_));
-    RETURN_IF_ERROR(UploadOne(&d.router, s.router, &upload_staging_));
-    RETURN_IF_ERROR(UploadBf16(&d.w13, {&s.w1, &s.w3}, {F * D, F * D}, &upload_staging_));
-    RETURN_IF_ERROR(UploadOne(&d.w2, s.w2, &upload_staging_));
+    RETURN_IF_ERROR(UploadF32(&d.attn_norm, h.attn_norm, s));
+    RETURN_IF_ERROR(UploadF32(&d.ffn_norm, h.ffn_norm, s));
+    RETURN_IF_ERROR(UploadBf16(&d.wqkv, {&h.wq, &h.wk, &h.wv}, {h.wq.size(), h.wk.size(), h.wv.size()}, st, s));
+    RETURN_IF_ERROR(UploadOne(&d.wo, h.wo, st, s));
+    RETURN_IF_ERROR(UploadOne(&d.router, h.router, st, s));
+    RETURN_IF_ERROR(UploadBf16(&d.w13, {&h.w1, &h.w3}, {F * D, F * D}, st, s));
+    RETURN_IF_ERROR(UploadOne(&d.w2, h.w2, st, s));
     if (c_.n_shared_experts > 0) {
-      RETURN_IF_ERROR(UploadBf16(&d.s13, {&s.s1, &s.s3}, {F * D, F * D}, &upload_staging_));
-      RETURN_IF_ERROR(UploadOne(&d.s2, s.s2, &upload_staging_));
+      RETURN_IF_ERROR(UploadBf16(&d.s13, {&h.s1, &h.s3}, {F * D, F * D}, st, s));
+      RETURN_IF_ERROR(UploadOne(&d.s2, h.s2, st, s));
     }
   }
-  w_ = std::move(dw);
   return absl::OkStatus();
+}
+
+absl::Status CudaBackend::StageWeights(std::shared_ptr<const ModelWeights> w) {
+  staged_.reset();  // an earlier staged set goes first: at most two sets on the device
+  auto dw = std::make_unique<DeviceWeights>();
+  RETURN_IF_ERROR(UploadWeights(*w, dw.get()));
+  staged_ = std::move(dw);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const void>> CudaBackend::CommitWeights() {
+  if (staged_ == nullptr) return absl::FailedPreconditionError("no weights staged");
+  // Steps run on the default stream, which waits for nothing on stage_stream_: every staged
+  // copy was synchronised before StageWeights returned.
+  std::unique_ptr<DeviceWeights> old = std::exchange(w_, std::move(staged_));
+  return std::shared_ptr<const void>(std::move(old));
+}
+
+absl::Status CudaBackend::SetWeights(std::shared_ptr<const ModelWeights> w) {
+  RETURN_IF_ERROR(StageWeights(std::move(w)));
+  return CommitWeights().status();
 }
 
 absl::Status CudaBackend::AllocateWeights(DeviceWeights* dw) {
