@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "flotilla/inference/model_config.h"
 #include "weights.h"
 
@@ -49,6 +50,14 @@ class ModelBackend {
   // Puts the staged set in service (between steps) and returns the set it replaced, for the
   // caller to free outside the step. FAILED_PRECONDITION when nothing is staged.
   virtual absl::StatusOr<std::shared_ptr<const void>> CommitWeights() = 0;
+  // Whether StageWeightsFromFile works: a backend that keeps weights in its own format (the
+  // GPU's bf16) converts straight from a file OpenCheckedWeights accepted for its config, with
+  // no f32 copy on the host. The same contract as StageWeights otherwise.
+  virtual bool StagesFromFile() const { return false; }
+  virtual absl::Status StageWeightsFromFile(const SafetensorsFile& file) {
+    (void)file;
+    return absl::UnimplementedError(absl::StrCat(name(), " backend stages only loaded weights"));
+  }
   // Deterministic random weights made in place (the benchmark's large models).
   virtual absl::Status SetRandomWeights(uint64_t seed, float stddev) = 0;
   virtual absl::Status Forward(const StepInput& in, StepOutput* out) = 0;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "engine_impl.h"
+#include "flotilla/inference/safetensors.h"
 #include "flotilla/common/ids.h"
 #include "flotilla/common/status.h"
 
@@ -195,12 +196,26 @@ absl::StatusOr<int64_t> EngineImpl::CommitLocked(ModelSlot* slot) {
   return version;
 }
 
+absl::Status EngineImpl::ReadAndStage(ModelSlot* slot, const ModelConfig& config, const std::string& path,
+                                      int64_t version, std::unique_lock<std::mutex>* stage) {
+  // Reading and checking the file runs while steps continue, and before stage_mu.
+  if (slot->backend->StagesFromFile()) {
+    ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, OpenCheckedWeights(config, path));
+    *stage = std::unique_lock<std::mutex>(slot->stage_mu);
+    slot->staged_version = -1;
+    RETURN_IF_ERROR(slot->backend->StageWeightsFromFile(*file));
+    slot->staged_version = version;
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(auto weights, ModelWeights::Load(config, path, version));
+  *stage = std::unique_lock<std::mutex>(slot->stage_mu);
+  return StageLocked(slot, std::move(weights));
+}
+
 absl::Status EngineImpl::StageWeights(const std::string& name, const std::string& path, int64_t version) {
   ASSIGN_OR_RETURN(auto loaded, LoadedModel(name));
-  // Reading and checking the file runs while steps continue.
-  ASSIGN_OR_RETURN(auto weights, ModelWeights::Load(loaded.second, path, version));
-  std::lock_guard<std::mutex> stage(loaded.first->stage_mu);
-  return StageLocked(loaded.first, std::move(weights));
+  std::unique_lock<std::mutex> stage;
+  return ReadAndStage(loaded.first, loaded.second, path, version, &stage);
 }
 
 absl::StatusOr<int64_t> EngineImpl::CommitWeights(const std::string& name) {
@@ -212,9 +227,8 @@ absl::StatusOr<int64_t> EngineImpl::CommitWeights(const std::string& name) {
 absl::Status EngineImpl::UpdateWeights(const std::string& name, const std::string& path,
                                        int64_t version) {
   ASSIGN_OR_RETURN(auto loaded, LoadedModel(name));
-  ASSIGN_OR_RETURN(auto weights, ModelWeights::Load(loaded.second, path, version));
-  std::lock_guard<std::mutex> stage(loaded.first->stage_mu);
-  RETURN_IF_ERROR(StageLocked(loaded.first, std::move(weights)));
+  std::unique_lock<std::mutex> stage;
+  RETURN_IF_ERROR(ReadAndStage(loaded.first, loaded.second, path, version, &stage));
   return CommitLocked(loaded.first).status();
 }
 

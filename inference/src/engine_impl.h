@@ -116,6 +116,10 @@ class EngineImpl final : public Engine {
   absl::StatusOr<std::pair<ModelSlot*, ModelConfig>> LoadedModel(const std::string& name) const;
   // Both need slot->stage_mu held.
   absl::Status StageLocked(ModelSlot* slot, std::shared_ptr<const ModelWeights> weights);
+  // Reads, checks and stages `path` the way the slot's backend takes it: straight from the file
+  // where it can, else through ModelWeights::Load (read before stage_mu is taken).
+  absl::Status ReadAndStage(ModelSlot* slot, const ModelConfig& config, const std::string& path,
+                            int64_t version, std::unique_lock<std::mutex>* stage);
   absl::StatusOr<int64_t> CommitLocked(ModelSlot* slot);
   ModelSlot* FindModelLocked(const std::string& name) const;
   absl::Status EnsurePagesLocked(Sequence* seq, int32_t tokens);

@@ -44,16 +44,40 @@ struct DeviceWeights {
   bool tied = false;
 };
 
+// One source tensor of an upload: f32 (a loaded ModelWeights vector) or the raw f32 or bf16
+// bytes of a safetensors file (not necessarily aligned).
+struct Part {
+  const uint8_t* data = nullptr;
+  DType dtype = DType::kF32;
+  size_t size = 0;  // elements
+};
+
+Part PartOf(const std::vector<float>& v) {
+  return {reinterpret_cast<const uint8_t*>(v.data()), DType::kF32, v.size()};
+}
+
+// out[0, n) = bf16 of elements [off, off + n) of p.
+void CopyBf16(const Part& p, size_t off, size_t n, uint16_t* out) {
+  if (p.dtype == DType::kBF16) {
+    std::memcpy(out, p.data + 2 * off, n * 2);
+    return;
+  }
+  for (size_t j = 0; j < n; ++j) {
+    float f;
+    std::memcpy(&f, p.data + 4 * (off + j), 4);
+    out[j] = F32ToBf16(f);
+  }
+}
+
 // Writes out[0, o1 - o0) = bf16 of output elements [o0, o1) of the interleaving
 // p0[0:c0] p1[0:c1] p0[c0:2c0] p1[c1:2c1] ... (how w1 and w3 are fused into one matrix).
-void ConvertInterleaved(const std::vector<const std::vector<float>*>& parts, const std::vector<size_t>& chunk,
-                        size_t per_block, size_t o0, size_t o1, uint16_t* out) {
+void ConvertInterleaved(const std::vector<Part>& parts, const std::vector<size_t>& chunk, size_t per_block,
+                        size_t o0, size_t o1, uint16_t* out) {
   size_t block = o0 / per_block, r = o0 % per_block, i = 0;
   while (r >= chunk[i]) r -= chunk[i++];
   for (size_t o = o0; o < o1;) {
     const size_t take = std::min(chunk[i] - r, o1 - o);
-    const float* src = parts[i]->data() + block * chunk[i] + r;
-    for (size_t j = 0; j < take; ++j) out[o - o0 + j] = F32ToBf16(src[j]);
+    CopyBf16(parts[i], block * chunk[i] + r, take, out + (o - o0));
     o += take;
     r += take;
     if (r == chunk[i]) {
@@ -69,11 +93,11 @@ void ConvertInterleaved(const std::vector<const std::vector<float>*>& parts, con
 // Uploads the interleaving as bf16, converted on several threads into a reused pinned staging
 // buffer slice by slice, copied on `stream` (a non-blocking stream, so a staged upload does not
 // wait for the steps running on the default stream, nor they for it).
-absl::Status UploadBf16(DeviceBuffer* dst, const std::vector<const std::vector<float>*>& parts,
-                        const std::vector<size_t>& chunk, cuda::PinnedBuffer* staging, cudaStream_t stream) {
+absl::Status UploadBf16(DeviceBuffer* dst, const std::vector<Part>& parts, const std::vector<size_t>& chunk,
+                        cuda::PinnedBuffer* staging, cudaStream_t stream) {
   size_t total = 0, per_block = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
-    total += parts[i]->size();
+    total += parts[i].size;
     per_block += chunk[i];
   }
   RETURN_IF_ERROR(dst->Reserve(std::max<size_t>(total, 1) * 2));
@@ -90,12 +114,22 @@ absl::Status UploadBf16(DeviceBuffer* dst, const std::vector<const std::vector<f
   return absl::OkStatus();
 }
 
-absl::Status UploadOne(DeviceBuffer* dst, const std::vector<float>& v, cuda::PinnedBuffer* staging,
-                       cudaStream_t stream) {
-  return UploadBf16(dst, {&v}, {v.size()}, staging, stream);
+absl::Status UploadOne(DeviceBuffer* dst, const Part& p, cuda::PinnedBuffer* staging, cudaStream_t stream) {
+  return UploadBf16(dst, {p}, {p.size}, staging, stream);
 }
 
-absl::Status UploadF32(DeviceBuffer* dst, const std::vector<float>& v, cudaStream_t stream) {
+// Norm weights stay f32 on the device.
+absl::Status UploadF32(DeviceBuffer* dst, const Part& p, cudaStream_t stream) {
+  std::vector<float> v(p.size);
+  for (size_t i = 0; i < p.size; ++i) {
+    if (p.dtype == DType::kF32) {
+      std::memcpy(&v[i], p.data + 4 * i, 4);
+    } else {
+      uint16_t b;
+      std::memcpy(&b, p.data + 2 * i, 2);
+      v[i] = Bf16ToF32(b);
+    }
+  }
   RETURN_IF_ERROR(dst->Reserve(v.size() * 4));
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst->as<void>(), v.data(), v.size() * 4, cudaMemcpyHostToDevice, stream));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
@@ -150,6 +184,8 @@ class CudaBackend final : public ModelBackend {
   absl::Status SetWeights(std::shared_ptr<const ModelWeights> w) override;
   absl::Status StageWeights(std::shared_ptr<const ModelWeights> w) override;
   absl::StatusOr<std::shared_ptr<const void>> CommitWeights() override;
+  bool StagesFromFile() const override { return true; }
+  absl::Status StageWeightsFromFile(const SafetensorsFile& file) override;
   absl::Status SetRandomWeights(uint64_t seed, float stddev) override;
   absl::Status Forward(const StepInput& in, StepOutput* out) override;
 
@@ -181,8 +217,9 @@ class CudaBackend final : public ModelBackend {
   // The same MoE with the dispatch planned on the device: no host round trip in the layer.
   absl::Status MoeOnDevice(const DeviceLayer& L, int T, const int32_t* ex, const float* wt);
   absl::Status AllocateWeights(DeviceWeights* w);
-  // Converts and uploads `w` into `dw` on stage_stream_.
-  absl::Status UploadWeights(const ModelWeights& w, DeviceWeights* dw);
+  // Converts and uploads the tensors named in `src` into `dw` on stage_stream_.
+  absl::Status UploadWeights(const std::map<std::string, Part>& src, DeviceWeights* dw);
+  absl::Status StageFrom(const std::map<std::string, Part>& src);
   // x += the shared experts applied to xn_ (gu and h: workspaces of at least T rows).
   absl::Status SharedExperts(const DeviceLayer& L, int T, uint16_t* gu, uint16_t* h);
 
@@ -234,39 +271,56 @@ class CudaBackend final : public ModelBackend {
   DeviceBuffer hn_rows_, logits_;
 };
 
-absl::Status CudaBackend::UploadWeights(const ModelWeights& w, DeviceWeights* dw) {
+absl::Status CudaBackend::UploadWeights(const std::map<std::string, Part>& src, DeviceWeights* dw) {
   const size_t D = c_.d_model, F = c_.expert_hidden;
   cuda::PinnedBuffer* st = &upload_staging_;
   cudaStream_t s = stage_stream_;
-  RETURN_IF_ERROR(UploadOne(&dw->embed, w.embed, st, s));
+  auto at = [&](const std::string& name) -> const Part& { return src.at(name); };
+  RETURN_IF_ERROR(UploadOne(&dw->embed, at("embed.weight"), st, s));
   dw->tied = c_.tie_embeddings;
-  if (!dw->tied) RETURN_IF_ERROR(UploadOne(&dw->head, w.lm_head, st, s));
-  RETURN_IF_ERROR(UploadF32(&dw->norm, w.norm, s));
+  if (!dw->tied) RETURN_IF_ERROR(UploadOne(&dw->head, at("lm_head.weight"), st, s));
+  RETURN_IF_ERROR(UploadF32(&dw->norm, at("norm.weight"), s));
   dw->layers.resize(c_.n_layers);
   for (int l = 0; l < c_.n_layers; ++l) {
-    const LayerWeights& h = w.layers[l];
+    const std::string p = absl::StrCat("layers.", l, ".");
     DeviceLayer& d = dw->layers[l];
-    RETURN_IF_ERROR(UploadF32(&d.attn_norm, h.attn_norm, s));
-    RETURN_IF_ERROR(UploadF32(&d.ffn_norm, h.ffn_norm, s));
-    RETURN_IF_ERROR(UploadBf16(&d.wqkv, {&h.wq, &h.wk, &h.wv}, {h.wq.size(), h.wk.size(), h.wv.size()}, st, s));
-    RETURN_IF_ERROR(UploadOne(&d.wo, h.wo, st, s));
-    RETURN_IF_ERROR(UploadOne(&d.router, h.router, st, s));
-    RETURN_IF_ERROR(UploadBf16(&d.w13, {&h.w1, &h.w3}, {F * D, F * D}, st, s));
-    RETURN_IF_ERROR(UploadOne(&d.w2, h.w2, st, s));
+    RETURN_IF_ERROR(UploadF32(&d.attn_norm, at(p + "attn_norm.weight"), s));
+    RETURN_IF_ERROR(UploadF32(&d.ffn_norm, at(p + "ffn_norm.weight"), s));
+    const Part& q = at(p + "attn.wq");
+    const Part& k = at(p + "attn.wk");
+    const Part& v = at(p + "attn.wv");
+    RETURN_IF_ERROR(UploadBf16(&d.wqkv, {q, k, v}, {q.size, k.size, v.size}, st, s));
+    RETURN_IF_ERROR(UploadOne(&d.wo, at(p + "attn.wo"), st, s));
+    RETURN_IF_ERROR(UploadOne(&d.router, at(p + "moe.router"), st, s));
+    RETURN_IF_ERROR(UploadBf16(&d.w13, {at(p + "moe.experts.w1"), at(p + "moe.experts.w3")}, {F * D, F * D}, st, s));
+    RETURN_IF_ERROR(UploadOne(&d.w2, at(p + "moe.experts.w2"), st, s));
     if (c_.n_shared_experts > 0) {
-      RETURN_IF_ERROR(UploadBf16(&d.s13, {&h.s1, &h.s3}, {F * D, F * D}, st, s));
-      RETURN_IF_ERROR(UploadOne(&d.s2, h.s2, st, s));
+      RETURN_IF_ERROR(UploadBf16(&d.s13, {at(p + "moe.shared.w1"), at(p + "moe.shared.w3")}, {F * D, F * D}, st, s));
+      RETURN_IF_ERROR(UploadOne(&d.s2, at(p + "moe.shared.w2"), st, s));
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::StageWeights(std::shared_ptr<const ModelWeights> w) {
+absl::Status CudaBackend::StageFrom(const std::map<std::string, Part>& src) {
   staged_.reset();  // an earlier staged set goes first: at most two sets on the device
   auto dw = std::make_unique<DeviceWeights>();
-  RETURN_IF_ERROR(UploadWeights(*w, dw.get()));
+  RETURN_IF_ERROR(UploadWeights(src, dw.get()));
   staged_ = std::move(dw);
   return absl::OkStatus();
+}
+
+absl::Status CudaBackend::StageWeights(std::shared_ptr<const ModelWeights> w) {
+  std::map<std::string, Part> src;
+  // TensorSlots names every vector; it needs a mutable object but changes nothing here.
+  for (const TensorSlot& slot : TensorSlots(const_cast<ModelWeights&>(*w))) src[slot.name] = PartOf(*slot.dst);
+  return StageFrom(src);
+}
+
+absl::Status CudaBackend::StageWeightsFromFile(const SafetensorsFile& file) {
+  std::map<std::string, Part> src;
+  for (const auto& [name, t] : file.tensors()) src[name] = {t.data, t.dtype, static_cast<size_t>(t.numel())};
+  return StageFrom(src);
 }
 
 absl::StatusOr<std::shared_ptr<const void>> CudaBackend::CommitWeights() {
