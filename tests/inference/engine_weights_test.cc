@@ -1,7 +1,9 @@
 // Weight loading under service: bad files are refused while the old weights keep serving;
 // several models of different configs side by side.
 #include <fstream>
+#include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "engine_test_fixture.h"
 
 namespace flotilla::inference {
@@ -77,6 +79,24 @@ TEST_F(EngineWeightsTest, StagedWeightsServeOnlyAfterCommit) {
   ASSERT_TRUE(engine_->UpdateWeights("student", v2_, 4).ok());
   EXPECT_EQ(engine_->Score("student", text, 0, 0, false)->logprobs, v2->logprobs);
   EXPECT_EQ(*engine_->PolicyVersion("student"), 4);
+}
+
+TEST_F(EngineWeightsTest, NonFiniteValuesAreRefusedWithTheirPlace) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    ModelWeights w = *ModelWeights::Random(config_, 8, 0.1f, 0);
+    std::vector<TensorToWrite> out;
+    for (const TensorSlot& slot : TensorSlots(w)) {
+      if (slot.name == "layers.1.attn.wo") (*slot.dst)[5] = std::numeric_limits<float>::infinity();
+      out.push_back({slot.name, slot.shape, slot.dst->data(), dtype});
+    }
+    const std::string path = dir_.file(absl::StrCat("inf", DTypeName(dtype), ".safetensors"));
+    ASSERT_TRUE(WriteSafetensors(path, out).ok());
+    absl::Status s = engine_->StageWeights("student", path, 3);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.message(), absl::StrCat(path, ": tensor 'layers.1.attn.wo' has a non-finite value at index 5"));
+    EXPECT_EQ(engine_->CommitWeights("student").status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(*engine_->PolicyVersion("student"), 1);
+  }
 }
 
 TEST_F(EngineWeightsTest, StagingRunsWhileASequenceGenerates) {
