@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "engine_impl.h"
-#include "flotilla/inference/safetensors.h"
 #include "flotilla/common/ids.h"
 #include "flotilla/common/status.h"
+#include "flotilla/inference/safetensors.h"
 
 extern "C" void openblas_set_num_threads(int);
 
