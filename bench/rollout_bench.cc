@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -78,6 +79,7 @@ struct ModeResult {
   double trainer_busy_s = 0;
   double stall_ms_mean = 0;
   double stall_ms_max = 0;
+  double stage_ms_mean = 0;
   uint64_t tokens = 0;
   uint64_t prefill_on_resume = 0;
 };
@@ -104,21 +106,36 @@ ModeResult RunMode(const RolloutBenchOptions& o, inference::Engine& engine, cons
   Stopwatch total;
   ModeResult r;
   if (!runner.Start().ok()) return r;
-  int64_t version = 0;
+  // The trainer publishes each version and goes on to its next batch; the bridge's switch
+  // (stage the file while generating, then interrupt, commit, resume) runs beside it, as a
+  // PublishWeights call does beside the batch stream. One switch at a time: publishing the
+  // next version first waits for the previous switch. The synchronous mode (eta = 0) still
+  // dispatches nothing of step k+1 before version k+1 is committed.
+  std::mutex mu;
+  std::thread publisher;
+  auto publish = [&](int64_t version) {
+    auto sw = runner.SwitchWeights(weights, version);
+    std::lock_guard<std::mutex> l(mu);
+    if (!sw.ok()) {
+      std::cerr << "bench rollout: switch to version " << version << " failed: " << sw.status() << "\n";
+      return;
+    }
+    r.stall_ms_mean += sw->stall_ms / o.steps;
+    r.stall_ms_max = std::max(r.stall_ms_max, sw->stall_ms);
+    r.stage_ms_mean += sw->stage_ms / o.steps;
+    r.prefill_on_resume += sw->prefilled_on_resume;
+  };
   for (uint32_t step = 0; step < o.steps; ++step) {
     auto groups = runner.TakeGroups(o.prompts_per_step, nullptr);
     Stopwatch busy;
     std::this_thread::sleep_for(std::chrono::duration<double>(train_s));
-    auto sw = runner.SwitchWeights(weights, ++version);
     r.trainer_busy_s += busy.ElapsedMillis() / 1000.0;
-    if (sw.ok()) {
-      r.stall_ms_mean += sw->stall_ms / o.steps;
-      r.stall_ms_max = std::max(r.stall_ms_max, sw->stall_ms);
-      r.prefill_on_resume += sw->prefilled_on_resume;
-    }
+    if (publisher.joinable()) publisher.join();
+    publisher = std::thread(publish, static_cast<int64_t>(step) + 1);
     std::cerr << absl::StrFormat("bench rollout: eta=%d step=%d/%d elapsed=%.1fs\n", eta, step + 1, o.steps,
                                  total.ElapsedMillis() / 1000.0);
   }
+  if (publisher.joinable()) publisher.join();
   r.seconds = total.ElapsedMillis() / 1000.0;
   r.tokens = runner.Stats().tokens_generated;
   runner.Stop();
@@ -210,6 +227,7 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
                                idle(sync), idle(async));
   std::cout << absl::StrFormat("rollout.switch_stall_ms=%.2f\nrollout.switch_stall_ms_max=%.2f\n", async.stall_ms_mean,
                                async.stall_ms_max);
+  std::cout << absl::StrFormat("rollout.switch_stage_ms=%.2f\n", async.stage_ms_mean);
   std::cout << absl::StrFormat("rollout.weight_load_ms=%.2f\n", load_ms);
   std::cout << absl::StrFormat("rollout.prefill_tokens_on_resume=%d\n", async.prefill_on_resume + sync.prefill_on_resume);
   std::error_code ec;

@@ -22,11 +22,14 @@ mkdir -p "$OUT"
 cublas=$(find /usr/local /opt /usr/lib -name 'libcublas.so.13*' 2>/dev/null | head -1)
 export LD_LIBRARY_PATH=$PWD/lib${cublas:+:$(dirname "$cublas")}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
-for mode in "" gqa head; do
+# ATTN_MODES (default "default gqa head": the default kernel, then each forced one) and
+# SKIP_ENGINE=1 shorten a run.
+for m in ${ATTN_MODES:-default gqa head}; do
+  mode=${m#default}
   FLOTILLA_CUDA_ATTN=$mode ./inference_gpu_test > "$OUT/gpu_test${mode:+_$mode}.log" 2>&1
   echo "gpu tests (attention mode '${mode:-default}'): $(grep -E 'PASSED|FAILED' "$OUT/gpu_test${mode:+_$mode}.log" | tail -1)"
 done
-FLOTILLA_ENGINE_PROFILE=1 ./flotilla_engine_bench --gpu-only 2>&1 | tee "$OUT/engine.log" | grep -E '^engine\.|rows=(1|64|256) '
+[ -n "$SKIP_ENGINE" ] || FLOTILLA_ENGINE_PROFILE=1 ./flotilla_engine_bench --gpu-only 2>&1 | tee "$OUT/engine.log" | grep -E '^engine\.|rows=(1|64|256) '
 FLOTILLA_ENGINE_PROFILE=1 ./flotilla_rollout_bench --backend cuda --steps "${STEPS:-8}" --threads 0 \
   > "$OUT/rollout.log" 2> "$OUT/rollout_err.log"
 cat "$OUT/rollout.log"

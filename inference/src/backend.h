@@ -1,7 +1,9 @@
 // The seam between the engine's scheduler and the hardware: one ModelBackend per loaded model
 // runs a forward step over a batch of rows drawn from many sequences (prefill chunks and
 // decode tokens mixed) against a paged KV cache it stores. The engine owns page allocation;
-// the backend owns page storage. Not thread-safe: the engine calls it under its step lock.
+// the backend owns page storage. Not thread-safe: the engine calls it under its step lock,
+// except StageWeights, which may run while other calls (Forward included) are in progress; the
+// engine never runs two StageWeights, or StageWeights and CommitWeights, at once.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "flotilla/inference/model_config.h"
 #include "weights.h"
 
@@ -41,6 +44,20 @@ class ModelBackend {
   virtual const ModelConfig& config() const = 0;
   // Replaces the weights (same config). Called only between steps.
   virtual absl::Status SetWeights(std::shared_ptr<const ModelWeights> weights) = 0;
+  // Prepares `weights` (same config) in a second set of buffers without touching the set in
+  // service, replacing anything staged before. On failure nothing stays staged.
+  virtual absl::Status StageWeights(std::shared_ptr<const ModelWeights> weights) = 0;
+  // Puts the staged set in service (between steps) and returns the set it replaced, for the
+  // caller to free outside the step. FAILED_PRECONDITION when nothing is staged.
+  virtual absl::StatusOr<std::shared_ptr<const void>> CommitWeights() = 0;
+  // Whether StageWeightsFromFile works: a backend that keeps weights in its own format (the
+  // GPU's bf16) converts straight from a file OpenCheckedWeights accepted for its config, with
+  // no f32 copy on the host. The same contract as StageWeights otherwise.
+  virtual bool StagesFromFile() const { return false; }
+  virtual absl::Status StageWeightsFromFile(const SafetensorsFile& file) {
+    (void)file;
+    return absl::UnimplementedError(absl::StrCat(name(), " backend stages only loaded weights"));
+  }
   // Deterministic random weights made in place (the benchmark's large models).
   virtual absl::Status SetRandomWeights(uint64_t seed, float stddev) = 0;
   virtual absl::Status Forward(const StepInput& in, StepOutput* out) = 0;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -58,6 +60,17 @@ class CpuBackend final : public ModelBackend {
     return absl::OkStatus();
   }
 
+  // The CPU backend computes from the loaded f32 weights directly: staging only holds them.
+  absl::Status StageWeights(std::shared_ptr<const ModelWeights> w) override {
+    staged_ = std::move(w);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::shared_ptr<const void>> CommitWeights() override {
+    if (staged_ == nullptr) return absl::FailedPreconditionError("no weights staged");
+    return std::shared_ptr<const void>(std::exchange(w_, std::move(staged_)));
+  }
+
   absl::Status SetRandomWeights(uint64_t seed, float stddev) override {
     w_ = ModelWeights::Random(c_, seed, stddev, 0);
     return absl::OkStatus();
@@ -100,6 +113,7 @@ class CpuBackend final : public ModelBackend {
   std::vector<double> inv_freq_;
   std::vector<bool> sliding_;
   std::shared_ptr<const ModelWeights> w_;
+  std::shared_ptr<const ModelWeights> staged_;  // touched only by StageWeights and CommitWeights
 };
 
 void CpuBackend::Rope(float* v, int n_heads, int pos) const {

@@ -11,6 +11,7 @@
 #include "engine_impl.h"
 #include "flotilla/common/ids.h"
 #include "flotilla/common/status.h"
+#include "flotilla/inference/safetensors.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -103,19 +104,18 @@ absl::Status EngineImpl::InstallModel(const std::string& name,
       }
     }
   }
-  std::lock_guard<std::mutex> step(step_mu_);
   ModelSlot* existing = nullptr;
   {
     std::lock_guard<std::mutex> l(mu_);
     existing = FindModelLocked(name);
   }
-  const int64_t version = weights->version;
   if (existing != nullptr) {
-    RETURN_IF_ERROR(existing->backend->SetWeights(std::move(weights)));
-    std::lock_guard<std::mutex> l(mu_);
-    existing->version = version;
-    return absl::OkStatus();
+    std::lock_guard<std::mutex> stage(existing->stage_mu);
+    RETURN_IF_ERROR(StageLocked(existing, std::move(weights)));
+    return CommitLocked(existing).status();
   }
+  std::lock_guard<std::mutex> step(step_mu_);
+  const int64_t version = weights->version;
   auto slot = std::make_unique<ModelSlot>();
   slot->name = name;
   slot->config = weights->config;
@@ -164,18 +164,72 @@ absl::Status EngineImpl::LoadModel(const std::string& name, const ModelConfig& c
   return InstallModel(name, std::move(weights));
 }
 
+absl::StatusOr<std::pair<ModelSlot*, ModelConfig>> EngineImpl::LoadedModel(const std::string& name) const {
+  std::lock_guard<std::mutex> l(mu_);
+  ModelSlot* slot = FindModelLocked(name);
+  if (slot == nullptr) return absl::NotFoundError(absl::StrCat("no model '", name, "'"));
+  return std::make_pair(slot, slot->config);
+}
+
+absl::Status EngineImpl::StageLocked(ModelSlot* slot, std::shared_ptr<const ModelWeights> weights) {
+  slot->staged_version = -1;
+  const int64_t version = weights->version;
+  // No step lock: the backend stages beside the weights its steps use.
+  RETURN_IF_ERROR(slot->backend->StageWeights(std::move(weights)));
+  slot->staged_version = version;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> EngineImpl::CommitLocked(ModelSlot* slot) {
+  if (slot->staged_version < 0) {
+    return absl::FailedPreconditionError(absl::StrCat("model '", slot->name, "' has no staged weights"));
+  }
+  const int64_t version = std::exchange(slot->staged_version, -1);
+  std::shared_ptr<const void> old;
+  {
+    std::lock_guard<std::mutex> step(step_mu_);
+    ASSIGN_OR_RETURN(old, slot->backend->CommitWeights());
+    std::lock_guard<std::mutex> l(mu_);
+    slot->version = version;
+  }
+  old.reset();  // the replaced weights are freed while steps run again
+  return version;
+}
+
+absl::Status EngineImpl::ReadAndStage(ModelSlot* slot, const ModelConfig& config, const std::string& path,
+                                      int64_t version, std::unique_lock<std::mutex>* stage) {
+  // Reading and checking the file runs while steps continue, and before stage_mu.
+  if (slot->backend->StagesFromFile()) {
+    ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, OpenCheckedWeights(config, path));
+    *stage = std::unique_lock<std::mutex>(slot->stage_mu);
+    slot->staged_version = -1;
+    RETURN_IF_ERROR(slot->backend->StageWeightsFromFile(*file));
+    slot->staged_version = version;
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(auto weights, ModelWeights::Load(config, path, version));
+  *stage = std::unique_lock<std::mutex>(slot->stage_mu);
+  return StageLocked(slot, std::move(weights));
+}
+
+absl::Status EngineImpl::StageWeights(const std::string& name, const std::string& path, int64_t version) {
+  ASSIGN_OR_RETURN(auto loaded, LoadedModel(name));
+  std::unique_lock<std::mutex> stage;
+  return ReadAndStage(loaded.first, loaded.second, path, version, &stage);
+}
+
+absl::StatusOr<int64_t> EngineImpl::CommitWeights(const std::string& name) {
+  ASSIGN_OR_RETURN(auto loaded, LoadedModel(name));
+  std::lock_guard<std::mutex> stage(loaded.first->stage_mu);
+  return CommitLocked(loaded.first);
+}
+
 absl::Status EngineImpl::UpdateWeights(const std::string& name, const std::string& path,
                                        int64_t version) {
-  ModelConfig config;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    ModelSlot* slot = FindModelLocked(name);
-    if (slot == nullptr) return absl::NotFoundError(absl::StrCat("no model '", name, "'"));
-    config = slot->config;
-  }
-  // The slow part (reading and checking the file) runs while steps continue.
-  ASSIGN_OR_RETURN(auto weights, ModelWeights::Load(config, path, version));
-  return InstallModel(name.empty() ? default_model_ : name, std::move(weights));
+  ASSIGN_OR_RETURN(auto loaded, LoadedModel(name));
+  std::unique_lock<std::mutex> stage;
+  RETURN_IF_ERROR(ReadAndStage(loaded.first, loaded.second, path, version, &stage));
+  return CommitLocked(loaded.first).status();
 }
 
 absl::Status EngineImpl::EnsurePagesLocked(Sequence* seq, int32_t tokens) {

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "backend.h"
@@ -32,6 +33,10 @@ struct ModelSlot {
   std::unique_ptr<ModelBackend> backend;
   int64_t version = 0;
   std::vector<int32_t> free_pages;
+  // Serialises the backend's staging side (StageWeights, CommitWeights, SetWeights of a loaded
+  // model). Taken before step_mu_.
+  std::mutex stage_mu;
+  int64_t staged_version = -1;  // under stage_mu; -1: nothing staged
 };
 
 struct Sequence {
@@ -69,6 +74,9 @@ class EngineImpl final : public Engine {
                          const std::string& safetensors_path, int64_t version) override;
   absl::Status UpdateWeights(const std::string& name, const std::string& path,
                              int64_t version) override;
+  absl::Status StageWeights(const std::string& name, const std::string& path,
+                            int64_t version) override;
+  absl::StatusOr<int64_t> CommitWeights(const std::string& name) override;
   absl::StatusOr<std::string> Generate(const GenerateRequest& request, TokenSink sink) override;
   absl::StatusOr<GenerateResult> GenerateBlocking(const GenerateRequest& request) override;
   absl::StatusOr<uint32_t> Interrupt(const std::string& sequence_id) override;
@@ -104,6 +112,15 @@ class EngineImpl final : public Engine {
   // rows: set to the number of rows the step ran (0: none).
   bool RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_t* rows);
   absl::StatusOr<std::unique_ptr<ModelBackend>> NewBackend(const ModelConfig& config);
+  // The loaded model `name` (empty: the default) and its config.
+  absl::StatusOr<std::pair<ModelSlot*, ModelConfig>> LoadedModel(const std::string& name) const;
+  // Both need slot->stage_mu held.
+  absl::Status StageLocked(ModelSlot* slot, std::shared_ptr<const ModelWeights> weights);
+  // Reads, checks and stages `path` the way the slot's backend takes it: straight from the file
+  // where it can, else through ModelWeights::Load (read before stage_mu is taken).
+  absl::Status ReadAndStage(ModelSlot* slot, const ModelConfig& config, const std::string& path,
+                            int64_t version, std::unique_lock<std::mutex>* stage);
+  absl::StatusOr<int64_t> CommitLocked(ModelSlot* slot);
   ModelSlot* FindModelLocked(const std::string& name) const;
   absl::Status EnsurePagesLocked(Sequence* seq, int32_t tokens);
   void FreeSequenceLocked(Sequence* seq);

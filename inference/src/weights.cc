@@ -50,16 +50,13 @@ namespace {
 std::string ShapeText(const std::vector<int64_t>& s) { return absl::StrCat("[", absl::StrJoin(s, ", "), "]"); }
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<const ModelWeights>> ModelWeights::Load(const ModelConfig& config,
-                                                                      const std::string& path,
-                                                                      int64_t version) {
+absl::StatusOr<std::unique_ptr<SafetensorsFile>> OpenCheckedWeights(const ModelConfig& config,
+                                                                    const std::string& path) {
   RETURN_IF_ERROR(config.Validate());
   ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(path));
-  auto w = std::make_shared<ModelWeights>();
-  w->config = config;
-  w->version = version;
-  w->source = path;
-  std::vector<TensorSlot> slots = TensorSlots(*w);
+  ModelWeights shapes;  // only for the names and shapes of its slots
+  shapes.config = config;
+  std::vector<TensorSlot> slots = TensorSlots(shapes);
   std::set<std::string> expected;
   for (const TensorSlot& slot : slots) expected.insert(slot.name);
   for (const auto& [name, t] : file->tensors()) {
@@ -79,23 +76,22 @@ absl::StatusOr<std::shared_ptr<const ModelWeights>> ModelWeights::Load(const Mod
                                                      ShapeText(t.shape), ", config wants ",
                                                      ShapeText(slot.shape)));
     }
+    // Checked on several threads from the raw bytes: a swap of a large model waits on this.
     const size_t n = static_cast<size_t>(t.numel());
-    slot.dst->resize(n);
-    // Widened and checked on several threads: a swap of a large model waits on this.
     std::atomic<size_t> first_bad{n};
     ForChunks(n, [&](size_t begin, size_t end) {
-      float* dst = slot.dst->data();
-      if (t.dtype == DType::kF32) {
-        std::memcpy(dst + begin, t.data + 4 * begin, (end - begin) * 4);
-      } else {
-        for (size_t i = begin; i < end; ++i) {
+      for (size_t i = begin; i < end; ++i) {
+        bool finite;
+        if (t.dtype == DType::kF32) {
+          uint32_t u;
+          std::memcpy(&u, t.data + 4 * i, 4);
+          finite = (u & 0x7f800000u) != 0x7f800000u;
+        } else {
           uint16_t b;
           std::memcpy(&b, t.data + 2 * i, 2);
-          dst[i] = Bf16ToF32(b);
+          finite = (b & 0x7f80u) != 0x7f80u;
         }
-      }
-      for (size_t i = begin; i < end; ++i) {
-        if (!std::isfinite(dst[i])) {
+        if (!finite) {
           size_t seen = first_bad.load();
           while (i < seen && !first_bad.compare_exchange_weak(seen, i)) {
           }
@@ -107,6 +103,35 @@ absl::StatusOr<std::shared_ptr<const ModelWeights>> ModelWeights::Load(const Mod
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": tensor '", slot.name, "' has a non-finite value at index ", first_bad.load()));
     }
+  }
+  return file;
+}
+
+absl::StatusOr<std::shared_ptr<const ModelWeights>> ModelWeights::Load(const ModelConfig& config,
+                                                                      const std::string& path,
+                                                                      int64_t version) {
+  ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, OpenCheckedWeights(config, path));
+  auto w = std::make_shared<ModelWeights>();
+  w->config = config;
+  w->version = version;
+  w->source = path;
+  for (const TensorSlot& slot : TensorSlots(*w)) {
+    const TensorView& t = file->tensors().at(slot.name);
+    const size_t n = static_cast<size_t>(t.numel());
+    slot.dst->resize(n);
+    // Widened on several threads.
+    ForChunks(n, [&](size_t begin, size_t end) {
+      float* dst = slot.dst->data();
+      if (t.dtype == DType::kF32) {
+        std::memcpy(dst + begin, t.data + 4 * begin, (end - begin) * 4);
+      } else {
+        for (size_t i = begin; i < end; ++i) {
+          uint16_t b;
+          std::memcpy(&b, t.data + 2 * i, 2);
+          dst[i] = Bf16ToF32(b);
+        }
+      }
+    });
   }
   return std::shared_ptr<const ModelWeights>(std::move(w));
 }

@@ -47,6 +47,14 @@ struct ModelWeights {
                                                     float stddev, int64_t version);
 };
 
+class SafetensorsFile;
+
+// Opens `path` and checks it against `config` exactly as ModelWeights::Load does (every expected
+// tensor present with the exact shape, none unexpected, every value finite) without widening
+// anything: for backends that convert straight from the file's bytes.
+absl::StatusOr<std::unique_ptr<SafetensorsFile>> OpenCheckedWeights(const ModelConfig& config,
+                                                                    const std::string& path);
+
 // Every tensor a config needs: name, shape, and where it lives in `w`.
 struct TensorSlot {
   std::string name;

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -152,6 +153,46 @@ TEST_P(GpuEngineTest, InterruptResumeAndStateRoundTripOnGpu) {
     EXPECT_EQ(rest.tokens[i].token, full->tokens[6 + i].token) << i;
     EXPECT_EQ(rest.tokens[i].experts, full->tokens[6 + i].experts) << i;
   }
+}
+
+// A weight update in two halves on the GPU: staging uploads a second set of buffers while a
+// sequence generates on the first (whose tokens keep the old version), the commit swaps them,
+// and the committed weights score like the CPU engine given the same file. A bad file is
+// refused with the old weights serving.
+TEST_P(GpuEngineTest, StagedUploadDuringGenerationThenCommit) {
+  const std::string v2 = dir_.file("v2.safetensors");
+  ASSERT_TRUE(testing::WriteRandomModel(v2, config_, 22, GetParam() == 16 ? 0.1f : 0.02f).ok());
+  const std::vector<int32_t> text = Encode("stage then commit on the gpu");
+  auto before = gpu_->Score("m", text, 0, 0, true);
+  ASSERT_TRUE(before.ok());
+
+  GenerateRequest req;
+  req.prompt = Encode("keep generating");
+  req.sampling.max_new_tokens = 300;
+  req.sampling.stop_tokens = {-1};
+  Collected out;
+  ASSERT_TRUE(gpu_->Generate(req, out.Sink()).ok());
+  ASSERT_TRUE(gpu_->StageWeights("m", v2, 6).ok());
+  out.done.WaitForNotification();
+  ASSERT_EQ(out.tokens.size(), 300u);
+  for (const TokenRecord& t : out.tokens) EXPECT_EQ(t.policy_version, 5);
+  EXPECT_EQ(gpu_->Score("m", text, 0, 0, true)->full_logprobs, before->full_logprobs);
+
+  const std::string bad = dir_.file("bad.safetensors");
+  std::ofstream(bad, std::ios::binary) << std::string("\x08\0\0\0\0\0\0\0nonsense", 16);
+  EXPECT_EQ(gpu_->StageWeights("m", bad, 7).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(gpu_->UpdateWeights("m", bad, 7).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_EQ(*gpu_->CommitWeights("m"), 6);
+  EXPECT_EQ(gpu_->CommitWeights("m").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(*gpu_->PolicyVersion("m"), 6);
+  auto after = gpu_->Score("m", text, 0, 0, true);
+  ASSERT_TRUE(after.ok());
+  EXPECT_NE(after->full_logprobs, before->full_logprobs);
+  ASSERT_TRUE(cpu_->UpdateWeights("m", v2, 6).ok());
+  ExpectScoresAgree(*cpu_, *gpu_, text, config_.vocab_size);
+  // And back through UpdateWeights: the first file's scores exactly.
+  ASSERT_TRUE(gpu_->UpdateWeights("m", path_, 8).ok());
+  EXPECT_EQ(gpu_->Score("m", text, 0, 0, true)->full_logprobs, before->full_logprobs);
 }
 
 INSTANTIATE_TEST_SUITE_P(HeadDims, GpuEngineTest, ::testing::Values(16, 128));

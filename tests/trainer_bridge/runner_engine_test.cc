@@ -176,5 +176,26 @@ TEST_F(RunnerEngineTest, OffloadAndReloadWithoutRePrefill) {
   runner->Stop();
 }
 
+// A switch stages the file before interrupting anything: a bad one is refused with every
+// sample still generating on the old weights in one segment.
+TEST_F(RunnerEngineTest, BadWeightsAreRefusedBeforeAnyInterrupt) {
+  RolloutController c(OneGroup(), {DatasetConfig{"d", "builtin:copy", "d", 1, 0}}, {}, clock_);
+  auto runner = MakeRunner(c, 300);
+  ASSERT_TRUE(runner->Start().ok());
+  WaitTokens(*runner, 40);
+  std::ofstream(dir_.file("bad.safetensors"), std::ios::binary) << std::string("\x08\0\0\0\0\0\0\0nonsense", 16);
+  auto bad = runner->SwitchWeights(dir_.file("bad.safetensors"), 1);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*engine_->PolicyVersion("policy"), 0);
+  auto groups = runner->TakeGroups(1, nullptr);
+  ASSERT_EQ(groups.size(), 1u);
+  for (const RolloutSample& s : groups[0]) {
+    EXPECT_EQ(s.completion.size(), 300u);
+    EXPECT_EQ(s.segments, 1u);
+    EXPECT_EQ(s.versions.back(), 0);
+  }
+  runner->Stop();
+}
+
 }  // namespace
 }  // namespace flotilla::trainer_bridge

@@ -340,15 +340,20 @@ std::vector<uint64_t> RolloutRunner::InterruptAllLocked(std::unique_lock<std::mu
 
 absl::StatusOr<SwitchReport> RolloutRunner::SwitchWeights(const std::string& path, int64_t version) {
   std::lock_guard<std::mutex> control(control_mu_);
-  Stopwatch watch(clock_);
   SwitchReport report;
   report.version = version;
+  // The file is read and prepared while every sequence keeps generating; a bad one is refused
+  // here with nothing interrupted.
+  Stopwatch stage(clock_);
+  RETURN_IF_ERROR(engine_.StageWeights(options_.model, path, version));
+  report.stage_ms = stage.ElapsedMillis();
+  Stopwatch watch(clock_);
   std::unique_lock<std::mutex> lock(mu_);
   bool was_paused = paused_;
   std::vector<uint64_t> ids = InterruptAllLocked(lock);
   uint64_t prefill_before = stats_.resumed_prefill_tokens;
   lock.unlock();
-  absl::Status swapped = engine_.UpdateWeights(options_.model, path, version);
+  absl::Status swapped = engine_.CommitWeights(options_.model).status();
   if (swapped.ok()) controller_.SetPolicyVersion(version);
   // Resume either way: on a bad file the old weights stay in service.
   for (uint64_t id : ids) {

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <string>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -43,16 +44,40 @@ struct DeviceWeights {
   bool tied = false;
 };
 
+// One source tensor of an upload: f32 (a loaded ModelWeights vector) or the raw f32 or bf16
+// bytes of a safetensors file (not necessarily aligned).
+struct Part {
+  const uint8_t* data = nullptr;
+  DType dtype = DType::kF32;
+  size_t size = 0;  // elements
+};
+
+Part PartOf(const std::vector<float>& v) {
+  return {reinterpret_cast<const uint8_t*>(v.data()), DType::kF32, v.size()};
+}
+
+// out[0, n) = bf16 of elements [off, off + n) of p.
+void CopyBf16(const Part& p, size_t off, size_t n, uint16_t* out) {
+  if (p.dtype == DType::kBF16) {
+    std::memcpy(out, p.data + 2 * off, n * 2);
+    return;
+  }
+  for (size_t j = 0; j < n; ++j) {
+    float f;
+    std::memcpy(&f, p.data + 4 * (off + j), 4);
+    out[j] = F32ToBf16(f);
+  }
+}
+
 // Writes out[0, o1 - o0) = bf16 of output elements [o0, o1) of the interleaving
 // p0[0:c0] p1[0:c1] p0[c0:2c0] p1[c1:2c1] ... (how w1 and w3 are fused into one matrix).
-void ConvertInterleaved(const std::vector<const std::vector<float>*>& parts, const std::vector<size_t>& chunk,
-                        size_t per_block, size_t o0, size_t o1, uint16_t* out) {
+void ConvertInterleaved(const std::vector<Part>& parts, const std::vector<size_t>& chunk, size_t per_block,
+                        size_t o0, size_t o1, uint16_t* out) {
   size_t block = o0 / per_block, r = o0 % per_block, i = 0;
   while (r >= chunk[i]) r -= chunk[i++];
   for (size_t o = o0; o < o1;) {
     const size_t take = std::min(chunk[i] - r, o1 - o);
-    const float* src = parts[i]->data() + block * chunk[i] + r;
-    for (size_t j = 0; j < take; ++j) out[o - o0 + j] = F32ToBf16(src[j]);
+    CopyBf16(parts[i], block * chunk[i] + r, take, out + (o - o0));
     o += take;
     r += take;
     if (r == chunk[i]) {
@@ -66,12 +91,13 @@ void ConvertInterleaved(const std::vector<const std::vector<float>*>& parts, con
 }
 
 // Uploads the interleaving as bf16, converted on several threads into a reused pinned staging
-// buffer slice by slice (a weight swap of a large model waits on this).
-absl::Status UploadBf16(DeviceBuffer* dst, const std::vector<const std::vector<float>*>& parts,
-                        const std::vector<size_t>& chunk, cuda::PinnedBuffer* staging) {
+// buffer slice by slice, copied on `stream` (a non-blocking stream, so a staged upload does not
+// wait for the steps running on the default stream, nor they for it).
+absl::Status UploadBf16(DeviceBuffer* dst, const std::vector<Part>& parts, const std::vector<size_t>& chunk,
+                        cuda::PinnedBuffer* staging, cudaStream_t stream) {
   size_t total = 0, per_block = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
-    total += parts[i]->size();
+    total += parts[i].size;
     per_block += chunk[i];
   }
   RETURN_IF_ERROR(dst->Reserve(std::max<size_t>(total, 1) * 2));
@@ -82,18 +108,31 @@ absl::Status UploadBf16(DeviceBuffer* dst, const std::vector<const std::vector<f
   for (size_t s0 = 0; s0 < total; s0 += slice) {
     const size_t s1 = std::min(total, s0 + slice);
     ForChunks(s1 - s0, [&](size_t a, size_t b) { ConvertInterleaved(parts, chunk, per_block, s0 + a, s0 + b, host + a); });
-    CUDA_RETURN_IF_ERROR(cudaMemcpy(dst->as<uint16_t>() + s0, host, (s1 - s0) * 2, cudaMemcpyHostToDevice));
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst->as<uint16_t>() + s0, host, (s1 - s0) * 2, cudaMemcpyHostToDevice, stream));
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));  // the staging buffer is reused
   }
   return absl::OkStatus();
 }
 
-absl::Status UploadOne(DeviceBuffer* dst, const std::vector<float>& v, cuda::PinnedBuffer* staging) {
-  return UploadBf16(dst, {&v}, {v.size()}, staging);
+absl::Status UploadOne(DeviceBuffer* dst, const Part& p, cuda::PinnedBuffer* staging, cudaStream_t stream) {
+  return UploadBf16(dst, {p}, {p.size}, staging, stream);
 }
 
-absl::Status UploadF32(DeviceBuffer* dst, const std::vector<float>& v) {
+// Norm weights stay f32 on the device.
+absl::Status UploadF32(DeviceBuffer* dst, const Part& p, cudaStream_t stream) {
+  std::vector<float> v(p.size);
+  for (size_t i = 0; i < p.size; ++i) {
+    if (p.dtype == DType::kF32) {
+      std::memcpy(&v[i], p.data + 4 * i, 4);
+    } else {
+      uint16_t b;
+      std::memcpy(&b, p.data + 2 * i, 2);
+      v[i] = Bf16ToF32(b);
+    }
+  }
   RETURN_IF_ERROR(dst->Reserve(v.size() * 4));
-  CUDA_RETURN_IF_ERROR(cudaMemcpy(dst->as<void>(), v.data(), v.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst->as<void>(), v.data(), v.size() * 4, cudaMemcpyHostToDevice, stream));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   return absl::OkStatus();
 }
 
@@ -121,11 +160,13 @@ class CudaBackend final : public ModelBackend {
       if (e != nullptr) cudaEventDestroy(e);
     }
     if (routing_ready_ != nullptr) cudaEventDestroy(routing_ready_);
+    if (stage_stream_ != nullptr) cudaStreamDestroy(stage_stream_);
     if (cublas_ != nullptr) cublasDestroy(cublas_);
   }
 
   absl::Status Init() {
     CUBLAS_RETURN_IF_ERROR(cublasCreate(&cublas_));
+    CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stage_stream_, cudaStreamNonBlocking));
     RETURN_IF_ERROR(pages_.Reserve(static_cast<size_t>(num_pages_) * page_elems_ * 2));
     std::vector<double> inv(c_.head_dim / 2);
     for (int i = 0; i < c_.head_dim / 2; ++i) inv[i] = std::pow(static_cast<double>(c_.rope_theta), -2.0 * i / c_.head_dim);
@@ -141,6 +182,10 @@ class CudaBackend final : public ModelBackend {
   size_t page_bytes() const override { return page_elems_ * 2; }
 
   absl::Status SetWeights(std::shared_ptr<const ModelWeights> w) override;
+  absl::Status StageWeights(std::shared_ptr<const ModelWeights> w) override;
+  absl::StatusOr<std::shared_ptr<const void>> CommitWeights() override;
+  bool StagesFromFile() const override { return true; }
+  absl::Status StageWeightsFromFile(const SafetensorsFile& file) override;
   absl::Status SetRandomWeights(uint64_t seed, float stddev) override;
   absl::Status Forward(const StepInput& in, StepOutput* out) override;
 
@@ -172,6 +217,9 @@ class CudaBackend final : public ModelBackend {
   // The same MoE with the dispatch planned on the device: no host round trip in the layer.
   absl::Status MoeOnDevice(const DeviceLayer& L, int T, const int32_t* ex, const float* wt);
   absl::Status AllocateWeights(DeviceWeights* w);
+  // Converts and uploads the tensors named in `src` into `dw` on stage_stream_.
+  absl::Status UploadWeights(const std::map<std::string, Part>& src, DeviceWeights* dw);
+  absl::Status StageFrom(const std::map<std::string, Part>& src);
   // x += the shared experts applied to xn_ (gu and h: workspaces of at least T rows).
   absl::Status SharedExperts(const DeviceLayer& L, int T, uint16_t* gu, uint16_t* h);
 
@@ -182,13 +230,17 @@ class CudaBackend final : public ModelBackend {
   std::vector<bool> sliding_;
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<DeviceWeights> w_;
+  // The second set StageWeights fills while steps run on w_; with upload_staging_ and
+  // stage_stream_, touched only by StageWeights, CommitWeights and SetWeights.
+  std::unique_ptr<DeviceWeights> staged_;
+  cudaStream_t stage_stream_ = nullptr;
   DeviceBuffer pages_, inv_freq_;
   // Per-step workspaces.
   DeviceBuffer step_dev_;
   cuda::PinnedBuffer step_host_;
   DeviceBuffer x_, xn_, qkv_, q_, o_, rlogits_, experts_, weights_, xe_, gu_, h_, y_, plan_dev_;
   cuda::PinnedBuffer chosen_host_, plan_host_;
-  cuda::PinnedBuffer upload_staging_;  // weight conversion, reused by every swap
+  cuda::PinnedBuffer upload_staging_;  // weight conversion, reused by every upload
   cudaEvent_t routing_ready_ = nullptr;  // the router's choices have reached the host
   bool grouped_ok_ = true;
   bool device_moe_ = false;
@@ -219,31 +271,69 @@ class CudaBackend final : public ModelBackend {
   DeviceBuffer hn_rows_, logits_;
 };
 
-absl::Status CudaBackend::SetWeights(std::shared_ptr<const ModelWeights> w) {
-  auto dw = std::make_unique<DeviceWeights>();
+absl::Status CudaBackend::UploadWeights(const std::map<std::string, Part>& src, DeviceWeights* dw) {
   const size_t D = c_.d_model, F = c_.expert_hidden;
-  RETURN_IF_ERROR(UploadOne(&dw->embed, w->embed, &upload_staging_));
+  cuda::PinnedBuffer* st = &upload_staging_;
+  cudaStream_t s = stage_stream_;
+  auto at = [&](const std::string& name) -> const Part& { return src.at(name); };
+  RETURN_IF_ERROR(UploadOne(&dw->embed, at("embed.weight"), st, s));
   dw->tied = c_.tie_embeddings;
-  if (!dw->tied) RETURN_IF_ERROR(UploadOne(&dw->head, w->lm_head, &upload_staging_));
-  RETURN_IF_ERROR(UploadF32(&dw->norm, w->norm));
+  if (!dw->tied) RETURN_IF_ERROR(UploadOne(&dw->head, at("lm_head.weight"), st, s));
+  RETURN_IF_ERROR(UploadF32(&dw->norm, at("norm.weight"), s));
   dw->layers.resize(c_.n_layers);
   for (int l = 0; l < c_.n_layers; ++l) {
-    const LayerWeights& s = w->layers[l];
+    const std::string p = absl::StrCat("layers.", l, ".");
     DeviceLayer& d = dw->layers[l];
-    RETURN_IF_ERROR(UploadF32(&d.attn_norm, s.attn_norm));
-    RETURN_IF_ERROR(UploadF32(&d.ffn_norm, s.ffn_norm));
-    RETURN_IF_ERROR(UploadBf16(&d.wqkv, {&s.wq, &s.wk, &s.wv}, {s.wq.size(), s.wk.size(), s.wv.size()}, &upload_staging_));
-    RETURN_IF_ERROR(UploadOne(&d.wo, s.wo, &upload_staging_));
-    RETURN_IF_ERROR(UploadOne(&d.router, s.router, &upload_staging_));
-    RETURN_IF_ERROR(UploadBf16(&d.w13, {&s.w1, &s.w3}, {F * D, F * D}, &upload_staging_));
-    RETURN_IF_ERROR(UploadOne(&d.w2, s.w2, &upload_staging_));
+    RETURN_IF_ERROR(UploadF32(&d.attn_norm, at(p + "attn_norm.weight"), s));
+    RETURN_IF_ERROR(UploadF32(&d.ffn_norm, at(p + "ffn_norm.weight"), s));
+    const Part& q = at(p + "attn.wq");
+    const Part& k = at(p + "attn.wk");
+    const Part& v = at(p + "attn.wv");
+    RETURN_IF_ERROR(UploadBf16(&d.wqkv, {q, k, v}, {q.size, k.size, v.size}, st, s));
+    RETURN_IF_ERROR(UploadOne(&d.wo, at(p + "attn.wo"), st, s));
+    RETURN_IF_ERROR(UploadOne(&d.router, at(p + "moe.router"), st, s));
+    RETURN_IF_ERROR(UploadBf16(&d.w13, {at(p + "moe.experts.w1"), at(p + "moe.experts.w3")}, {F * D, F * D}, st, s));
+    RETURN_IF_ERROR(UploadOne(&d.w2, at(p + "moe.experts.w2"), st, s));
     if (c_.n_shared_experts > 0) {
-      RETURN_IF_ERROR(UploadBf16(&d.s13, {&s.s1, &s.s3}, {F * D, F * D}, &upload_staging_));
-      RETURN_IF_ERROR(UploadOne(&d.s2, s.s2, &upload_staging_));
+      RETURN_IF_ERROR(UploadBf16(&d.s13, {at(p + "moe.shared.w1"), at(p + "moe.shared.w3")}, {F * D, F * D}, st, s));
+      RETURN_IF_ERROR(UploadOne(&d.s2, at(p + "moe.shared.w2"), st, s));
     }
   }
-  w_ = std::move(dw);
   return absl::OkStatus();
+}
+
+absl::Status CudaBackend::StageFrom(const std::map<std::string, Part>& src) {
+  staged_.reset();  // an earlier staged set goes first: at most two sets on the device
+  auto dw = std::make_unique<DeviceWeights>();
+  RETURN_IF_ERROR(UploadWeights(src, dw.get()));
+  staged_ = std::move(dw);
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::StageWeights(std::shared_ptr<const ModelWeights> w) {
+  std::map<std::string, Part> src;
+  // TensorSlots names every vector; it needs a mutable object but changes nothing here.
+  for (const TensorSlot& slot : TensorSlots(const_cast<ModelWeights&>(*w))) src[slot.name] = PartOf(*slot.dst);
+  return StageFrom(src);
+}
+
+absl::Status CudaBackend::StageWeightsFromFile(const SafetensorsFile& file) {
+  std::map<std::string, Part> src;
+  for (const auto& [name, t] : file.tensors()) src[name] = {t.data, t.dtype, static_cast<size_t>(t.numel())};
+  return StageFrom(src);
+}
+
+absl::StatusOr<std::shared_ptr<const void>> CudaBackend::CommitWeights() {
+  if (staged_ == nullptr) return absl::FailedPreconditionError("no weights staged");
+  // Steps run on the default stream, which waits for nothing on stage_stream_: every staged
+  // copy was synchronised before StageWeights returned.
+  std::unique_ptr<DeviceWeights> old = std::exchange(w_, std::move(staged_));
+  return std::shared_ptr<const void>(std::move(old));
+}
+
+absl::Status CudaBackend::SetWeights(std::shared_ptr<const ModelWeights> w) {
+  RETURN_IF_ERROR(StageWeights(std::move(w)));
+  return CommitWeights().status();
 }
 
 absl::Status CudaBackend::AllocateWeights(DeviceWeights* dw) {

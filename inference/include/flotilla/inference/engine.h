@@ -110,9 +110,20 @@ class Engine {
   virtual absl::Status LoadModel(const std::string& name, const ModelConfig& config,
                                  const std::string& safetensors_path, int64_t version) = 0;
   // Swaps a model's weights between two steps; no sequence loses its state. On a bad file the
-  // old weights stay in service and the error says why.
+  // old weights stay in service and the error says why. StageWeights then CommitWeights.
   virtual absl::Status UpdateWeights(const std::string& name, const std::string& path,
                                      int64_t version) = 0;
+  // The slow half of a weight update, while generation continues: reads and checks the file
+  // against the model's config and prepares the weights beside the ones in service (on the
+  // GPU: converted and uploaded into a second set of buffers). Replaces anything staged before.
+  // A bad file is refused (the error says why) and changes nothing; the weights in service are
+  // never touched, and a failure while preparing leaves nothing staged.
+  virtual absl::Status StageWeights(const std::string& name, const std::string& path,
+                                    int64_t version) = 0;
+  // The fast half: between two steps, puts the staged weights in service (the old ones are
+  // freed after the step lock is released) and returns their version. FAILED_PRECONDITION
+  // when nothing is staged.
+  virtual absl::StatusOr<int64_t> CommitWeights(const std::string& name) = 0;
 
   // Starts (or extends) a sequence; tokens flow to `sink` until it finishes or is interrupted.
   virtual absl::StatusOr<std::string> Generate(const GenerateRequest& request, TokenSink sink) = 0;

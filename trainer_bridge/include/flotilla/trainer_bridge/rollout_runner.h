@@ -5,8 +5,10 @@
 // version and routing as it arrives, verifies finished groups in the sandbox, stores them
 // durably (TrajectoryStore) and hands complete groups to batch assembly.
 //
-// Checkpoint switch (SwitchWeights): every running sequence is interrupted at a token
-// boundary (Engine::InterruptAll), the engine swaps weights, and each sequence resumes from
+// Checkpoint switch (SwitchWeights): the engine first stages the new weights while generation
+// continues (a bad file is refused then, with nothing interrupted); then every running sequence
+// is interrupted at a token boundary (Engine::InterruptAll), the engine commits the staged
+// weights (a swap between two steps), and each sequence resumes from
 // its kept KV state (no re-prefill); tokens after the switch carry the new version, so a
 // sample's versions and routing are the concatenation of its segments.
 // Trainer preemption (Offload/Reload): dispatch is suspended, every in-flight sequence is
@@ -60,6 +62,7 @@ struct SwitchReport {
   int64_t version = 0;
   uint32_t interrupted = 0;
   double stall_ms = 0;                // from the interrupt to the last resume
+  double stage_ms = 0;                // reading and preparing the weights before it, not a stall
   uint64_t prefilled_on_resume = 0;   // must be 0: resumes never re-prefill
 };
 
