@@ -50,7 +50,7 @@ seed: 3
 sandbox_policy: no-network
 policy:
   model: {vocab_size: 272, n_layers: 1, d_model: 32, n_heads: 2, n_kv_heads: 2, head_dim: 16,
-          n_experts: 2, top_k: 1, n_shared_experts: 0, expert_hidden: 32, max_context: 64}
+          n_experts: 2, top_k: 1, n_shared_experts: 1, expert_hidden: 32, max_context: 64}
   init: random
 datasets:
   - {name: add, source: "builtin:arith?ops=+&max=9"}
@@ -85,6 +85,8 @@ TEST_P(RunSignalTest, StopsInOrderAndExitsWithTheSignalCode) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(150);
   size_t stored_before = 0;
   while (std::chrono::steady_clock::now() < deadline) {
+    int early = 0;
+    ASSERT_EQ(waitpid(pid, &early, WNOHANG), 0) << "flotilla run ended before the signal:\n" << ReadFile(log);
     if (std::filesystem::exists(db)) {
       auto store = TrajectoryStore::Open(db, "signal-run");
       if (store.ok()) {
