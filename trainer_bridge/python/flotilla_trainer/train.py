@@ -84,6 +84,8 @@ def main():
     ap.add_argument("--sft-lr", type=float, default=3e-3)
     ap.add_argument("--teacher-steps", type=int, default=300)
     ap.add_argument("--retrain-teachers", action="store_true")
+    ap.add_argument("--teachers-only", action="store_true",
+                    help="OPD set-up only: train the experiment's teachers (SFT per sub-domain) and exit")
     ap.add_argument("--rl-steps", type=int, default=100)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--clip-eps", type=float, default=0.2)
@@ -103,8 +105,11 @@ def main():
     log(f"device={device} experiment={status.experiment} params="
         f"{sum(p.numel() for p in Transformer(cfg).parameters())}")
 
-    if a.loss == "opd":
+    if a.loss == "opd" or a.teachers_only:
         train_teachers(client, status, a, device)
+    if a.teachers_only:
+        client.close()
+        return
 
     model = Transformer(cfg)
     if a.init == "random":
