@@ -60,6 +60,7 @@ std::vector<std::string> TrainerArgv(const trainer_bridge::ExperimentConfig& cfg
                                    "--publish-every", absl::StrCat(t.publish_every),
                                    "--threads", absl::StrCat(f.trainer_threads),
                                    "--teacher-steps", absl::StrCat(t.teacher_steps),
+                                   "--lr-schedule", t.lr_schedule,
                                    "--init", cfg.policy.init};
   double limit_s = f.minutes > 0 ? f.minutes * 60 : static_cast<double>(t.time_limit_ms) / 1000.0;
   if (limit_s > 0) {
