@@ -2,9 +2,10 @@
 // sandbox verifier, rollout controller and TrainerBridge in this process, plus the Python
 // trainer as a child — with a live progress line and a final summary whose last line is
 //   run: reward_start=A reward_end=B steps=N minutes=M
-// SIGINT or SIGTERM stops it in order: dispatch stops, the trainer child is terminated,
-// samples in flight finish and are stored, the summary is printed, and the exit status is
-// 130 or 143 (a second signal skips the wait). The unfinished run can be resumed.
+// SIGINT or SIGTERM stops it in order: dispatch stops and no further batch goes to the trainer,
+// samples in flight finish and are stored, the trainer child is terminated, the summary is
+// printed, and the exit status is 130 or 143 (a second signal skips the wait). The unfinished
+// run can be resumed.
 #include <signal.h>
 #include <unistd.h>
 
@@ -187,7 +188,7 @@ int Run(const RunFlags& f) {
   }
   if (tty) std::cout << "\n";
   if (stop.received() != 0) {
-    // Orderly stop: no new prompts, the trainer goes, samples in flight finish and are stored.
+    // Orderly stop: no new prompts or batches, samples in flight are stored, the trainer goes.
     std::cerr << "run: " << (stop.received() == SIGINT ? "SIGINT" : "SIGTERM")
               << ": stopping dispatch and the trainer, storing samples in flight (again to skip)\n";
     auto second_signal = [&] { return stop.count() > 1; };
