@@ -6,8 +6,6 @@
 
 namespace flotilla::cli {
 
-// Subcommands whose component has not landed yet: each says so and exits 2.
-void AddPlaceholderCommand(CLI::App& app, const char* name, const char* description, int* exit_code);
 void AddPolicyCommand(CLI::App& app, int* exit_code);
 
 // `flotilla sandbox run|image build` (cli/sandbox_command.cc).
@@ -31,6 +29,8 @@ void AddTrajectoriesCommand(CLI::App& app, int* exit_code);
 
 // `flotilla run`: an RL experiment end to end (trainer_bridge).
 void AddRunCommand(CLI::App& app, int* exit_code);
+// `flotilla eval`: one model across built-in harnesses on a task folder (eval_command.cc).
+void AddEvalCommand(CLI::App& app, int* exit_code);
 // `flotilla bench rollout` (trainer_bridge); creates `bench` if no one has yet.
 void AddBenchRolloutCommand(CLI::App& app, int* exit_code);
 // `flotilla bridge serve|status|reconfigure` (trainer_bridge).

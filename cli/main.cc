@@ -9,7 +9,6 @@ int main(int argc, char** argv) {
   CLI::App app{"Flotilla: agentic RL at scale: sandboxes, scheduler, MoE engine, worker, trainer bridge"};
   app.require_subcommand(1);
   int exit_code = 0;
-  using flotilla::cli::AddPlaceholderCommand;
   flotilla::cli::AddUpCommand(app, &exit_code);
   flotilla::cli::AddSandboxCommand(app, &exit_code);
   flotilla::cli::AddSchedulerCommand(app, &exit_code);
@@ -18,7 +17,7 @@ int main(int argc, char** argv) {
   flotilla::cli::AddWorkerCommand(app, &exit_code);
   flotilla::cli::AddBridgeCommand(app, &exit_code);
   flotilla::cli::AddRunCommand(app, &exit_code);
-  AddPlaceholderCommand(app, "eval", "Evaluate a model across scaffolds", &exit_code);
+  flotilla::cli::AddEvalCommand(app, &exit_code);
   flotilla::cli::AddBenchCommand(app, &exit_code);
   flotilla::cli::AddBenchRolloutCommand(app, &exit_code);
   flotilla::cli::AddTrajectoriesCommand(app, &exit_code);

@@ -2,6 +2,11 @@
 // sandbox verifier, rollout controller and TrainerBridge in this process, plus the Python
 // trainer as a child — with a live progress line and a final summary whose last line is
 //   run: reward_start=A reward_end=B steps=N minutes=M
+// SIGINT or SIGTERM stops it in order: dispatch stops and no further batch goes to the trainer,
+// samples in flight finish and are stored, the trainer child is terminated, the summary is
+// printed, and the exit status is 130 or 143 (a second signal skips the wait). The unfinished
+// run can be resumed.
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -14,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "commands.h"
 #include "embedded_sandbox.h"
+#include "stop_signal.h"
 #include "flotilla/common/logging.h"
 #include "flotilla/common/status.h"
 #include "flotilla/inference/engine.h"
@@ -22,6 +28,9 @@
 
 namespace flotilla::cli {
 namespace {
+
+constexpr int64_t kDrainTimeoutMs = 20'000;
+constexpr int kTrainerGraceMs = 5'000;
 
 struct RunFlags {
   std::string experiment;
@@ -51,6 +60,8 @@ std::vector<std::string> TrainerArgv(const trainer_bridge::ExperimentConfig& cfg
                                    "--clip-eps", absl::StrCat(t.clip_eps),
                                    "--publish-every", absl::StrCat(t.publish_every),
                                    "--threads", absl::StrCat(f.trainer_threads),
+                                   "--teacher-steps", absl::StrCat(t.teacher_steps),
+                                   "--lr-schedule", t.lr_schedule,
                                    "--init", cfg.policy.init};
   double limit_s = f.minutes > 0 ? f.minutes * 60 : static_cast<double>(t.time_limit_ms) / 1000.0;
   if (limit_s > 0) {
@@ -93,6 +104,8 @@ absl::Status PrepareStateDir(const trainer_bridge::ExperimentConfig& cfg, const 
 
 int Run(const RunFlags& f) {
   auto wall = std::chrono::steady_clock::now();
+  // Installed before any thread starts, so SIGINT/SIGTERM only record themselves.
+  StopSignal stop;
   auto cfg = trainer_bridge::LoadExperimentConfig(f.experiment);
   if (!cfg.ok()) {
     std::cerr << "run: " << cfg.status().message() << "\n";
@@ -142,8 +155,9 @@ int Run(const RunFlags& f) {
   auto last_t = std::chrono::steady_clock::now();
   auto last_print = last_t - std::chrono::seconds(100);
   int trainer_exit = 0;
-  while (true) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  while (stop.received() == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (stop.received() != 0) break;
     if (trainer) {
       if (auto code = trainer->Poll(); code) {
         trainer_exit = *code;
@@ -151,7 +165,7 @@ int Run(const RunFlags& f) {
       }
     }
     auto now = std::chrono::steady_clock::now();
-    if (!tty && now - last_print < std::chrono::seconds(10)) continue;
+    if (now - last_print < (tty ? std::chrono::milliseconds(500) : std::chrono::milliseconds(10'000))) continue;
     auto p = (*exp)->Progress();
     auto cs = (*exp)->ControllerStatsNow();
     auto rs = (*exp)->RunnerStatsNow();
@@ -173,8 +187,17 @@ int Run(const RunFlags& f) {
     }
   }
   if (tty) std::cout << "\n";
+  if (stop.received() != 0) {
+    // Orderly stop: no new prompts or batches, samples in flight are stored, the trainer goes.
+    std::cerr << "run: " << (stop.received() == SIGINT ? "SIGINT" : "SIGTERM")
+              << ": stopping dispatch and the trainer, storing samples in flight (again to skip)\n";
+    auto second_signal = [&] { return stop.count() > 1; };
+    bool drained = (*exp)->Drain(kDrainTimeoutMs, second_signal);
+    trainer_exit = trainer ? trainer->Terminate(kTrainerGraceMs) : 0;
+    if (!drained) std::cerr << "run: samples still in flight were not stored\n";
+  }
   auto summary = (*exp)->Summary();
-  bool finished = trainer_exit == 0;
+  bool finished = trainer_exit == 0 && stop.received() == 0;
   if (finished) (void)(*exp)->MarkFinished();
   (*exp)->Stop();
   double minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count() / 60;
@@ -192,6 +215,7 @@ int Run(const RunFlags& f) {
   std::cout << absl::StrFormat("run: reward_start=%.3f reward_end=%.3f steps=%d minutes=%.1f", summary->reward_start,
                                summary->reward_end, summary->steps, minutes)
             << std::endl;
+  if (stop.received() != 0) return stop.exit_code();
   return trainer_exit == 0 ? 0 : 1;
 }
 

@@ -41,6 +41,9 @@ absl::StatusOr<TrainerProcess> TrainerProcess::Spawn(const std::vector<std::stri
   pid_t pid = fork();
   if (pid < 0) return ErrnoStatus("fork for the trainer");
   if (pid == 0) {
+    // Its own process group: a terminal's Ctrl-C reaches only `flotilla run`, which then stops
+    // the trainer in order.
+    setpgid(0, 0);
     execve(cargv[0], cargv.data(), cenv.data());
     _exit(127);
   }

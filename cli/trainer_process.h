@@ -1,6 +1,7 @@
 // TrainerProcess: the Python trainer as a child process of `flotilla run`.
 //
-// Owns the child: the destructor terminates it (SIGTERM, then SIGKILL after a grace period)
+// The child runs in its own process group, so a terminal's Ctrl-C reaches only the parent,
+// which decides when to stop it. Owns the child: the destructor terminates it (SIGTERM, then SIGKILL after a grace period)
 // if it is still running. Not thread-safe.
 #pragma once
 

@@ -21,7 +21,7 @@ rollout: {group_size: 4, max_in_flight: 32, staleness: 2}
 effort: {levels: [10, 90], k0: 0.2}
 teachers:
   - {name: t1, domains: [math], model_config: t1.json, weights: t1.safetensors}
-trainer: {loss: opd, time_limit: 5m}
+trainer: {loss: opd, time_limit: 5m, lr_schedule: linear, teacher_steps: 40}
 )";
 
 TEST(ExperimentConfigTest, ParsesAndResolvesPaths) {
@@ -40,6 +40,8 @@ TEST(ExperimentConfigTest, ParsesAndResolvesPaths) {
   EXPECT_EQ(c->teachers[0].model_config, "/base/t1.json");
   EXPECT_TRUE(c->teachers[0].full_vocab);
   EXPECT_EQ(c->trainer.time_limit_ms, 300000);
+  EXPECT_EQ(c->trainer.lr_schedule, "linear");
+  EXPECT_EQ(c->trainer.teacher_steps, 40u);
 }
 
 TEST(ExperimentConfigTest, ErrorsNameFileLineAndField) {
@@ -58,6 +60,8 @@ TEST(ExperimentConfigTest, ErrorsNameFileLineAndField) {
       {"name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\ntrainer: {loss: opd}\n",
        "teachers: trainer.loss 'opd' needs at least one teacher"},
       {"name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\nrolout: {}\n", "x.yaml:5: rolout"},
+      {"name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\ntrainer:\n  lr_schedule: cosine\n",
+       "x.yaml:6: trainer.lr_schedule: must be 'constant' or 'linear', got 'cosine'"},
   };
   for (const auto& c : cases) {
     auto r = ParseExperimentConfig(c.yaml, "x.yaml", "");

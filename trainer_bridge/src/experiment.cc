@@ -1,8 +1,10 @@
 #include "flotilla/trainer_bridge/experiment.h"
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/logging.h"
@@ -123,6 +125,23 @@ absl::StatusOr<RunSummary> Experiment::Summary() const {
   s.reward_start = a / static_cast<double>(k);
   s.reward_end = b / static_cast<double>(k);
   return s;
+}
+
+bool Experiment::Drain(int64_t timeout_ms, const std::function<bool()>& give_up) {
+  controller_->SetSuspended(true);
+  service_->Shutdown();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    ControllerStats c = controller_->Stats();
+    RunnerStats r = runner_->Stats();
+    // Stored groups are counted by the runner only after PutGroup, so equal counts mean every
+    // finished sample has reached the store.
+    if (c.in_flight == 0 && c.held == 0 && c.ready_groups == 0 && r.samples_completed == c.samples_finished) {
+      return true;
+    }
+    if (std::chrono::steady_clock::now() >= deadline || (give_up && give_up())) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 absl::Status Experiment::MarkFinished() {

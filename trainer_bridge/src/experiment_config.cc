@@ -114,7 +114,8 @@ absl::Status ParseTeachers(const ConfigNode& n, const std::string& base, Experim
 
 absl::Status ParseTrainer(const ConfigNode& n, const std::string& base, TrainerConfig* t) {
   RETURN_IF_ERROR(n.CheckKeys({"address", "command", "sft_steps", "rl_steps", "publish_every",
-                               "learning_rate", "sft_learning_rate", "clip_eps", "loss", "time_limit"}));
+                               "learning_rate", "sft_learning_rate", "clip_eps", "loss", "time_limit",
+                               "teacher_steps", "lr_schedule"}));
   ASSIGN_OR_RETURN(t->address, n["address"].AsString("127.0.0.1:0"));
   if (n["command"].present()) {
     ASSIGN_OR_RETURN(t->command, n["command"].AsStringList());
@@ -131,6 +132,11 @@ absl::Status ParseTrainer(const ConfigNode& n, const std::string& base, TrainerC
   ASSIGN_OR_RETURN(t->loss, n["loss"].AsString("grpo"));
   if (t->loss != "grpo" && t->loss != "opd") return n["loss"].Error("must be 'grpo' or 'opd', got '" + t->loss + "'");
   ASSIGN_OR_RETURN(t->time_limit_ms, n["time_limit"].AsDurationMs(0));
+  ASSIGN_OR_RETURN(t->teacher_steps, AsCount(n["teacher_steps"], 300, 1, 1 << 24));
+  ASSIGN_OR_RETURN(t->lr_schedule, n["lr_schedule"].AsString("constant"));
+  if (t->lr_schedule != "constant" && t->lr_schedule != "linear") {
+    return n["lr_schedule"].Error("must be 'constant' or 'linear', got '" + t->lr_schedule + "'");
+  }
   (void)base;
   return absl::OkStatus();
 }

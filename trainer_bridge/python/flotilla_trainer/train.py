@@ -84,9 +84,13 @@ def main():
     ap.add_argument("--sft-lr", type=float, default=3e-3)
     ap.add_argument("--teacher-steps", type=int, default=300)
     ap.add_argument("--retrain-teachers", action="store_true")
+    ap.add_argument("--teachers-only", action="store_true",
+                    help="OPD set-up only: train the experiment's teachers (SFT per sub-domain) and exit")
     ap.add_argument("--rl-steps", type=int, default=100)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--clip-eps", type=float, default=0.2)
+    ap.add_argument("--lr-schedule", choices=["constant", "linear"], default="constant",
+                    help="RL learning rate: constant, or linear decay to 10%% of --lr at --rl-steps")
     ap.add_argument("--publish-every", type=int, default=1)
     ap.add_argument("--time-limit-s", type=float, default=0)
     ap.add_argument("--device", default="auto")
@@ -103,8 +107,11 @@ def main():
     log(f"device={device} experiment={status.experiment} params="
         f"{sum(p.numel() for p in Transformer(cfg).parameters())}")
 
-    if a.loss == "opd":
+    if a.loss == "opd" or a.teachers_only:
         train_teachers(client, status, a, device)
+    if a.teachers_only:
+        client.close()
+        return
 
     model = Transformer(cfg)
     if a.init == "random":
@@ -126,6 +133,12 @@ def main():
     log(f"published v{version}; starting {a.loss}")
 
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.0, betas=(0.9, 0.99))
+    if a.lr_schedule == "linear":
+        # Over this process's --rl-steps (a resumed trainer runs that many steps again).
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda i: max(0.1, 1.0 - 0.9 * i / max(1, a.rl_steps)))
+    else:
+        sched = None
     t0 = time.time()
     steps = 0
     timing = {"wait_s": 0.0, "train_s": 0.0, "publish_s": 0.0}
@@ -145,6 +158,8 @@ def main():
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item()
         opt.step()
+        if sched is not None:
+            sched.step()
         steps += 1
         timing["train_s"] += time.time() - mark
         mark = time.time()

@@ -11,6 +11,7 @@
 // sent first. Thread-safe; the engine and sandbox runtime must outlive it.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,6 +61,12 @@ class Experiment {
   [[nodiscard]] absl::StatusOr<RunSummary> Summary() const;
   // Marks the experiment finished in its store (a later Start begins afresh only if asked).
   absl::Status MarkFinished();
+  // The first half of an orderly stop: no new prompt is dispatched and no further batch goes
+  // to the trainer (a detaching trainer no longer offloads the rollouts); samples already
+  // generating finish, are verified and stored. Returns true once nothing is in flight and
+  // every finished sample is stored, false when `timeout_ms` passed first or `give_up()`
+  // turned true. Stop() still follows.
+  bool Drain(int64_t timeout_ms, const std::function<bool()>& give_up);
   void Stop();
 
   RolloutRunner& runner() { return *runner_; }

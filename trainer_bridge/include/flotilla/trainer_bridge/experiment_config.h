@@ -58,6 +58,8 @@ struct TrainerConfig {
   double sft_learning_rate = 3e-3;
   double clip_eps = 0.2;
   std::string loss = "grpo";            // "grpo" or "opd"
+  std::string lr_schedule = "constant";  // RL learning rate: "constant" or "linear" (decay to 10%)
+  uint32_t teacher_steps = 300;         // OPD: SFT steps per teacher and sub-domain when untrained
   int64_t time_limit_ms = 0;            // stop RL after this long; 0: none
 };
 
