@@ -240,6 +240,12 @@ void CgroupDriver::RemoveGroup(const std::string& group, int* killed, int* remov
   }
 }
 
+void CgroupDriver::RemoveIfEmpty(const std::string& group) const {
+  for (const std::string& r : {v2_, memory_, pids_, freezer_, cpu_, cpuset_, unified_}) {
+    if (!r.empty()) (void)::rmdir((r + "/" + group).c_str());
+  }
+}
+
 std::vector<std::string> CgroupDriver::ListGroupAt(const std::string& dir) {
   std::vector<std::string> out;
   std::error_code ec;

@@ -54,6 +54,9 @@ class CgroupDriver {
   // Kills every process under <group> (recursively) and removes the directories. Returns the
   // number of processes killed and cgroups removed.
   void RemoveGroup(const std::string& group, int* killed, int* removed) const;
+  // Removes <group> in every hierarchy where it is empty; one in use (by another runtime
+  // sharing the prefix) stays. Never blocks.
+  void RemoveIfEmpty(const std::string& group) const;
   // Lists the sub-directories of <group> (in the first hierarchy).
   std::vector<std::string> ListGroup(const std::string& group) const;
 

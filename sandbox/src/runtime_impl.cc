@@ -201,7 +201,10 @@ RuntimeImpl::~RuntimeImpl() {
   if (monitor_.joinable()) monitor_.join();
   images_.reset();
   int killed = 0, removed = 0;
-  if (cgroups_ && !cgroup_group_.empty()) cgroups_->RemoveGroup(cgroup_group_, &killed, &removed);
+  if (cgroups_ && !cgroup_group_.empty()) {
+    cgroups_->RemoveGroup(cgroup_group_, &killed, &removed);
+    cgroups_->RemoveIfEmpty(options_.cgroup_prefix);  // the last runtime of a prefix takes it away
+  }
   if (!instance_dir_.empty()) RemoveTree(instance_dir_);
 }
 

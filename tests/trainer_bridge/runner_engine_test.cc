@@ -182,7 +182,7 @@ TEST_F(RunnerEngineTest, BadWeightsAreRefusedBeforeAnyInterrupt) {
   RolloutController c(OneGroup(), {DatasetConfig{"d", "builtin:copy", "d", 1, 0}}, {}, clock_);
   auto runner = MakeRunner(c, 300);
   ASSERT_TRUE(runner->Start().ok());
-  WaitTokens(*runner, 40);
+  WaitEach(*runner, 20);
   std::ofstream(dir_.file("bad.safetensors"), std::ios::binary) << std::string("\x08\0\0\0\0\0\0\0nonsense", 16);
   auto bad = runner->SwitchWeights(dir_.file("bad.safetensors"), 1);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
