@@ -5,6 +5,22 @@
 namespace flotilla::inference::cuda {
 namespace {
 
+// The sum of every thread's `v` over the block (blockDim.x a multiple of 32, at most 1024),
+// returned to all threads.
+__device__ float BlockSum(float v) {
+  __shared__ float partial[32];
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float w = threadIdx.x < (blockDim.x >> 5) ? partial[threadIdx.x] : 0.0f;
+    for (int off = 16; off > 0; off >>= 1) w += __shfl_xor_sync(0xffffffffu, w, off);
+    if (threadIdx.x == 0) partial[0] = w;
+  }
+  __syncthreads();
+  return partial[0];
+}
+
 __global__ void RmsNormKernel(const float* x, const float* w, const int32_t* src, __nv_bfloat16* y,
                               int dim, float eps) {
   const int i = blockIdx.x;
@@ -12,17 +28,8 @@ __global__ void RmsNormKernel(const float* x, const float* w, const int32_t* src
   const float* xr = x + static_cast<int64_t>(r) * dim;
   float ss = 0;
   for (int d = threadIdx.x; d < dim; d += blockDim.x) ss += xr[d] * xr[d];
-  __shared__ float partial[32];
-  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    float v = threadIdx.x < (blockDim.x >> 5) ? partial[threadIdx.x] : 0.0f;
-    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-    if (threadIdx.x == 0) partial[0] = v;
-  }
-  __syncthreads();
-  const float scale = rsqrtf(partial[0] / dim + eps);
+  const float total = BlockSum(ss);
+  const float scale = rsqrtf(total / dim + eps);
   __nv_bfloat16* yr = y + static_cast<int64_t>(i) * dim;
   for (int d = threadIdx.x; d < dim; d += blockDim.x) yr[d] = __float2bfloat16(xr[d] * scale * w[d]);
 }
@@ -38,17 +45,8 @@ __global__ void RmsNormVecKernel(const float4* x, const float4* w, const int32_t
     const float4 v = xr[d];
     ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
   }
-  __shared__ float partial[32];
-  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    float v = threadIdx.x < (blockDim.x >> 5) ? partial[threadIdx.x] : 0.0f;
-    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-    if (threadIdx.x == 0) partial[0] = v;
-  }
-  __syncthreads();
-  const float scale = rsqrtf(partial[0] / (4 * vecs) + eps);
+  const float total = BlockSum(ss);
+  const float scale = rsqrtf(total / (4 * vecs) + eps);
   uint2* yr = y + static_cast<int64_t>(i) * vecs;
   for (int d = threadIdx.x; d < vecs; d += blockDim.x) {
     const float4 v = xr[d], g = w[d];
