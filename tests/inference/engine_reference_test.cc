@@ -168,6 +168,33 @@ TEST_F(EngineReferenceTest, ScoreMatchesReferenceOnBf16File) {
   }
 }
 
+// A model without a shared expert: the reference writes no shared tensors, the engine expects
+// none, and both compute the same distribution.
+TEST(NoSharedExpertTest, ReferenceWritesWhatTheEngineLoadsAndBothAgree) {
+  flotilla::testing::TempDir dir;
+  ModelConfig c = TinyConfig();
+  c.n_shared_experts = 0;
+  const std::string config = dir.file("m.json"), weights = dir.file("m.safetensors");
+  std::ofstream(config) << c.ToJson();
+  ASSERT_TRUE(RunReference("init '" + config + "' '" + weights + "' 3 0.1").has_value());
+  EngineOptions opts;
+  opts.threads = 1;
+  auto e = Engine::Create(opts);
+  ASSERT_TRUE(e.ok()) << e.status();
+  absl::Status loaded = (*e)->LoadModel("m", c, weights, 0);
+  ASSERT_TRUE(loaded.ok()) << loaded;
+  std::vector<int32_t> ids = Encode("no shared expert");
+  auto res = (*e)->Score("m", ids, 1, 0, true);
+  ASSERT_TRUE(res.ok()) << res.status();
+  Reference ref = ScoreAll(config, weights, {ids})[0];
+  ASSERT_EQ(res->full_logprobs.size(), (ids.size() - 1) * c.vocab_size);
+  for (size_t i = 0; i + 1 < ids.size(); ++i) {
+    for (int v = 0; v < c.vocab_size; v += 13) {
+      EXPECT_NEAR(res->full_logprobs[i * c.vocab_size + v], ref.logprobs[i][v], 1e-4) << i << " " << v;
+    }
+  }
+}
+
 TEST(ChatTemplateCrossLanguageTest, PythonRendersTheSameIds) {
   std::vector<ChatMessage> msgs = {
       {ChatMessage::Role::kSystem, "be brief", {}, ""},

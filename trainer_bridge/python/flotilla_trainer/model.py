@@ -204,7 +204,8 @@ class Transformer(nn.Module):
             out[p + "moe.router"] = b.moe.router.weight
             for n in ("w1", "w2", "w3"):
                 out[p + "moe.experts." + n] = getattr(b.moe, n)
-                out[p + "moe.shared." + n] = getattr(b.moe, "s" + n[1])
+                if self.c.n_shared_experts > 0:  # the engine has no shared tensors otherwise
+                    out[p + "moe.shared." + n] = getattr(b.moe, "s" + n[1])
         return {k: v.detach() for k, v in out.items()}
 
     def import_state(self, tensors):
