@@ -152,7 +152,11 @@ TEST_F(SandboxTest, ExecTimeoutKillsTheProcessGroup) {
   EXPECT_EQ(r.reason, StopReason::kTimeout);
   EXPECT_EQ(r.signal, SIGKILL);
   EXPECT_LT(r.wall_ms, 2000);
-  EXPECT_EQ(Trim(Sh(sb.id(), "pgrep -c sleep || true")), "0");
+  // The killed background sleep is reaped by the sandbox's init a moment later (until then a
+  // zombie still matches): poll for up to two seconds.
+  EXPECT_EQ(Trim(Sh(sb.id(), "for i in $(seq 100); do n=$(pgrep -c sleep); [ \"$n\" = 0 ] && break; "
+                             "sleep 0.02; done; echo $n")),
+            "0");
 }
 
 TEST_F(SandboxTest, OutputCapStopsTheProcess) {
