@@ -191,7 +191,12 @@ TEST_F(SandboxTest, ZombiesAreReaped) {
   // The shell exits at once; its background children become init's and exit later.
   Sh(sb.id(), "for i in 1 2 3 4 5; do (sleep 0.05) & done; exit 0");
   ExecResult r;
-  std::string out = Sh(sb.id(), "sleep 0.3; ps -eo stat= | grep -c Z || true", &r);
+  // Wait (bounded, for loaded machines) until no sleep is left, a zombie one included: then
+  // all five have exited and been reaped; nothing may remain a zombie.
+  std::string out = Sh(sb.id(),
+                       "for i in $(seq 150); do n=$(pgrep -c -x sleep); [ \"$n\" = 0 ] && break; sleep 0.02; done; "
+                       "ps -eo stat= | grep -c Z || true",
+                       &r);
   EXPECT_EQ(Trim(out), "0");
 }
 
