@@ -123,6 +123,32 @@ absl::Status CgroupDriver::EnsureGroup(const std::string& group) const {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Sets the CPU and memory-node lists of cpuset `dir`: the value `limits` gives, or else the
+// parent's (a v1 cpuset with an empty list takes no tasks; `parent` empty: leave it unset, as
+// v2 inherits). The kernel checks each list against the parent's (an unknown CPU is EINVAL).
+absl::Status PinCpuset(const std::string& dir, const std::string& parent, const CgroupLimits& limits) {
+  struct List {
+    const char* file;
+    const char* field;
+    const std::string& value;
+  };
+  for (const List& l : {List{"cpuset.cpus", "cpus", limits.cpus}, List{"cpuset.mems", "mems", limits.mems}}) {
+    if (l.value.empty()) {
+      if (parent.empty()) continue;
+      ASSIGN_OR_RETURN(std::string v, ReadSmallFile(parent + "/" + l.file));
+      RETURN_IF_ERROR(WriteSmallFile(dir + "/" + l.file, std::string(absl::StripAsciiWhitespace(v))));
+    } else if (absl::Status s = WriteSmallFile(dir + "/" + l.file, l.value); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("resources.", l.field, ": cannot pin to '", l.value, "': ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status CgroupDriver::EnsureCpusetGroup(const std::string& group) const {
   std::string path = cpuset_;
   for (absl::string_view part : absl::StrSplit(group, '/', absl::SkipEmpty())) {
@@ -132,31 +158,11 @@ absl::Status CgroupDriver::EnsureCpusetGroup(const std::string& group) const {
       if (errno == EEXIST) continue;
       return ErrnoStatus("mkdir cgroup " + path);
     }
-    for (const char* f : {"cpuset.cpus", "cpuset.mems"}) {
-      ASSIGN_OR_RETURN(std::string v, ReadSmallFile(parent + "/" + f));
-      RETURN_IF_ERROR(WriteSmallFile(path + "/" + f, std::string(absl::StripAsciiWhitespace(v))));
-    }
+    RETURN_IF_ERROR(PinCpuset(path, parent, CgroupLimits{}));
   }
   return absl::OkStatus();
 }
 
-namespace {
-
-// Pins `dir` to the CPUs and memory nodes of `limits`; the kernel checks both lists against
-// the parent's (an unknown CPU is EINVAL).
-absl::Status WriteCpuset(const std::string& dir, const CgroupLimits& limits) {
-  for (auto [file, value] : {std::pair{"cpuset.cpus", &limits.cpus}, std::pair{"cpuset.mems", &limits.mems}}) {
-    if (value->empty()) continue;
-    absl::Status s = WriteSmallFile(dir + "/" + file, *value);
-    if (!s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("resources.", file == std::string("cpuset.cpus") ? "cpus" : "mems",
-                                                     ": cannot pin to '", *value, "': ", s.message()));
-    }
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<SandboxCgroup>> CgroupDriver::Create(const std::string& group, const std::string& name,
                                                                     const CgroupLimits& limits) const {
@@ -186,7 +192,7 @@ absl::StatusOr<std::unique_ptr<SandboxCgroup>> CgroupDriver::Create(const std::s
     if (limits.cpu_quota_millicores) {
       (void)WriteSmallFile(dir + "/cpu.max", absl::StrCat(limits.cpu_quota_millicores * 100, " 100000"));
     }
-    if (pin) RETURN_IF_ERROR(WriteCpuset(dir, limits));
+    if (pin) RETURN_IF_ERROR(PinCpuset(dir, "", limits));
     return cg;
   }
   ASSIGN_OR_RETURN(cg->memory_dir_, make(memory_));
@@ -209,12 +215,7 @@ absl::StatusOr<std::unique_ptr<SandboxCgroup>> CgroupDriver::Create(const std::s
   if (pin) {
     RETURN_IF_ERROR(EnsureCpusetGroup(group));
     ASSIGN_OR_RETURN(std::string dir, make(cpuset_));
-    // Unset lists take the parent's, so a v1 cpuset never has an empty one.
-    for (const char* f : {"cpuset.cpus", "cpuset.mems"}) {
-      ASSIGN_OR_RETURN(std::string v, ReadSmallFile(cpuset_ + "/" + group + "/" + f));
-      RETURN_IF_ERROR(WriteSmallFile(dir + "/" + f, std::string(absl::StripAsciiWhitespace(v))));
-    }
-    RETURN_IF_ERROR(WriteCpuset(dir, limits));
+    RETURN_IF_ERROR(PinCpuset(dir, cpuset_ + "/" + group, limits));
   }
   if (!unified_.empty()) {
     ASSIGN_OR_RETURN(cg->unified_dir_, make(unified_));

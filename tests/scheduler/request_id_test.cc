@@ -14,6 +14,15 @@ namespace {
 
 constexpr uint64_t kGiB = 1ull << 30;
 
+FrontDoorOptions Options(const std::string& state_dir) {
+  FrontDoorOptions o;
+  o.units = 2;
+  o.state_dir = state_dir;
+  o.seed = 11;
+  o.unit.replicas = 2;
+  return o;
+}
+
 struct Fleet {
   std::map<std::string, std::shared_ptr<SimulatedNode>> nodes;
   std::shared_ptr<SimulatedNode> Add(const std::string& id, uint32_t slots) {
@@ -28,21 +37,19 @@ struct Fleet {
       return std::shared_ptr<NodeClient>(it->second);
     };
   }
+  // Node "a" with `slots` slots, registered in `unit` of a fresh front door without a journal.
+  std::unique_ptr<FrontDoor> FrontDoorOverNodeA(const Clock& clock, uint32_t slots, const std::string& unit) {
+    Add("a", slots);
+    auto fd = *FrontDoor::Open(Options(""), clock, Factory());
+    EXPECT_TRUE(fd->RegisterNode("a", "addr-a", unit, nodes["a"]->ledger().Usage()).ok());
+    return fd;
+  }
   size_t Total() const {
     size_t n = 0;
     for (const auto& [id, node] : nodes) n += node->ledger().size();
     return n;
   }
 };
-
-FrontDoorOptions Options(const std::string& state_dir) {
-  FrontDoorOptions o;
-  o.units = 2;
-  o.state_dir = state_dir;
-  o.seed = 11;
-  o.unit.replicas = 2;
-  return o;
-}
 
 v1::CreateSandboxRequest Req(const std::string& request_id, uint64_t memory = kGiB / 2) {
   v1::CreateSandboxRequest r;
@@ -73,9 +80,7 @@ TEST(RequestIdTest, FingerprintIgnoresTheIdAndLabelOrderButNotParameters) {
 TEST(RequestIdTest, RetryReturnsTheSameSandboxAndPlacesNothingNew) {
   FakeClock clock;
   Fleet fleet;
-  fleet.Add("a", 8);
-  auto fd = *FrontDoor::Open(Options(""), clock, fleet.Factory());
-  ASSERT_TRUE(fd->RegisterNode("a", "addr-a", "unit-0", fleet.nodes["a"]->ledger().Usage()).ok());
+  auto fd = fleet.FrontDoorOverNodeA(clock, 8, "unit-0");
   absl::StatusOr<v1::SandboxPlacement> first = fd->CreateSandbox(Req("r-1"));
   ASSERT_TRUE(first.ok()) << first.status();
   for (int i = 0; i < 3; ++i) {
@@ -98,9 +103,7 @@ TEST(RequestIdTest, RetryReturnsTheSameSandboxAndPlacesNothingNew) {
 TEST(RequestIdTest, ReusingTheIdForADifferentRequestIsAlreadyExists) {
   FakeClock clock;
   Fleet fleet;
-  fleet.Add("a", 8);
-  auto fd = *FrontDoor::Open(Options(""), clock, fleet.Factory());
-  ASSERT_TRUE(fd->RegisterNode("a", "addr-a", "unit-1", fleet.nodes["a"]->ledger().Usage()).ok());
+  auto fd = fleet.FrontDoorOverNodeA(clock, 8, "unit-1");
   absl::StatusOr<v1::SandboxPlacement> first = fd->CreateSandbox(Req("r-1"));
   ASSERT_TRUE(first.ok()) << first.status();
   absl::StatusOr<v1::SandboxPlacement> other = fd->CreateSandbox(Req("r-1", kGiB));
@@ -114,9 +117,7 @@ TEST(RequestIdTest, ReusingTheIdForADifferentRequestIsAlreadyExists) {
 TEST(RequestIdTest, RetryAfterDeleteIsFailedPreconditionAndPlacesNothing) {
   FakeClock clock;
   Fleet fleet;
-  fleet.Add("a", 8);
-  auto fd = *FrontDoor::Open(Options(""), clock, fleet.Factory());
-  ASSERT_TRUE(fd->RegisterNode("a", "addr-a", "unit-0", fleet.nodes["a"]->ledger().Usage()).ok());
+  auto fd = fleet.FrontDoorOverNodeA(clock, 8, "unit-0");
   absl::StatusOr<v1::SandboxPlacement> first = fd->CreateSandbox(Req("r-1"));
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE(fd->DeleteSandbox(first->sandbox_id()).ok());
@@ -130,9 +131,7 @@ TEST(RequestIdTest, RetryAfterDeleteIsFailedPreconditionAndPlacesNothing) {
 TEST(RequestIdTest, FailedPlacementFreesTheIdForARetry) {
   FakeClock clock;
   Fleet fleet;
-  fleet.Add("a", 1);
-  auto fd = *FrontDoor::Open(Options(""), clock, fleet.Factory());
-  ASSERT_TRUE(fd->RegisterNode("a", "addr-a", "unit-0", fleet.nodes["a"]->ledger().Usage()).ok());
+  auto fd = fleet.FrontDoorOverNodeA(clock, 1, "unit-0");
   ASSERT_TRUE(fd->CreateSandbox(Req("fill")).ok());
   EXPECT_EQ(fd->CreateSandbox(Req("r-1")).status().code(), absl::StatusCode::kResourceExhausted);
   ASSERT_TRUE(fd->DeleteSandbox(fd->ListSandboxes({})[0].sandbox_id()).ok());
