@@ -1,4 +1,5 @@
-// `flotilla sandbox run|image build`: one-shot sandboxes and image builds on this host.
+// `flotilla sandbox run|cleanup|image build`: one-shot sandboxes, leftover and node-state
+// cleanup, and image builds on this host.
 #include <unistd.h>
 
 #include <iostream>
@@ -113,6 +114,27 @@ int RunCommand(const RunFlags& f) {
   return r->exit_code;
 }
 
+int CleanupCommand(const std::string& state_dir) {
+  RuntimeOptions ro;
+  ro.state_dir = state_dir;
+  ro.bpf_pin_dir.clear();  // this runtime only cleans: it pins nothing
+  auto rt = Runtime::Open(ro);
+  if (!rt.ok()) {
+    std::cerr << "flotilla sandbox cleanup: " << rt.status() << "\n";
+    return 1;
+  }
+  auto report = (*rt)->CleanupLeftovers();
+  rt->reset();
+  absl::Status removed = flotilla::sandbox::RemoveNodeSharedState(RuntimeOptions{});
+  if (!report.ok() || !removed.ok()) {
+    std::cerr << "flotilla sandbox cleanup: " << (report.ok() ? removed : report.status()) << "\n";
+    return 1;
+  }
+  std::cout << "sandboxes=" << report->sandboxes << " cgroups=" << report->cgroups << " mounts=" << report->mounts
+            << " processes=" << report->processes << " pinned_bpf=removed\n";
+  return 0;
+}
+
 }  // namespace
 
 void AddSandboxCommand(CLI::App& app, int* exit_code) {
@@ -133,6 +155,12 @@ void AddSandboxCommand(CLI::App& app, int* exit_code) {
       ->allow_extra_args(false);
   run->add_option("command", flags->command, "The command and its arguments (after --)")->required();
   run->callback([flags, exit_code] { *exit_code = RunCommand(*flags); });
+
+  auto cleanup_dir = std::make_shared<std::string>("/var/lib/flotilla");
+  CLI::App* cleanup = sandbox->add_subcommand(
+      "cleanup", "Remove what dead runtimes left behind, then the node's pinned eBPF network programs");
+  cleanup->add_option("--state-dir", *cleanup_dir, "Runtime state directory");
+  cleanup->callback([cleanup_dir, exit_code] { *exit_code = CleanupCommand(*cleanup_dir); });
 
   auto image_dir = std::make_shared<std::string>("/var/lib/flotilla");
   auto image_name = std::make_shared<std::string>();

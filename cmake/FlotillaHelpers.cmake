@@ -34,3 +34,43 @@ function(flotilla_test name)
     set_tests_properties(${name} PROPERTIES RUN_SERIAL TRUE)
   endif()
 endfunction()
+
+# flotilla_link_archives(TARGET LIBS first-party-libraries... [KEEP_TARGETS targets...])
+# Links TARGET with the first-party static libraries' archives and every third-party C or C++
+# dependency they have from its static archive (absl, libbpf, libelf, zlib, libseccomp,
+# yaml-cpp, libcrypto), leaving only libstdc++, libc, spdlog and fmt as shared objects. A
+# process that starts often (the small `flotilla` binary) then maps six shared objects instead
+# of forty: the dynamic loader's work was the largest part of starting it. KEEP_TARGETS are
+# linked as they are (header-only or shared: CLI11, spdlog). Where the system lacks one of the
+# archives the target links the usual way.
+function(flotilla_link_archives target)
+  cmake_parse_arguments(ARG "" "" "LIBS;KEEP_TARGETS" ${ARGN})
+  set(libdir /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE})
+  file(GLOB absl_archives ${libdir}/libabsl_*.a)
+  set(archives)
+  set(missing)
+  foreach(name bpf elf z seccomp yaml-cpp crypto)
+    if(EXISTS ${libdir}/lib${name}.a)
+      list(APPEND archives ${libdir}/lib${name}.a)
+    else()
+      list(APPEND missing ${name})
+    endif()
+  endforeach()
+  find_library(FLOTILLA_ZSTD_LIB NAMES zstd libzstd.so.1)  # libelf's compression
+  if(NOT absl_archives OR missing OR NOT FLOTILLA_ZSTD_LIB)
+    message(STATUS "${target}: static archives missing (${missing}); linking shared libraries")
+    target_link_libraries(${target} PRIVATE ${ARG_LIBS} ${ARG_KEEP_TARGETS})
+    return()
+  endif()
+  set(first_party)
+  foreach(lib ${ARG_LIBS})
+    target_include_directories(${target} PRIVATE $<TARGET_PROPERTY:${lib},INTERFACE_INCLUDE_DIRECTORIES>)
+    target_compile_definitions(${target} PRIVATE $<TARGET_PROPERTY:${lib},INTERFACE_COMPILE_DEFINITIONS>)
+    list(APPEND first_party $<TARGET_FILE:${lib}>)
+    add_dependencies(${target} ${lib})
+  endforeach()
+  # One group: the archives refer to each other in every direction (absl's especially).
+  target_link_libraries(${target} PRIVATE
+    -Wl,--start-group ${first_party} ${absl_archives} ${archives} -Wl,--end-group
+    ${FLOTILLA_ZSTD_LIB} ${ARG_KEEP_TARGETS} Threads::Threads ${CMAKE_DL_LIBS})
+endfunction()

@@ -44,7 +44,7 @@ std::vector<EnforcerStatus> ProbeEnforcers() {
   if (!cgroup2.ok()) {
     out.push_back({"ebpf_network", false, absl::StrCat("ebpf_network: ", cgroup2.status().message())});
   } else {
-    auto enforcer = NetworkEnforcer::Create(NetworkEnforcer::Options{.max_rules = 16, .keep_hooks_warm = false});
+    auto enforcer = NetworkEnforcer::Create(NetworkEnforcer::Options{.max_rules = 16, .keep_hooks_warm = false, .pin_dir = ""});
     out.push_back({"ebpf_network", enforcer.ok(),
                    enforcer.ok() ? absl::StrCat("ebpf_network: cgroup v2 at ", *cgroup2)
                                  : absl::StrCat("ebpf_network: ", enforcer.status().message())});

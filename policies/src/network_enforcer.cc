@@ -1,4 +1,5 @@
-// The eBPF network enforcer: loads the cgroup sock_addr programs once, attaches per sandbox.
+// The eBPF network enforcer: the cgroup sock_addr programs loaded once (per process, or per
+// node through pins), attached per sandbox.
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
@@ -17,36 +18,25 @@
 #include "cgroup2_internal.h"
 #include "flotilla/common/status.h"
 #include "flotilla/policies/network.h"
-#include "net_policy.skel.h"
 #include "net_policy_abi.h"
 #include "net_rules.h"
+#include "network_programs.h"
 
 namespace flotilla::policies {
 
 struct NetworkEnforcer::Impl {
-  net_policy* skel = nullptr;
-  int rules_fd = -1;
-  int denials_fd = -1;
+  NetworkPrograms programs;
   std::string anchor_dir;             // empty: none
   std::vector<UniqueFd> anchor_links;
   ~Impl() {
     anchor_links.clear();
     if (!anchor_dir.empty()) rmdir(anchor_dir.c_str());
-    if (skel != nullptr) net_policy__destroy(skel);
   }
 };
 
 namespace {
 
 constexpr char kAnchorPrefix[] = "flotilla-netpolicy-anchor.";
-
-// The four programs and their attach points, in attach order.
-std::vector<std::pair<bpf_program*, bpf_attach_type>> Programs(net_policy* skel) {
-  return {{skel->progs.flotilla_connect4, BPF_CGROUP_INET4_CONNECT},
-          {skel->progs.flotilla_connect6, BPF_CGROUP_INET6_CONNECT},
-          {skel->progs.flotilla_sendmsg4, BPF_CGROUP_UDP4_SENDMSG},
-          {skel->progs.flotilla_sendmsg6, BPF_CGROUP_UDP6_SENDMSG}};
-}
 
 // Removes anchor cgroups left by processes that no longer exist (a crashed agent).
 void RemoveStaleAnchors(const std::string& root) {
@@ -82,12 +72,13 @@ absl::Status BpfError(std::string_view what, int err) {
 
 absl::StatusOr<std::unique_ptr<NetworkEnforcer>> NetworkEnforcer::Create(const Options& options) {
   auto impl = std::make_unique<Impl>();
-  impl->skel = net_policy__open();
-  if (impl->skel == nullptr) return BpfError("opening the BPF network programs", errno);
-  bpf_map__set_max_entries(impl->skel->maps.flotilla_rules, options.max_rules);
-  if (int rc = net_policy__load(impl->skel); rc != 0) return BpfError("loading the BPF network programs", rc);
-  impl->rules_fd = bpf_map__fd(impl->skel->maps.flotilla_rules);
-  impl->denials_fd = bpf_map__fd(impl->skel->maps.flotilla_denials);
+  if (!options.pin_dir.empty()) {
+    // The node's shared copy: its pinned anchor keeps the hooks on, so there is no own anchor.
+    ASSIGN_OR_RETURN(impl->programs, OpenPinnedNetworkPrograms(options.pin_dir, options.max_rules));
+    PurgeDeadCgroupEntries(impl->programs.rules.get(), impl->programs.denials.get());
+    return std::unique_ptr<NetworkEnforcer>(new NetworkEnforcer(std::move(impl)));
+  }
+  ASSIGN_OR_RETURN(impl->programs, LoadNetworkPrograms(options.max_rules));
   if (options.keep_hooks_warm) {
     // The kernel switches each cgroup hook on (live code patching, milliseconds) when the
     // first program anywhere attaches to it and off when the last one leaves. An empty
@@ -103,14 +94,16 @@ absl::StatusOr<std::unique_ptr<NetworkEnforcer>> NetworkEnforcer::Create(const O
     }
     UniqueFd dir(open(impl->anchor_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!dir.valid()) return ErrnoStatus("opening the BPF anchor cgroup");
-    for (const auto& [prog, type] : Programs(impl->skel)) {
-      int link = bpf_link_create(bpf_program__fd(prog), dir.get(), type, nullptr);
+    for (size_t i = 0; i < kNetworkPrograms.size(); ++i) {
+      int link = bpf_link_create(impl->programs.progs[i].get(), dir.get(), kNetworkPrograms[i].type, nullptr);
       if (link < 0) return BpfError("attaching to the BPF anchor cgroup", link);
       impl->anchor_links.emplace_back(link);
     }
   }
   return std::unique_ptr<NetworkEnforcer>(new NetworkEnforcer(std::move(impl)));
 }
+
+absl::Status NetworkEnforcer::RemovePinned(const std::string& pin_dir) { return RemovePinnedNetworkPrograms(pin_dir); }
 
 NetworkEnforcer::NetworkEnforcer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 NetworkEnforcer::~NetworkEnforcer() = default;
@@ -122,7 +115,7 @@ absl::StatusOr<std::unique_ptr<NetworkAttachment>> NetworkEnforcer::Attach(const
   std::unique_ptr<NetworkAttachment> att(new NetworkAttachment(this, cgroup_id));
   // Rules go in before the links, so the sandbox never runs under a half-written policy.
   uint64_t zero = 0;
-  if (bpf_map_update_elem(impl_->denials_fd, &cgroup_id, &zero, BPF_NOEXIST) != 0) {
+  if (bpf_map_update_elem(impl_->programs.denials.get(), &cgroup_id, &zero, BPF_NOEXIST) != 0) {
     if (errno == EEXIST) return absl::AlreadyExistsError(absl::StrCat("cgroup ", cgroup_id, " already has a network policy"));
     return BpfError("creating the denial counter", errno);
   }
@@ -133,16 +126,16 @@ absl::StatusOr<std::unique_ptr<NetworkAttachment>> NetworkEnforcer::Attach(const
     value.flags = e.deny ? FLOTILLA_RULE_DENY : 0;
     value.nranges = static_cast<uint32_t>(e.ports.size());
     for (size_t i = 0; i < e.ports.size(); ++i) value.ranges[i] = {e.ports[i].lo, e.ports[i].hi};
-    if (bpf_map_update_elem(impl_->rules_fd, &key, &value, BPF_ANY) != 0) {
+    if (bpf_map_update_elem(impl_->programs.rules.get(), &key, &value, BPF_ANY) != 0) {
       return BpfError(absl::StrCat("writing the network rule for ", e.cidr.ToString()), errno);
     }
     const auto* bytes = reinterpret_cast<const uint8_t*>(&key);
     att->keys_.emplace_back(bytes, bytes + sizeof(key));
   }
   att->rule_count_ = entries.size();
-  for (const auto& [prog, type] : Programs(impl_->skel)) {
-    int link = bpf_link_create(bpf_program__fd(prog), cgroup_dir_fd, type, nullptr);
-    if (link < 0) return BpfError(absl::StrCat("attaching ", bpf_program__name(prog), " to the cgroup"), link);
+  for (size_t i = 0; i < kNetworkPrograms.size(); ++i) {
+    int link = bpf_link_create(impl_->programs.progs[i].get(), cgroup_dir_fd, kNetworkPrograms[i].type, nullptr);
+    if (link < 0) return BpfError(absl::StrCat("attaching ", kNetworkPrograms[i].name, " to the cgroup"), link);
     att->links_.emplace_back(link);
   }
   return att;
@@ -150,14 +143,14 @@ absl::StatusOr<std::unique_ptr<NetworkAttachment>> NetworkEnforcer::Attach(const
 
 void NetworkEnforcer::Detach(NetworkAttachment* att) {
   att->links_.clear();  // closing a link fd detaches its program
-  for (const auto& key : att->keys_) bpf_map_delete_elem(impl_->rules_fd, key.data());
+  for (const auto& key : att->keys_) bpf_map_delete_elem(impl_->programs.rules.get(), key.data());
   att->keys_.clear();
-  if (att->counter_created_) bpf_map_delete_elem(impl_->denials_fd, &att->cgroup_id_);
+  if (att->counter_created_) bpf_map_delete_elem(impl_->programs.denials.get(), &att->cgroup_id_);
 }
 
 uint64_t NetworkEnforcer::Denials(uint64_t cgroup_id) const {
   uint64_t count = 0;
-  if (bpf_map_lookup_elem(impl_->denials_fd, &cgroup_id, &count) != 0) return 0;
+  if (bpf_map_lookup_elem(impl_->programs.denials.get(), &cgroup_id, &count) != 0) return 0;
   return count;
 }
 

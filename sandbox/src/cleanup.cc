@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "flotilla/common/status.h"
+#include "flotilla/policies/network.h"
 #include "runtime_impl.h"
 #include "sys_util.h"
 
@@ -81,6 +82,11 @@ absl::StatusOr<CleanupReport> RuntimeImpl::CleanupLeftovers() {
     RemoveTree(dir);
   }
   return report;
+}
+
+absl::Status RemoveNodeSharedState(const RuntimeOptions& options) {
+  if (options.bpf_pin_dir.empty()) return absl::OkStatus();
+  return policies::NetworkEnforcer::RemovePinned(options.bpf_pin_dir);
 }
 
 }  // namespace flotilla::sandbox

@@ -45,9 +45,10 @@ struct HostEnforcers {
     *why_not = network_error;
     return network.get();
   }
-  void StartNetworkLoad() {
-    network_loading = std::thread([this] {
-      auto net = pol::NetworkEnforcer::Create();
+  void StartNetworkLoad(std::string pin_dir) {
+    network_loading = std::thread([this, pin_dir = std::move(pin_dir)] {
+      auto net = pol::NetworkEnforcer::Create(
+          pol::NetworkEnforcer::Options{.max_rules = 65536, .keep_hooks_warm = true, .pin_dir = pin_dir});
       if (net.ok()) {
         network = std::move(*net);
       } else {
@@ -147,7 +148,8 @@ class PoliciesSandboxEnforcement final : public SandboxEnforcement {
 
 class PoliciesEnforcement final : public PolicyEnforcement {
  public:
-  explicit PoliciesEnforcement(std::string policies_dir) : policies_dir_(std::move(policies_dir)) {}
+  PoliciesEnforcement(std::string policies_dir, std::string bpf_pin_dir)
+      : policies_dir_(std::move(policies_dir)), bpf_pin_dir_(std::move(bpf_pin_dir)) {}
   ~PoliciesEnforcement() override {
     if (prefetch_.joinable()) prefetch_.join();
   }
@@ -165,7 +167,7 @@ class PoliciesEnforcement final : public PolicyEnforcement {
       auto sup = pol::SeccompSupervisor::Start();
       if (sup.ok()) host_.supervisor = std::move(*sup);
     }
-    host_.StartNetworkLoad();
+    host_.StartNetworkLoad(bpf_pin_dir_);
     // The default policy's named address lists need name lookups: start them now, so that
     // the first Create (often the only one, in `flotilla sandbox run`) finds them done. A
     // Create that asks meanwhile waits on mu_; a failure here is retried (and reported) there.
@@ -230,6 +232,7 @@ class PoliciesEnforcement final : public PolicyEnforcement {
   }
 
   std::string policies_dir_;
+  std::string bpf_pin_dir_;
   HostEnforcers host_;
   std::mutex mu_;
   std::map<std::string, pol::Policy> cache_;
@@ -239,7 +242,7 @@ class PoliciesEnforcement final : public PolicyEnforcement {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PolicyEnforcement>> PolicyEnforcement::Create(const RuntimeOptions& options) {
-  auto e = std::make_unique<PoliciesEnforcement>(options.policies_dir);
+  auto e = std::make_unique<PoliciesEnforcement>(options.policies_dir, options.bpf_pin_dir);
   RETURN_IF_ERROR(e->Init());
   return std::unique_ptr<PolicyEnforcement>(std::move(e));
 }

@@ -131,6 +131,16 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
   rt->features_.core_scheduling = ::prctl(PR_SCHED_CORE, 0, 0, 0, reinterpret_cast<unsigned long>(&cookie)) == 0;
   if (!rt->features_.core_scheduling) rt->features_.detail += "core scheduling: not supported by this kernel\n";
   if (!driver.has_unified()) rt->features_.detail += "cgroup v2: none mounted; eBPF network policy unavailable\n";
+  if (driver.has_unified() && options.favor_cgroup_migrations) {
+    auto favored = FavorCgroupMigrations(driver.v2_mount());
+    if (!favored.ok()) {
+      FLOG(warn, "cgroup favordynmods not set", {{"error", std::string(favored.status().message())}});
+    }
+    rt->features_.cgroup_favordynmods = favored.ok() && *favored;
+  }
+  if (!rt->features_.cgroup_favordynmods) {
+    rt->features_.detail += "cgroup favordynmods: off; each sandbox start waits for an RCU grace period\n";
+  }
 
   std::error_code ec;
   std::filesystem::create_directories(options.state_dir + "/run", ec);

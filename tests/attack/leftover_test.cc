@@ -2,10 +2,16 @@
 // and asserts that nothing of any flotilla sandbox remains on the host: no cgroup in any v1
 // hierarchy or in the v2 hierarchy, no mount, no BPF program attached to a flotilla cgroup, no
 // cgroup BPF link whose cgroup is gone, no pinned BPF object, no sandbox process.
+//
+// What the node's runtimes share on purpose and keep between processes (the pinned network
+// programs, their anchor cgroup and bpffs) is taken away first by `flotilla sandbox cleanup`,
+// the command an operator runs; everything else must already be gone.
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include <nlohmann/json.hpp>
 #include <set>
@@ -19,6 +25,17 @@
 
 namespace flotilla::attack {
 namespace {
+
+class NodeCleanup : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    const char* cli = std::getenv("FLOTILLA_CLI");
+    ASSERT_NE(cli, nullptr) << "FLOTILLA_CLI (the flotilla binary) is not set";
+    std::string out;
+    ASSERT_EQ(RunOnHost({cli, "sandbox", "cleanup"}, &out), 0) << out;
+  }
+};
+::testing::Environment* const node_cleanup = ::testing::AddGlobalTestEnvironment(new NodeCleanup);
 
 // Host uids that sandbox processes run as (root inside maps to 100000, a 65536 range).
 constexpr uint64_t kSandboxUidBase = 100000;

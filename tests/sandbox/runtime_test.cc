@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <cstdlib>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -293,6 +294,26 @@ TEST(RuntimeOpenTest, ANewZygoteReplacesAKilledOne) {
   std::vector<pid_t> now = ChildrenNamed("flotilla-zygote");
   ASSERT_EQ(now.size(), 1u);
   EXPECT_NE(now[0], zygotes[0]);
+}
+
+// Open sets "favordynmods" on the cgroup v2 superblock (RuntimeOptions::favor_cgroup_migrations)
+// and says so; the kernel's own mount table agrees.
+TEST_F(SandboxTest, CgroupMigrationsAreFavoredWhereTheKernelCanDoIt) {
+  if (!rt().features().cgroup_v2_unified) GTEST_SKIP() << "no cgroup v2 hierarchy on this host";
+  std::ifstream in("/proc/self/mountinfo");
+  bool mounted_with_option = false;
+  for (std::string line; std::getline(in, line);) {
+    if (absl::StrContains(line, " - cgroup2 ") && absl::StrContains(line, "favordynmods")) mounted_with_option = true;
+  }
+  EXPECT_EQ(rt().features().cgroup_favordynmods, mounted_with_option);
+  struct utsname u {};
+  ASSERT_EQ(::uname(&u), 0);
+  if (std::atoi(u.release) >= 6) {
+    EXPECT_TRUE(rt().features().cgroup_favordynmods) << "Linux 6.0+ has the option";
+  }
+  if (!rt().features().cgroup_favordynmods) {
+    EXPECT_TRUE(absl::StrContains(rt().features().detail, "favordynmods")) << rt().features().detail;
+  }
 }
 
 }  // namespace

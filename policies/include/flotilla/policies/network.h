@@ -1,7 +1,7 @@
 // eBPF network enforcement per sandbox cgroup.
 //
 // One NetworkEnforcer per process loads the BPF programs (cgroup/connect4, connect6, sendmsg4,
-// sendmsg6) and their maps once. Attaching a sandbox writes its rules into a shared LPM trie
+// sendmsg6) and their maps once, or takes the node's pinned copy (Options::pin_dir). Attaching a sandbox writes its rules into a shared LPM trie
 // keyed by (cgroup id, address prefix) and links the four programs to the sandbox's cgroup v2
 // directory, which takes microseconds, not a program load.
 //
@@ -71,7 +71,16 @@ class NetworkEnforcer {
     // destruction; stale ones of dead processes are removed by Create). Without it every
     // attach/detach that switches a hook on or off costs milliseconds of kernel code patching.
     bool keep_hooks_warm = true;
+    // Non-empty: use the node's shared copy of the programs pinned under this directory (a
+    // bpffs of flotilla's own, mounted there if needed), loading and pinning it only when no
+    // earlier process did. Its pinned anchor keeps the hooks on across processes (so
+    // keep_hooks_warm is moot), and a short-lived process skips the program load altogether.
+    // Entries of cgroups that no longer exist (a crashed process's) are purged at Create.
+    std::string pin_dir;
   };
+  // Takes the node's shared copy under `pin_dir` away (pins, anchor cgroups, the bpffs mount).
+  // Processes using it keep their objects; the next pinning Create makes a new copy.
+  static absl::Status RemovePinned(const std::string& pin_dir);
   // Loads the programs. FailedPrecondition / PermissionDenied (with the reason) where the
   // kernel or privileges do not allow it.
   static absl::StatusOr<std::unique_ptr<NetworkEnforcer>> Create(const Options& options);

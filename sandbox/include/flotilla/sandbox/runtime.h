@@ -178,6 +178,15 @@ struct RuntimeOptions {
   // have mapped and touched their data). Else an executable that runs the zygote
   // (zygote_main.h; the `flotilla` CLI does), for processes that are already large at Open.
   std::string zygote_binary;
+  // The eBPF network programs: the node's copy pinned in a bpffs of flotilla's own mounted
+  // here (shared by every runtime of the node; the first one loads it, the rest open it in
+  // microseconds, and its anchor keeps the kernel's cgroup hooks on between processes). Empty:
+  // each runtime loads its own. `flotilla sandbox cleanup` takes the pinned copy away.
+  std::string bpf_pin_dir = "/run/flotilla/bpf";
+  // Set the cgroup v2 option "favordynmods" (host-wide, Linux 6.0+) at Open when it is off:
+  // without it every sandbox start waits out an RCU grace period (5-20 ms) when its init joins
+  // its cgroups; with it fork and exit get slightly dearer everywhere on the host.
+  bool favor_cgroup_migrations = true;
 };
 
 // What the host supports, detected when the runtime opens.
@@ -188,6 +197,7 @@ struct HostFeatures {
   bool core_scheduling = false;        // prctl(PR_SCHED_CORE)
   bool cpuset = false;                 // a cpuset controller: sandboxes can be pinned
   bool idmapped_mounts = false;
+  bool cgroup_favordynmods = false;    // cgroup migrations skip the RCU grace period
   std::string detail;                  // one line per missing feature
 };
 
@@ -239,6 +249,11 @@ class Runtime {
   // with the prefix (killing their processes), stale mounts under the state dir.
   virtual absl::StatusOr<CleanupReport> CleanupLeftovers() = 0;
 };
+
+// Takes away what the node's runtimes share and keep between processes: the pinned eBPF
+// network programs under `options.bpf_pin_dir`, their anchor cgroup and the bpffs mount.
+// Running runtimes keep working (they hold the objects); the next one pins a fresh copy.
+absl::Status RemoveNodeSharedState(const RuntimeOptions& options);
 
 // Builds a Debian image with debootstrap into <state_dir>/images/<name> (mirror from the
 // machine's apt configuration). Progress lines go to `progress` (may be null).
