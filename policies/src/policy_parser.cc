@@ -100,9 +100,19 @@ absl::StatusOr<NetworkPolicy> ParseNetwork(const ConfigNode& node, const PolicyL
     for (const auto& c : cidrs) net.allow.push_back(NetworkRule{c, ports});
   }
   ASSIGN_OR_RETURN(std::vector<ConfigNode> lists, node["deny_lists"].Items());
+  net.deny_pending = options.defer_moot_deny_lists && !lists.empty() && OnlyLoopbackAllowed(net);
   for (const auto& item : lists) {
+    ASSIGN_OR_RETURN(std::string name, item.AsString());
+    if (net.deny_pending) {
+      // Checked now, resolved later: an unknown name is still an error of this document.
+      if (name != "package_mirrors" && name != "loopback") {
+        return item.Error("unknown address list '" + name + "' (known: package_mirrors, loopback)");
+      }
+      net.deny_lists.push_back(name);
+      continue;
+    }
     ASSIGN_OR_RETURN(std::vector<Cidr> cidrs, NamedList(item, options, &net));
-    net.deny_lists.push_back(*item.AsString());
+    net.deny_lists.push_back(name);
     for (const auto& c : cidrs) {
       if (std::find(net.deny.begin(), net.deny.end(), c) == net.deny.end()) net.deny.push_back(c);
     }
@@ -226,6 +236,26 @@ absl::StatusOr<Policy> LoadPolicy(std::string_view name_or_path, const PolicyLoa
   ASSIGN_OR_RETURN(Policy p, ParsePolicyText(text, absl::StrCat(std::string(name_or_path), ".yaml"), options));
   p.source = absl::StrCat("builtin:", std::string(name_or_path), ".yaml");
   return p;
+}
+
+bool OnlyLoopbackAllowed(const NetworkPolicy& net) {
+  static const Cidr v4 = *Cidr::Parse("127.0.0.0/8");
+  static const Cidr v6 = *Cidr::Parse("::1/128");
+  return std::all_of(net.allow.begin(), net.allow.end(),
+                     [](const NetworkRule& r) { return v4.Contains(r.cidr) || v6.Contains(r.cidr); });
+}
+
+absl::Status ResolvePendingDenyLists(NetworkPolicy* net, const PolicyLoadOptions& options) {
+  if (!net->deny_pending) return absl::OkStatus();
+  for (const std::string& name : net->deny_lists) {
+    auto cidrs = ResolveNamedList(name, options, &net->unresolved_hosts);
+    if (!cidrs.ok()) return Annotate(cidrs.status(), "network.deny_lists: " + name);
+    for (const auto& c : *cidrs) {
+      if (std::find(net->deny.begin(), net->deny.end(), c) == net->deny.end()) net->deny.push_back(c);
+    }
+  }
+  net->deny_pending = false;
+  return absl::OkStatus();
 }
 
 }  // namespace flotilla::policies

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "flotilla/common/ids.h"
 #include "flotilla/common/status.h"
 #include "flotilla/policies/network.h"
 #include "runtime_impl.h"
@@ -85,6 +86,9 @@ absl::StatusOr<CleanupReport> RuntimeImpl::CleanupLeftovers() {
 }
 
 absl::Status RemoveNodeSharedState(const RuntimeOptions& options) {
+  if (auto driver = CgroupDriver::Detect(); driver.ok() && IsSafeId(options.cgroup_prefix)) {
+    driver->RemoveIfEmpty(options.cgroup_prefix);  // in use by a live runtime: stays
+  }
   if (options.bpf_pin_dir.empty()) return absl::OkStatus();
   return policies::NetworkEnforcer::RemovePinned(options.bpf_pin_dir);
 }

@@ -69,17 +69,6 @@ int WriteAll(int fd, const char* s, size_t n) {
   return 0;
 }
 
-void BringLoopbackUp() {
-  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (s < 0) return;
-  struct ifreq ifr {};
-  std::memcpy(ifr.ifr_name, "lo", 3);
-  if (::ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
-    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-    (void)::ioctl(s, SIOCSIFFLAGS, &ifr);
-  }
-  ::close(s);
-}
 
 int SetCapabilities(uint64_t keep) {
   for (int cap = 0; cap <= 63; ++cap) {
@@ -406,6 +395,18 @@ uint64_t DefaultKeptCapabilities() {
     m |= 1ull << c;
   }
   return m;
+}
+
+void BringLoopbackUp() {
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return;
+  struct ifreq ifr {};
+  std::memcpy(ifr.ifr_name, "lo", 3);
+  if (::ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    (void)::ioctl(s, SIOCSIFFLAGS, &ifr);
+  }
+  ::close(s);
 }
 
 void RunInit(const InitPlanView& plan) {

@@ -61,6 +61,9 @@ struct InitPlan {
 // other inherited descriptor is closed) and the user namespace to enter.
 [[noreturn]] void RunInit(const InitPlanView& plan);
 
+// Sets the loopback interface of the caller's network namespace up (no allocation).
+void BringLoopbackUp();
+
 // The default kept capabilities (Docker's default set minus NET_RAW and MKNOD).
 uint64_t DefaultKeptCapabilities();
 

@@ -197,6 +197,9 @@ class PoliciesEnforcement final : public PolicyEnforcement {
       rule.ports = {a.port ? pol::PortRange{a.port, a.port} : pol::PortRange{0, 65535}};
       policy.network.allow.push_back(rule);
     }
+    if (policy.network.deny_pending && !pol::OnlyLoopbackAllowed(policy.network)) {
+      RETURN_IF_ERROR(pol::ResolvePendingDenyLists(&policy.network));
+    }
     const pol::ResourcePolicy& r = policy.resources;
     limits->execution_class = policy.execution_class == pol::ExecutionClass::kLatencySensitive
                                   ? ExecutionClass::kLatencySensitive
@@ -225,7 +228,9 @@ class PoliciesEnforcement final : public PolicyEnforcement {
       std::string file = policies_dir_ + "/" + name + ".yaml";
       if (::access(file.c_str(), R_OK) == 0) source = file;
     }
-    auto p = pol::LoadPolicy(source);
+    // The default policy allows only loopback: its package-mirror deny list needs no name
+    // lookups unless a caller widens the allow rules (Prepare resolves it then).
+    auto p = pol::LoadPolicy(source, pol::PolicyLoadOptions{.apt_root = "/", .defer_moot_deny_lists = true});
     if (!p.ok()) return Annotate(p.status(), "policy_name");
     cache_[name] = *p;
     return *p;

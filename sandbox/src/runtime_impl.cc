@@ -142,6 +142,9 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
     rt->features_.detail += "cgroup favordynmods: off; each sandbox start waits for an RCU grace period\n";
   }
 
+  // The enforcers load on threads of their own (the eBPF programs, the default policy) while
+  // the rest of Open runs.
+  ASSIGN_OR_RETURN(rt->enforcement_, PolicyEnforcement::Create(options));
   std::error_code ec;
   std::filesystem::create_directories(options.state_dir + "/run", ec);
   if (ec) return absl::InternalError("creating " + options.state_dir + "/run: " + ec.message());
@@ -157,11 +160,19 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
   std::filesystem::create_directories(rt->instance_dir_ + "/root", ec);
   if (ec) return absl::InternalError("creating " + rt->instance_dir_ + ": " + ec.message());
   rt->cgroup_group_ = options.cgroup_prefix + "/" + rt->instance_;
-  RETURN_IF_ERROR(driver.EnsureGroup(rt->cgroup_group_));
+  // The instance's cgroups (a few mkdirs in each hierarchy) are made meanwhile on a thread.
+  absl::Status groups_made;
+  std::thread groups([&] { groups_made = driver.EnsureGroup(rt->cgroup_group_); });
+  struct Joiner {
+    std::thread& t;
+    ~Joiner() {
+      if (t.joinable()) t.join();
+    }
+  } join_groups{groups};
 
   ASSIGN_OR_RETURN(rt->userns_, CreateUserNamespace(options.host_uid_base));
-  // The zygote is forked now, while this process is smallest (before the image layers and the
-  // enforcers are loaded and the other threads start).
+  // The zygote is forked now, while this process is small (before the image layers load; the
+  // zygote closes every descriptor but its channel and never touches the other threads' data).
   RuntimeImpl* raw = rt.get();
   rt->spawner_ = std::thread([raw] { raw->SpawnerLoop(); });
   {
@@ -178,7 +189,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
     return absl::UnavailableError(absl::StrCat("id-mapped overlay lower layers unavailable: ", probe.status().message()));
   }
   rt->features_.idmapped_mounts = true;
-  ASSIGN_OR_RETURN(rt->enforcement_, PolicyEnforcement::Create(options));
+  groups.join();
+  RETURN_IF_ERROR(groups_made);
 
   rt->epoll_.Reset(::epoll_create1(EPOLL_CLOEXEC));
   rt->wake_.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -210,12 +222,16 @@ RuntimeImpl::~RuntimeImpl() {
   if (spawner_.joinable()) spawner_.join();
   if (monitor_.joinable()) monitor_.join();
   images_.reset();
+  // The instance's directory goes on a thread while its cgroups go here.
+  std::thread remove_dir([this] {
+    if (!instance_dir_.empty()) RemoveTree(instance_dir_);
+  });
   int killed = 0, removed = 0;
   if (cgroups_ && !cgroup_group_.empty()) {
+    // The "<prefix>" parent stays for the next runtime (RemoveNodeSharedState takes it away).
     cgroups_->RemoveGroup(cgroup_group_, &killed, &removed);
-    cgroups_->RemoveIfEmpty(options_.cgroup_prefix);  // the last runtime of a prefix takes it away
   }
-  if (!instance_dir_.empty()) RemoveTree(instance_dir_);
+  remove_dir.join();
 }
 
 absl::StatusOr<Zygote::Spawned> RuntimeImpl::Spawn(const InitPlan& plan) {

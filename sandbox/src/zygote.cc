@@ -40,6 +40,28 @@ struct ZygoteReply {
 // Static: the zygote is a fork of a multi-threaded process and never allocates.
 alignas(8) char g_plan[kInitPlanMaxBytes];
 
+// Network namespaces made ahead, loopback up, while the zygote has nothing else to do: a new
+// one takes the kernel over half a millisecond, which an init then does not wait for. They
+// belong to the host's user namespace, like one made by the clone would.
+constexpr int kNetnsPool = 2;
+int g_netns[kNetnsPool];
+int g_netns_count = 0;
+int g_own_netns = -1;
+
+void FillNetnsPool() {
+  if (g_own_netns < 0) return;
+  bool moved = false;
+  while (g_netns_count < kNetnsPool) {
+    if (::unshare(CLONE_NEWNET) != 0) break;
+    moved = true;
+    BringLoopbackUp();
+    int fd = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) break;
+    g_netns[g_netns_count++] = fd;
+  }
+  if (moved && ::setns(g_own_netns, CLONE_NEWNET) != 0) ::_exit(1);  // never clone into a pooled one
+}
+
 // Sends `reply`, with `fd` attached when it is >= 0. Returns false when the channel is gone.
 bool SendReply(int channel, const ZygoteReply& reply, int fd) {
   struct iovec iov {const_cast<ZygoteReply*>(&reply), sizeof(reply)};
@@ -81,7 +103,9 @@ bool SendReply(int channel, const ZygoteReply& reply, int fd) {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  g_own_netns = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
   for (;;) {
+    FillNetnsPool();
     struct iovec iov {g_plan, sizeof(g_plan)};
     alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kInitPlanMaxFds)];
     struct msghdr mh {};
@@ -118,12 +142,18 @@ bool SendReply(int channel, const ZygoteReply& reply, int fd) {
       reply.err = EINVAL;
       reply.rejected = 1;
     } else {
+      const int netns = g_netns_count > 0 ? g_netns[--g_netns_count] : -1;
       CloneArgs args{};
-      args.flags = CLONE_PIDFD | CLONE_PARENT | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS |
-                   CLONE_NEWIPC;
+      args.flags = CLONE_PIDFD | CLONE_PARENT | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |
+                   (netns < 0 ? CLONE_NEWNET : 0);
       args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
       long r = ::syscall(SYS_clone3, &args, sizeof(args));
-      if (r == 0) RunInit(plan);
+      if (r == 0) {
+        if (netns >= 0 && ::setns(netns, CLONE_NEWNET) != 0) ::_exit(127);  // set-up fails, reported
+        if (netns >= 0) ::close(netns);
+        RunInit(plan);
+      }
+      if (netns >= 0) ::close(netns);
       reply.err = r < 0 ? errno : 0;
       reply.pid = r < 0 ? 0 : static_cast<int32_t>(r);
       reply.layer_fd = plan.tmpfs_fd();

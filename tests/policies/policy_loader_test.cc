@@ -220,6 +220,43 @@ TEST(AptMirrorTest, UnresolvableMirrorIsSkippedAndReported) {
   EXPECT_EQ(strict.status().code(), absl::StatusCode::kUnavailable);
 }
 
+// A deny list is moot while only loopback is allowed (a sandbox's loopback is its own): with
+// defer_moot_deny_lists it is named but not looked up until a wider rule makes it matter.
+TEST(AptMirrorTest, DenyListOfALoopbackOnlyPolicyWaitsUntilItMatters) {
+  testing::TempDir root;
+  std::filesystem::create_directories(root.path() / "etc/apt");
+  WriteFile(root.file("etc/apt/sources.list"), "deb http://192.0.2.5/debian stable main\n");
+  PolicyLoadOptions opts{.apt_root = root.path().string(), .defer_moot_deny_lists = true};
+  const char* yaml = "network:\n  allow:\n    - list: loopback\n  deny_lists: [package_mirrors]\n";
+  auto p = ParsePolicyText(yaml, "p.yaml", opts);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->network.deny_pending);
+  EXPECT_TRUE(p->network.deny.empty());
+  EXPECT_TRUE(OnlyLoopbackAllowed(p->network));
+  EXPECT_EQ(p->network.deny_lists, (std::vector<std::string>{"package_mirrors"}));
+
+  p->network.allow.push_back(NetworkRule{*Cidr::Parse("192.0.2.0/24"), {PortRange{}}});
+  EXPECT_FALSE(OnlyLoopbackAllowed(p->network));
+  ASSERT_TRUE(ResolvePendingDenyLists(&p->network, opts).ok());
+  EXPECT_FALSE(p->network.deny_pending);
+  ASSERT_EQ(p->network.deny.size(), 1u);
+  EXPECT_EQ(p->network.deny[0].ToString(), "192.0.2.5/32");
+
+  // Without the option, or with a wider allow rule, the list is resolved at load as before.
+  auto eager = ParsePolicyText(yaml, "p.yaml", PolicyLoadOptions{.apt_root = root.path().string()});
+  ASSERT_TRUE(eager.ok());
+  EXPECT_FALSE(eager->network.deny_pending);
+  EXPECT_EQ(eager->network.deny.size(), 1u);
+  auto wide = ParsePolicyText("network:\n  allow:\n    - cidr: 10.0.0.0/8\n  deny_lists: [package_mirrors]\n",
+                              "p.yaml", opts);
+  ASSERT_TRUE(wide.ok());
+  EXPECT_FALSE(wide->network.deny_pending);
+  EXPECT_EQ(wide->network.deny.size(), 1u);
+  // An unknown list name is still an error of the document when its lookup is deferred.
+  auto bad = ParsePolicyText("network:\n  deny_lists: [mirrors_of_mars]\n", "p.yaml", opts);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(AptMirrorTest, NoAptConfigurationMeansAnEmptyList) {
   testing::TempDir root;
   auto hosts = AptSourceHosts(root.path().string());

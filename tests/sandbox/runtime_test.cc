@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include <filesystem>
+#include <set>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -48,6 +49,24 @@ TEST_F(SandboxTest, NamespacesAreNew) {
   }
   EXPECT_EQ(Trim(Sh(sb.id(), "hostname")), sb.id());
   EXPECT_EQ(Trim(Sh(sb.id(), "cat /proc/self/cgroup | tail -1")), "0::/");
+}
+
+// Network namespaces come from the zygote's pool (made ahead) or the clone: either way each
+// sandbox has its own, with only loopback, up, and none is handed out twice.
+TEST_F(SandboxTest, EverySandboxHasItsOwnNetworkNamespaceWithLoopbackUp) {
+  std::vector<std::unique_ptr<ScopedSandbox>> boxes;
+  std::set<std::string> seen;
+  for (int i = 0; i < 4; ++i) {
+    boxes.push_back(std::make_unique<ScopedSandbox>(rt()));
+    ASSERT_TRUE(boxes.back()->ok());
+    const std::string& id = boxes.back()->id();
+    std::string ns = Trim(Sh(id, "stat -L -c %i /proc/self/ns/net"));
+    EXPECT_TRUE(seen.insert(ns).second) << "network namespace " << ns << " shared by two sandboxes";
+    EXPECT_EQ(Trim(Sh(id, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")), "lo");
+    // Loopback up: a connection to a closed port there is refused (111), not unreachable.
+    EXPECT_EQ(Trim(Sh(id, "python3 -c \"import socket; print(socket.socket().connect_ex(('127.0.0.1', 1)))\"")),
+              "111");
+  }
 }
 
 TEST_F(SandboxTest, RootInsideMapsToUnprivilegedHostUid) {

@@ -92,7 +92,15 @@ struct NetworkPolicy {
   std::vector<std::string> deny_lists;  // the names, for display
   // Host names of named lists that did not resolve at load time (skipped, and logged).
   std::vector<std::string> unresolved_hosts;
+  // deny_lists not resolved yet (PolicyLoadOptions::defer_moot_deny_lists): `deny` is empty
+  // until ResolvePendingDenyLists runs.
+  bool deny_pending = false;
 };
+
+// True when every allow rule lies in loopback (127.0.0.0/8, ::1): in a sandbox's own network
+// namespace such rules reach only the sandbox itself, so no deny rule can change anything.
+bool OnlyLoopbackAllowed(const NetworkPolicy& net);
+
 
 struct SyscallPolicy {
   // Syscall names denied with EPERM (counted). Argument-filtered syscalls (clone, unshare,
@@ -131,7 +139,14 @@ struct Policy {
 struct PolicyLoadOptions {
   // Root under which etc/apt/sources.list{,.d} are read for `package_mirrors` ("/" = this host).
   std::string apt_root = "/";
+  // Leave `deny_lists` unresolved (NetworkPolicy::deny_pending) when OnlyLoopbackAllowed: the
+  // name lookups of package_mirrors then cost nothing until a caller widens the allow rules
+  // and calls ResolvePendingDenyLists.
+  bool defer_moot_deny_lists = false;
 };
+
+// Resolves the deny lists left pending by defer_moot_deny_lists (no-op otherwise).
+absl::Status ResolvePendingDenyLists(NetworkPolicy* net, const PolicyLoadOptions& options = {});
 
 // The Docker-default-style base deny list (syscall names without argument filters).
 const std::vector<std::string>& DockerDefaultDenyList();

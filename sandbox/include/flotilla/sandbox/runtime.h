@@ -164,8 +164,8 @@ struct CleanupReport {
 
 struct RuntimeOptions {
   std::string state_dir = "/var/lib/flotilla";  // layers, images, per-sandbox dirs
-  // Cgroup names are "<cgroup_prefix>-<sandbox id>" under a "<cgroup_prefix>" parent; two
-  // runtimes on one host must use different prefixes (or state dirs).
+  // Cgroups are "<cgroup_prefix>/<instance>/<sandbox id>"; the "<cgroup_prefix>" parent stays
+  // between runtimes (RemoveNodeSharedState removes it when empty).
   std::string cgroup_prefix = "flotilla";
   uint32_t host_uid_base = 100000;  // root inside maps to this host uid (shared 65536 range)
   uint64_t default_memory_bytes = 1ull << 30;
@@ -250,8 +250,9 @@ class Runtime {
   virtual absl::StatusOr<CleanupReport> CleanupLeftovers() = 0;
 };
 
-// Takes away what the node's runtimes share and keep between processes: the pinned eBPF
-// network programs under `options.bpf_pin_dir`, their anchor cgroup and the bpffs mount.
+// Takes away what the node's runtimes share and keep between processes: the "<cgroup_prefix>"
+// parent groups when empty, the pinned eBPF network programs under `options.bpf_pin_dir`,
+// their anchor cgroup and the bpffs mount.
 // Running runtimes keep working (they hold the objects); the next one pins a fresh copy.
 absl::Status RemoveNodeSharedState(const RuntimeOptions& options);
 
