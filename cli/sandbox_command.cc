@@ -96,6 +96,7 @@ int RunCommand(const RunFlags& f) {
   }
   RuntimeOptions ro;
   ro.state_dir = f.state_dir;
+  ro.keep_cgroup_prefix = true;  // the node's own prefix, shared by every run
   auto rt = Runtime::Open(ro);
   if (!rt.ok()) return fail(rt.status().ToString());
   auto created = (*rt)->Create(so);

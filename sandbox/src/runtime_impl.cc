@@ -228,8 +228,9 @@ RuntimeImpl::~RuntimeImpl() {
   });
   int killed = 0, removed = 0;
   if (cgroups_ && !cgroup_group_.empty()) {
-    // The "<prefix>" parent stays for the next runtime (RemoveNodeSharedState takes it away).
     cgroups_->RemoveGroup(cgroup_group_, &killed, &removed);
+    // The last runtime of a prefix takes the empty parent away, unless it is kept for the next.
+    if (!options_.keep_cgroup_prefix) cgroups_->RemoveIfEmpty(options_.cgroup_prefix);
   }
   remove_dir.join();
 }

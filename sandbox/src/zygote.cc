@@ -287,8 +287,9 @@ absl::StatusOr<Zygote::Spawned> Zygote::Spawn(const InitPlan& plan) {
   do {
     n = ::recvmsg(channel_.get(), &rh, MSG_CMSG_CLOEXEC);
   } while (n < 0 && errno == EINTR);
+  // A zygote that died with the plan still queued resets the connection.
+  if (n == 0 || (n < 0 && errno == ECONNRESET)) return absl::UnavailableError("the sandbox zygote is gone");
   if (n < 0) return ErrnoStatus("reading the sandbox zygote's answer");
-  if (n == 0) return absl::UnavailableError("the sandbox zygote is gone");
   UniqueFd pidfd;
   for (struct cmsghdr* rc = CMSG_FIRSTHDR(&rh); rc; rc = CMSG_NXTHDR(&rh, rc)) {
     if (rc->cmsg_level == SOL_SOCKET && rc->cmsg_type == SCM_RIGHTS && rc->cmsg_len == CMSG_LEN(sizeof(int))) {

@@ -164,9 +164,12 @@ struct CleanupReport {
 
 struct RuntimeOptions {
   std::string state_dir = "/var/lib/flotilla";  // layers, images, per-sandbox dirs
-  // Cgroups are "<cgroup_prefix>/<instance>/<sandbox id>"; the "<cgroup_prefix>" parent stays
-  // between runtimes (RemoveNodeSharedState removes it when empty).
+  // Cgroups are "<cgroup_prefix>/<instance>/<sandbox id>". The last runtime of a prefix removes
+  // the empty "<cgroup_prefix>" parent at close, unless keep_cgroup_prefix: then it stays for
+  // the next runtime (one-shot CLI runs skip making and removing it each time) until
+  // RemoveNodeSharedState.
   std::string cgroup_prefix = "flotilla";
+  bool keep_cgroup_prefix = false;
   uint32_t host_uid_base = 100000;  // root inside maps to this host uid (shared 65536 range)
   uint64_t default_memory_bytes = 1ull << 30;
   uint32_t default_pids = 512;
