@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cgroup2_internal.h"
+#include "flotilla/common/logging.h"
 #include "flotilla/common/status.h"
 #include "flotilla/policies/network.h"
 #include "net_policy_abi.h"
@@ -59,24 +60,22 @@ flotilla_rule_key MakeKey(uint64_t cgroup_id, const Cidr& cidr) {
   return key;
 }
 
-absl::Status BpfError(std::string_view what, int err) {
-  if (err < 0) err = -err;
-  if (err == EPERM || err == EACCES) {
-    return absl::PermissionDeniedError(absl::StrCat(std::string(what), ": ", std::strerror(err),
-                                                    " (needs CAP_BPF and CAP_NET_ADMIN, or root)"));
-  }
-  return ErrnoStatus(what, err);
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<NetworkEnforcer>> NetworkEnforcer::Create(const Options& options) {
   auto impl = std::make_unique<Impl>();
   if (!options.pin_dir.empty()) {
     // The node's shared copy: its pinned anchor keeps the hooks on, so there is no own anchor.
-    ASSIGN_OR_RETURN(impl->programs, OpenPinnedNetworkPrograms(options.pin_dir, options.max_rules));
-    PurgeDeadCgroupEntries(impl->programs.rules.get(), impl->programs.denials.get());
-    return std::unique_ptr<NetworkEnforcer>(new NetworkEnforcer(std::move(impl)));
+    auto pinned = OpenPinnedNetworkPrograms(options.pin_dir, options.max_rules);
+    if (pinned.ok()) {
+      impl->programs = std::move(*pinned);
+      PurgeDeadCgroupEntries(impl->programs.rules.get(), impl->programs.denials.get());
+      return std::unique_ptr<NetworkEnforcer>(new NetworkEnforcer(std::move(impl)));
+    }
+    // No bpffs to share through (a mount the host refuses, say): the programs still load for
+    // this process alone, so the policy is enforced all the same.
+    FLOG(warn, "network programs not shared through pins; loading them for this process",
+         {{"pin_dir", options.pin_dir}, {"error", std::string(pinned.status().message())}});
   }
   ASSIGN_OR_RETURN(impl->programs, LoadNetworkPrograms(options.max_rules));
   if (options.keep_hooks_warm) {
@@ -96,7 +95,7 @@ absl::StatusOr<std::unique_ptr<NetworkEnforcer>> NetworkEnforcer::Create(const O
     if (!dir.valid()) return ErrnoStatus("opening the BPF anchor cgroup");
     for (size_t i = 0; i < kNetworkPrograms.size(); ++i) {
       int link = bpf_link_create(impl->programs.progs[i].get(), dir.get(), kNetworkPrograms[i].type, nullptr);
-      if (link < 0) return BpfError("attaching to the BPF anchor cgroup", link);
+      if (link < 0) return BpfStatus("attaching to the BPF anchor cgroup", link);
       impl->anchor_links.emplace_back(link);
     }
   }
@@ -117,7 +116,7 @@ absl::StatusOr<std::unique_ptr<NetworkAttachment>> NetworkEnforcer::Attach(const
   uint64_t zero = 0;
   if (bpf_map_update_elem(impl_->programs.denials.get(), &cgroup_id, &zero, BPF_NOEXIST) != 0) {
     if (errno == EEXIST) return absl::AlreadyExistsError(absl::StrCat("cgroup ", cgroup_id, " already has a network policy"));
-    return BpfError("creating the denial counter", errno);
+    return BpfStatus("creating the denial counter", errno);
   }
   att->counter_created_ = true;
   for (const auto& e : entries) {
@@ -127,7 +126,7 @@ absl::StatusOr<std::unique_ptr<NetworkAttachment>> NetworkEnforcer::Attach(const
     value.nranges = static_cast<uint32_t>(e.ports.size());
     for (size_t i = 0; i < e.ports.size(); ++i) value.ranges[i] = {e.ports[i].lo, e.ports[i].hi};
     if (bpf_map_update_elem(impl_->programs.rules.get(), &key, &value, BPF_ANY) != 0) {
-      return BpfError(absl::StrCat("writing the network rule for ", e.cidr.ToString()), errno);
+      return BpfStatus(absl::StrCat("writing the network rule for ", e.cidr.ToString()), errno);
     }
     const auto* bytes = reinterpret_cast<const uint8_t*>(&key);
     att->keys_.emplace_back(bytes, bytes + sizeof(key));
@@ -135,7 +134,7 @@ absl::StatusOr<std::unique_ptr<NetworkAttachment>> NetworkEnforcer::Attach(const
   att->rule_count_ = entries.size();
   for (size_t i = 0; i < kNetworkPrograms.size(); ++i) {
     int link = bpf_link_create(impl_->programs.progs[i].get(), cgroup_dir_fd, kNetworkPrograms[i].type, nullptr);
-    if (link < 0) return BpfError(absl::StrCat("attaching ", kNetworkPrograms[i].name, " to the cgroup"), link);
+    if (link < 0) return BpfStatus(absl::StrCat("attaching ", kNetworkPrograms[i].name, " to the cgroup"), link);
     att->links_.emplace_back(link);
   }
   return att;

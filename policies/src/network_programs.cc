@@ -28,15 +28,6 @@ namespace {
 
 constexpr char kNodeAnchorPrefix[] = "flotilla-netpolicy-node.";
 
-absl::Status BpfStatus(std::string_view what, int err) {
-  if (err < 0) err = -err;
-  if (err == EPERM || err == EACCES) {
-    return absl::PermissionDeniedError(absl::StrCat(std::string(what), ": ", std::strerror(err),
-                                                    " (needs CAP_BPF and CAP_NET_ADMIN, or root)"));
-  }
-  return ErrnoStatus(what, err);
-}
-
 uint64_t Fnv1a(const void* data, size_t size, uint64_t h = 1469598103934665603ull) {
   const auto* bytes = static_cast<const uint8_t*>(data);
   for (size_t i = 0; i < size; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
@@ -146,6 +137,16 @@ absl::StatusOr<NetworkPrograms> LoadAndPin(const std::string& dir, const std::st
 }
 
 }  // namespace
+
+absl::Status BpfStatus(std::string_view what, int err) {
+  if (err < 0) err = -err;
+  if (err == EPERM || err == EACCES) {
+    return absl::PermissionDeniedError(absl::StrCat(std::string(what), ": ", std::strerror(err),
+                                                    " (needs CAP_BPF and CAP_NET_ADMIN, or root)"));
+  }
+  return ErrnoStatus(what, err);
+}
+
 
 absl::StatusOr<NetworkPrograms> LoadNetworkPrograms(uint32_t max_rules) {
   net_policy* skel = net_policy__open();

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "flotilla/policies/unique_fd.h"
@@ -31,6 +32,9 @@ struct NetworkPrograms {
   UniqueFd denials;               // cgroup id -> refused calls
   bool loaded_here = false;       // false: taken from the node's pins
 };
+
+// A failed bpf() call as a status; EPERM/EACCES say which privileges are missing.
+absl::Status BpfStatus(std::string_view what, int err);
 
 // Loads (and the kernel verifies) the programs and creates their maps, owned by this process.
 absl::StatusOr<NetworkPrograms> LoadNetworkPrograms(uint32_t max_rules);

@@ -118,6 +118,19 @@ TEST_F(NetworkPinnedTest, EnforcersShareOneCopyThatOutlivesThemUntilRemoved) {
   for (uint32_t id : ProgramIds(**att)) EXPECT_EQ(first_ids.count(id), 0u) << "removed programs came back";
 }
 
+// Where no bpffs can be had, the programs load for the process alone and still enforce.
+TEST_F(NetworkPinnedTest, WithoutPinsTheProgramsStillLoadAndEnforce) {
+  auto e = NetworkEnforcer::Create(
+      NetworkEnforcer::Options{.max_rules = 4096, .keep_hooks_warm = false, .pin_dir = "/proc/version/bpf"});
+  ASSERT_TRUE(e.ok()) << e.status();
+  Listener l = Listen(AF_INET, SOCK_STREAM, "127.0.0.1");
+  TempCgroup cg(root_);
+  ASSERT_TRUE(cg.ok());
+  auto att = (*e)->Attach(NetworkPolicy{}, cg.fd());
+  ASSERT_TRUE(att.ok()) << att.status();
+  EXPECT_EQ((RunInCgroup<1>(cg, {{{AF_INET, SOCK_STREAM, "127.0.0.1", l.port}}})[0]), EPERM);
+}
+
 TEST_F(NetworkPinnedTest, EntriesOfACgroupWhoseProcessDiedArePurged) {
   uint64_t cgroup_id = 0;
   {
