@@ -203,24 +203,43 @@ absl::StatusOr<std::unique_ptr<LoadedAppArmorProfile>> LoadedAppArmorProfile::Lo
       new LoadedAppArmorProfile(std::move(profile_name), std::move(profile_text)));
 }
 
-int ChangeAppArmorProfileOnExec(const char* profile_name) noexcept {
-  char cmd[256] = "exec ";
-  size_t len = std::strlen(profile_name);
-  if (len == 0 || len + 6 > sizeof(cmd)) return EINVAL;
-  std::memcpy(cmd + 5, profile_name, len + 1);
+namespace {
+
+// Writes "<verb> <profile>" to the first of the task's AppArmor attribute files that exists
+// (the LSM-specific one of newer kernels, then the shared one). Async-signal-safe.
+int WriteAppArmorAttr(const char* const paths[2], const char* verb, const char* profile_name) noexcept {
+  char cmd[256];
+  size_t vlen = std::strlen(verb), len = std::strlen(profile_name);
+  if (len == 0 || vlen + len + 2 > sizeof(cmd)) return EINVAL;
+  std::memcpy(cmd, verb, vlen);
+  cmd[vlen] = ' ';
+  std::memcpy(cmd + vlen + 1, profile_name, len + 1);
+  const size_t total = vlen + 1 + len;
   int err = ENOENT;
-  for (const char* path : {"/proc/self/attr/apparmor/exec", "/proc/self/attr/exec"}) {
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
+  for (int i = 0; i < 2; ++i) {
+    int fd = open(paths[i], O_WRONLY | O_CLOEXEC);
     if (fd < 0) {
       err = errno;
       continue;
     }
-    ssize_t n = write(fd, cmd, len + 5);
-    err = n == static_cast<ssize_t>(len + 5) ? 0 : errno;
+    ssize_t n = write(fd, cmd, total);
+    err = n == static_cast<ssize_t>(total) ? 0 : errno;
     close(fd);
     return err;
   }
   return err;
+}
+
+}  // namespace
+
+int ChangeAppArmorProfileOnExec(const char* profile_name) noexcept {
+  static const char* const kPaths[2] = {"/proc/self/attr/apparmor/exec", "/proc/self/attr/exec"};
+  return WriteAppArmorAttr(kPaths, "exec", profile_name);
+}
+
+int ChangeAppArmorProfileNow(const char* profile_name) noexcept {
+  static const char* const kPaths[2] = {"/proc/self/attr/apparmor/current", "/proc/self/attr/current"};
+  return WriteAppArmorAttr(kPaths, "changeprofile", profile_name);
 }
 
 LoadedAppArmorProfile::~LoadedAppArmorProfile() {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "flotilla/policies/apparmor.h"
 #include "flotilla/policies/landlock.h"
 #include "flotilla/policies/seccomp.h"
 
@@ -67,6 +68,13 @@ int RunChildHook(uint32_t kind, const char* data, size_t len, int fd) noexcept {
       if (len != sizeof(h) + size_t{h.count} * sizeof(sock_filter)) return EINVAL;
       return policies::InstallSeccompFilterInChild(reinterpret_cast<const sock_filter*>(data + sizeof(h)), h.count,
                                                    h.uses_notify != 0, fd);
+    }
+    case ChildHookKind::kAppArmor: {
+      char name[200];
+      if (len == 0 || len >= sizeof(name)) return EINVAL;
+      std::memcpy(name, data, len);
+      name[len] = '\0';
+      return policies::ChangeAppArmorProfileNow(name);
     }
   }
   return EINVAL;

@@ -35,6 +35,7 @@ struct InitStep {
 enum class ChildHookKind : uint32_t {
   kLandlock = 1,  // data: LandlockPlan::encoded()
   kSeccomp = 2,   // data: EncodeSeccompHook(); fd: the socket the listener fd goes to
+  kAppArmor = 3,  // data: the name of a loaded profile to move init under (before_userns)
 };
 struct ChildHook {
   ChildHookKind kind = ChildHookKind::kLandlock;

@@ -1,5 +1,6 @@
 // PolicyEnforcement over policies/: a sandbox's policy resolved once per name, compiled once
-// per policy (seccomp BPF, Landlock plan), applied by init on itself (Landlock, then seccomp as
+// per policy (seccomp BPF, Landlock plan, AppArmor profile where the kernel has AppArmor),
+// applied by init on itself (the AppArmor profile after pivot_root; Landlock, then seccomp as
 // its last set-up step) and attached from outside (eBPF network programs on the sandbox's v2
 // cgroup, the seccomp listener to the supervisor that answers and counts denied calls).
 #include <fcntl.h>
@@ -60,7 +61,23 @@ struct HostEnforcers {
     if (network_loading.joinable()) network_loading.join();
   }
 
+  // The AppArmor profile of `policy`, loaded once per distinct policy and shared by every
+  // sandbox under it (loading runs apparmor_parser); unloaded when the last one goes.
+  absl::StatusOr<std::shared_ptr<pol::LoadedAppArmorProfile>> AppArmorProfile(const pol::Policy& policy) {
+    const std::string name = "flotilla-" + policy.Fingerprint().substr(0, 16);
+    std::lock_guard<std::mutex> lock(apparmor_mu);
+    if (auto live = apparmor_profiles[name].lock()) return live;
+    ASSIGN_OR_RETURN(std::string text, pol::RenderAppArmorProfile(policy, name));
+    ASSIGN_OR_RETURN(std::unique_ptr<pol::LoadedAppArmorProfile> loaded,
+                     pol::LoadedAppArmorProfile::Load(name, std::move(text)));
+    std::shared_ptr<pol::LoadedAppArmorProfile> shared = std::move(loaded);
+    apparmor_profiles[name] = shared;
+    return shared;
+  }
+
  private:
+  std::mutex apparmor_mu;
+  std::map<std::string, std::weak_ptr<pol::LoadedAppArmorProfile>> apparmor_profiles;  // by name
   std::mutex network_mu;
   std::thread network_loading;                   // guarded by network_mu
   std::unique_ptr<pol::NetworkEnforcer> network;  // written by network_loading, then read-only
@@ -96,11 +113,22 @@ class PoliciesSandboxEnforcement final : public SandboxEnforcement {
         inactive_.push_back(absl::StrCat("landlock: ", plan.status().message()));
       }
     }
+    if (host_->apparmor) {
+      auto profile = host_->AppArmorProfile(policy_);
+      if (profile.ok()) {
+        apparmor_ = std::move(*profile);
+        active_.push_back("apparmor");
+      } else {
+        inactive_.push_back(absl::StrCat("apparmor: ", profile.status().message()));
+      }
+    }
     inactive_.insert(inactive_.end(), host_->inactive.begin(), host_->inactive.end());
     return absl::OkStatus();
   }
 
   void AddChildHooks(InitPlan* plan) override {
+    // After pivot_root (the profile's paths are the sandbox's) and before no_new_privs.
+    if (apparmor_) plan->before_userns.push_back(ChildHook{ChildHookKind::kAppArmor, apparmor_->name(), -1});
     if (landlock_) plan->last.push_back(ChildHook{ChildHookKind::kLandlock, landlock_->encoded(), -1});
     if (program_) plan->last.push_back(ChildHook{ChildHookKind::kSeccomp, seccomp_data_, listener_child_.get()});
   }
@@ -141,6 +169,7 @@ class PoliciesSandboxEnforcement final : public SandboxEnforcement {
   flotilla::sandbox::UniqueFd listener_parent_, listener_child_;
   std::string seccomp_data_;
   std::unique_ptr<pol::LandlockPlan> landlock_;
+  std::shared_ptr<pol::LoadedAppArmorProfile> apparmor_;
   std::unique_ptr<pol::SeccompWatch> seccomp_watch_;
   std::unique_ptr<pol::NetworkAttachment> network_;
   std::vector<std::string> active_, inactive_;
@@ -172,9 +201,6 @@ class PoliciesEnforcement final : public PolicyEnforcement {
     // the first Create (often the only one, in `flotilla sandbox run`) finds them done. A
     // Create that asks meanwhile waits on mu_; a failure here is retried (and reported) there.
     prefetch_ = std::thread([this] { (void)Named("default"); });
-    // AppArmor profiles per sandbox need a kernel with AppArmor enabled; where it is, the
-    // Landlock ruleset and seccomp filter above still apply.
-    if (host_.apparmor) host_.inactive.push_back("apparmor: per-sandbox profiles are not loaded by this runtime");
     return absl::OkStatus();
   }
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 
 #include <cerrno>
 
@@ -124,6 +125,24 @@ TEST(InitPlanTest, HooksRefuseDataThatIsNotAWholeEncoding) {
   EXPECT_EQ(RunChildHook(2, seccomp.data(), seccomp.size() - 1, -1), EINVAL);
   EXPECT_EQ(RunChildHook(7, seccomp.data(), seccomp.size(), -1), EINVAL);
   EXPECT_EQ(::prctl(PR_GET_SECCOMP, 0, 0, 0, 0), 0);  // still no filter here
+  // AppArmor: an empty or oversized profile name is refused before the kernel is asked.
+  EXPECT_EQ(RunChildHook(3, "", 0, -1), EINVAL);
+  std::string long_name(300, 'a');
+  EXPECT_EQ(RunChildHook(3, long_name.data(), long_name.size(), -1), EINVAL);
+}
+
+// A profile that cannot be entered (none loaded by that name, or no AppArmor here) fails the
+// hook, so init stops its set-up rather than run unconfined. Run in a child: on a host with
+// AppArmor a success would confine this test process.
+TEST(InitPlanTest, AnAppArmorHookThatCannotApplyFails) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    const char name[] = "flotilla-no-such-profile";
+    ::_exit(RunChildHook(3, name, sizeof(name) - 1, -1) != 0 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 TEST(InitPlanTest, RefusesWhatIsNotAWholePlan) {

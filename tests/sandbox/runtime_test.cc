@@ -7,14 +7,17 @@
 
 #include <fstream>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/ascii.h"
+#include "flotilla/policies/apparmor.h"
 #include "sandbox_fixture.h"
 
 namespace flotilla::sandbox::testing {
@@ -67,6 +70,27 @@ TEST_F(SandboxTest, EverySandboxHasItsOwnNetworkNamespaceWithLoopbackUp) {
     EXPECT_EQ(Trim(Sh(id, "python3 -c \"import socket; print(socket.socket().connect_ex(('127.0.0.1', 1)))\"")),
               "111");
   }
+}
+
+// Where the kernel has AppArmor, init moves under the policy's generated profile after
+// pivot_root and every process of the sandbox runs confined; elsewhere the enforcer is
+// reported inactive with the reason.
+TEST_F(SandboxTest, AppArmorConfinesTheSandboxWhereTheKernelHasIt) {
+  auto created = rt().Create(SandboxOptions{});
+  ASSERT_TRUE(created.ok()) << created.status();
+  const auto& active = created->enforcers_active;
+  const bool confined = std::find(active.begin(), active.end(), "apparmor") != active.end();
+  if (policies::AppArmorEnabled()) {
+    EXPECT_TRUE(confined) << absl::StrJoin(created->enforcers_inactive, "; ");
+    std::string label = Trim(Sh(created->id, "cat /proc/self/attr/current"));
+    EXPECT_TRUE(absl::StartsWith(label, "flotilla-")) << label;
+    EXPECT_TRUE(absl::StrContains(label, "(enforce)")) << label;
+  } else {
+    EXPECT_FALSE(confined);
+    std::string inactive = absl::StrJoin(created->enforcers_inactive, "; ");
+    EXPECT_TRUE(absl::StrContains(inactive, "apparmor: not enabled")) << inactive;
+  }
+  EXPECT_TRUE(rt().Destroy(created->id).ok());
 }
 
 TEST_F(SandboxTest, RootInsideMapsToUnprivilegedHostUid) {

@@ -33,6 +33,10 @@ absl::Status CheckAppArmorProfile(std::string_view profile_text);
 // (writes "exec <name>" to /proc/self/attr/apparmor/exec, or /proc/self/attr/exec on older
 // kernels). Async-signal-safe. Returns 0 or an errno value (ENOENT: no AppArmor here).
 int ChangeAppArmorProfileOnExec(const char* profile_name) noexcept;
+// In the calling process: moves it under `profile_name` now ("changeprofile <name>"); its
+// later children inherit the profile. Must come before no_new_privs (AppArmor refuses the
+// change afterwards). Async-signal-safe; 0 or an errno value.
+int ChangeAppArmorProfileNow(const char* profile_name) noexcept;
 
 // A profile loaded into the kernel; destruction unloads it (apparmor_parser -R). Not copyable;
 // thread-compatible.
