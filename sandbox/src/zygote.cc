@@ -43,7 +43,7 @@ alignas(8) char g_plan[kInitPlanMaxBytes];
 // Network namespaces made ahead, loopback up, while the zygote has nothing else to do: a new
 // one takes the kernel over half a millisecond, which an init then does not wait for. They
 // belong to the host's user namespace, like one made by the clone would.
-constexpr int kNetnsPool = 2;
+constexpr int kNetnsPool = 1;  // one ahead: a one-shot CLI run would throw away any more
 int g_netns[kNetnsPool];
 int g_netns_count = 0;
 int g_own_netns = -1;
