@@ -188,6 +188,7 @@ class CudaBackend final : public ModelBackend {
   absl::Status StageWeightsFromFile(const SafetensorsFile& file) override;
   absl::Status SetRandomWeights(uint64_t seed, float stddev) override;
   absl::Status Forward(const StepInput& in, StepOutput* out) override;
+  bool SamplesOnDevice() const override { return device_sampling_ && cuda::SampleRowsSupports(c_.vocab_size); }
 
   absl::Status ReadPage(int32_t page, uint8_t* dst) override {
     CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, pages_.as<uint8_t>() + static_cast<size_t>(page) * page_bytes(), page_bytes(), cudaMemcpyDeviceToHost));
@@ -268,7 +269,13 @@ class CudaBackend final : public ModelBackend {
   bool profile_ = std::getenv("FLOTILLA_CUDA_PROFILE") != nullptr;
   std::vector<cudaEvent_t> marks_ = std::vector<cudaEvent_t>(static_cast<size_t>(c_.n_layers) * 5, nullptr);
   std::map<int, std::array<double, 5>> profile_totals_;
-  DeviceBuffer hn_rows_, logits_;
+  DeviceBuffer hn_rows_, logits_, sampled_dev_;
+  cuda::PinnedBuffer sampled_host_;
+  // FLOTILLA_CUDA_SAMPLE=host keeps sampling on the host (for comparison runs).
+  bool device_sampling_ = [] {
+    const char* m = std::getenv("FLOTILLA_CUDA_SAMPLE");
+    return m == nullptr || std::string(m) != "host";
+  }();
 };
 
 absl::Status CudaBackend::UploadWeights(const std::map<std::string, Part>& src, DeviceWeights* dw) {
@@ -538,9 +545,23 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
   int stride = 1;
   for (const auto& p : in.seq_pages) stride = std::max<int>(stride, static_cast<int>(p.size()));
   const size_t table_ints = in.seq_pages.size() * stride, R = in.logit_rows.size();
-  const size_t ints = 3 * static_cast<size_t>(T) + table_ints + R;
+  const bool sample = !in.sampling.empty();
+  if (sample && (in.sampling.size() != R || !SamplesOnDevice())) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda backend: ", in.sampling.size(), " sampling entries for ", R,
+                                                   " logit rows (vocab ", V, ")"));
+  }
+  // The rows' sampling parameters lead the staging (8-byte aligned), the index arrays follow.
+  const size_t sample_ints = sample ? R * sizeof(cuda::DeviceRowSampling) / 4 : 0;
+  const size_t ints = sample_ints + 3 * static_cast<size_t>(T) + table_ints + R;
   RETURN_IF_ERROR(step_host_.Reserve(std::max<size_t>(ints, 1) * 4));
-  int32_t* staged = step_host_.as<int32_t>();
+  auto* params = reinterpret_cast<cuda::DeviceRowSampling*>(step_host_.as<int32_t>());
+  uint32_t max_top = 0;
+  for (size_t i = 0; i < in.sampling.size(); ++i) {
+    const RowSampling& rs = in.sampling[i];
+    params[i] = {rs.temperature, rs.top_logprobs, rs.rng_state};
+    max_top = std::max(max_top, std::min<uint32_t>(rs.top_logprobs, static_cast<uint32_t>(V)));
+  }
+  int32_t* staged = step_host_.as<int32_t>() + sample_ints;
   std::copy(in.tokens.begin(), in.tokens.end(), staged);
   std::copy(in.positions.begin(), in.positions.end(), staged + T);
   std::copy(in.row_seq.begin(), in.row_seq.end(), staged + 2 * T);
@@ -548,8 +569,10 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
   std::fill(table, table + table_ints, 0);
   for (size_t s = 0; s < in.seq_pages.size(); ++s) std::copy(in.seq_pages[s].begin(), in.seq_pages[s].end(), table + s * stride);
   std::copy(in.logit_rows.begin(), in.logit_rows.end(), table + table_ints);
-  ASSIGN_OR_RETURN(int32_t* step_dev, Ws<int32_t>(step_dev_, ints));
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(step_dev, staged, ints * 4, cudaMemcpyHostToDevice, nullptr));
+  ASSIGN_OR_RETURN(int32_t* staged_dev, Ws<int32_t>(step_dev_, ints));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staged_dev, step_host_.as<int32_t>(), ints * 4, cudaMemcpyHostToDevice, nullptr));
+  const auto* params_dev = reinterpret_cast<const cuda::DeviceRowSampling*>(staged_dev);
+  const int32_t* step_dev = staged_dev + sample_ints;
   const int32_t* tokens_dev = step_dev;
   const int32_t* positions_dev = step_dev + T;
   const int32_t* row_seq_dev = step_dev + 2 * T;
@@ -593,14 +616,36 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
       }
     }
   }
-  out->logits.resize(R * static_cast<size_t>(V));
+  out->logits.resize(sample ? 0 : R * static_cast<size_t>(V));
+  out->sampled.clear();
   if (R > 0) {
     ASSIGN_OR_RETURN(uint16_t* hn, Ws<uint16_t>(hn_rows_, static_cast<size_t>(R) * D));
     ASSIGN_OR_RETURN(float* lg, Ws<float>(logits_, static_cast<size_t>(R) * V));
     CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, w_->norm.as<float>(), logit_rows_dev, hn, static_cast<int>(R), D, c_.norm_eps, nullptr));
     const void* head = w_->tied ? w_->embed.as<void>() : w_->head.as<void>();
     RETURN_IF_ERROR(Gemm(hn, head, lg, CUDA_R_32F, static_cast<int>(R), V, D, 0.0f));
-    CUDA_RETURN_IF_ERROR(cudaMemcpy(out->logits.data(), lg, out->logits.size() * 4, cudaMemcpyDeviceToHost));
+    if (sample) {
+      // Tokens, logprobs and top lists in one small copy instead of the logits.
+      const size_t per_row = 2 + 2 * static_cast<size_t>(max_top);
+      ASSIGN_OR_RETURN(int32_t* drawn, Ws<int32_t>(sampled_dev_, R * per_row));
+      CUDA_RETURN_IF_ERROR(cuda::LaunchSampleRows(lg, static_cast<int>(R), V, params_dev, static_cast<int>(max_top), drawn, nullptr));
+      RETURN_IF_ERROR(sampled_host_.Reserve(R * per_row * 4));
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sampled_host_.as<int32_t>(), drawn, R * per_row * 4, cudaMemcpyDeviceToHost, nullptr));
+      CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(nullptr));
+      out->sampled.resize(R);
+      for (size_t i = 0; i < R; ++i) {
+        const int32_t* row = sampled_host_.as<int32_t>() + i * per_row;
+        SampledRow& sr = out->sampled[i];
+        sr.token = row[0];
+        std::memcpy(&sr.logprob, &row[1], 4);
+        const uint32_t k = std::min<uint32_t>(in.sampling[i].top_logprobs, max_top);
+        sr.top_ids.assign(row + 2, row + 2 + k);
+        sr.top_logprobs.resize(k);
+        std::memcpy(sr.top_logprobs.data(), row + 2 + max_top, k * 4);
+      }
+    } else {
+      CUDA_RETURN_IF_ERROR(cudaMemcpy(out->logits.data(), lg, out->logits.size() * 4, cudaMemcpyDeviceToHost));
+    }
   } else {
     CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   }

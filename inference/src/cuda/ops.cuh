@@ -75,6 +75,22 @@ bool MoeGemmSupports(int n, int k);
 cudaError_t LaunchMoeGemm(const uint16_t* x, const uint16_t* w, const int32_t* offsets, int n_experts,
                           int n, int k, uint16_t* out, cudaStream_t stream);
 
+// One logit row's sampling on the device (the host sampler's full-distribution and greedy
+// paths; nucleus sampling stays on the host). rng_state is the row's SequenceRng state before
+// its draw.
+struct DeviceRowSampling {
+  float temperature;      // <= 0: greedy
+  uint32_t top_logprobs;  // how many top entries to report (at most the launch's max_top)
+  uint64_t rng_state;
+};
+constexpr int kMaxSampleVocab = 16384;
+bool SampleRowsSupports(int vocab);
+// For each row r of logits (rows x vocab, f32): out[r * (2 + 2 max_top) + ...] = token, then its
+// logprob's bits, then max_top top ids and max_top top logprobs' bits (the first
+// params[r].top_logprobs of each written), all as the host's SampleToken computes them.
+cudaError_t LaunchSampleRows(const float* logits, int rows, int vocab, const DeviceRowSampling* params,
+                             int max_top, int32_t* out, cudaStream_t stream);
+
 // Deterministic pseudo-normal init (benchmark models): bf16 out[i] = mean + stddev * N(0,1).
 cudaError_t LaunchRandomBf16(uint16_t* out, int64_t n, uint64_t seed, float mean, float stddev,
                              cudaStream_t stream);
