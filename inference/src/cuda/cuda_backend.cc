@@ -240,7 +240,7 @@ class CudaBackend final : public ModelBackend {
   DeviceBuffer step_dev_;
   cuda::PinnedBuffer step_host_;
   DeviceBuffer x_, xn_, qkv_, q_, o_, rlogits_, experts_, weights_, xe_, gu_, h_, y_, plan_dev_;
-  cuda::PinnedBuffer chosen_host_, plan_host_;
+  cuda::PinnedBuffer chosen_host_;
   cuda::PinnedBuffer upload_staging_;  // weight conversion, reused by every upload
   cudaEvent_t routing_ready_ = nullptr;  // the router's choices have reached the host
   bool grouped_ok_ = true;
@@ -397,9 +397,10 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int T, int32_t* e
   ASSIGN_OR_RETURN(float* wt, Ws<float>(weights_, static_cast<size_t>(T) * K));
   CUDA_RETURN_IF_ERROR(cuda::LaunchRouterTopK(rl, T, E, K, ex, wt, nullptr));
   if (device_moe_) return MoeOnDevice(L, T, ex, wt);
-  // The host plans the dispatch (the one wait of the layer): rows grouped by expert, stable
-  // by row, and each (row, slot)'s place in that order. The shared experts are queued behind
-  // the copy of the routing, so the device computes them while the host waits and plans.
+  // cuBLAS's grouped product takes each expert's row count from the host: the one wait of the
+  // layer. Everything else of the dispatch (the plan, the gather, the products' pointer arrays)
+  // is made on the device and queued with the shared experts behind the copy of the routing,
+  // so the device has that work while the host waits, counts and launches.
   RETURN_IF_ERROR(chosen_host_.Reserve(N * 4));
   int32_t* chosen = chosen_host_.as<int32_t>();
   ASSIGN_OR_RETURN(uint16_t* xe, Ws<uint16_t>(xe_, N * D));
@@ -409,51 +410,29 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int T, int32_t* e
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(chosen, ex, N * 4, cudaMemcpyDeviceToHost, nullptr));
   if (routing_ready_ == nullptr) CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&routing_ready_, cudaEventDisableTiming));
   CUDA_RETURN_IF_ERROR(cudaEventRecord(routing_ready_, nullptr));
+  // Device plan layout: 6 pointer arrays of E entries, then offsets[E + 1], src[N], inv[N].
+  const size_t ptr_words = 6 * static_cast<size_t>(E) * sizeof(void*) / 4;
+  ASSIGN_OR_RETURN(int32_t* plan, Ws<int32_t>(plan_dev_, ptr_words + (E + 1) + 2 * N));
+  void** ptrs_dev = reinterpret_cast<void**>(plan);
+  int32_t* offsets_dev = plan + ptr_words;
+  int32_t* src_dev = offsets_dev + E + 1;
+  int32_t* inv_dev = src_dev + N;
+  const size_t w13_stride = static_cast<size_t>(2) * F * D, w2_stride = static_cast<size_t>(D) * F;
+  const cuda::MoeGroupOperands ops{L.w13.as<uint16_t>(), static_cast<int64_t>(w13_stride), L.w2.as<uint16_t>(),
+                                   static_cast<int64_t>(w2_stride), xe, gu, h, y, D, F};
+  CUDA_RETURN_IF_ERROR(cuda::LaunchMoePlan(ex, T, K, E, offsets_dev, src_dev, inv_dev, &ops, ptrs_dev, nullptr));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchGatherRows(xn_.as<uint16_t>(), src_dev, static_cast<int>(N), D, xe, nullptr));
   RETURN_IF_ERROR(SharedExperts(L, T, gu, h));
   CUDA_RETURN_IF_ERROR(cudaEventSynchronize(routing_ready_));
-  const int LK = c_.n_layers * K;
   std::vector<int32_t> offsets(E + 1, 0);
   for (size_t i = 0; i < N; ++i) ++offsets[chosen[i] + 1];
   for (int e = 0; e < E; ++e) offsets[e + 1] += offsets[e];
-  // Staging layout: src[N] inv[N] (padded to 8 bytes), then 6 pointer arrays of E entries.
-  const size_t ints = (2 * N + 1) & ~size_t{1};
-  const size_t plan_bytes = ints * 4 + 6 * E * sizeof(void*);
-  RETURN_IF_ERROR(plan_host_.Reserve(plan_bytes));
-  int32_t* src = plan_host_.as<int32_t>();
-  int32_t* inv = src + N;
-  std::vector<int32_t> fill(offsets.begin(), offsets.end() - 1);
-  for (int r = 0; r < T; ++r) {
-    for (int k = 0; k < K; ++k) {
-      const int32_t e = chosen[static_cast<size_t>(r) * K + k];
-      experts_out[static_cast<size_t>(r) * LK + layer * K + k] = e;
-      const int32_t i = fill[e]++;
-      src[i] = r;
-      inv[static_cast<size_t>(r) * K + k] = i;
-    }
-  }
-  const size_t w13_stride = static_cast<size_t>(2) * F * D, w2_stride = static_cast<size_t>(D) * F;
   std::vector<int> active;
   for (int e = 0; e < E; ++e) {
     if (offsets[e + 1] > offsets[e]) active.push_back(e);
   }
   const int G = static_cast<int>(active.size());
-  const void** ptrs = reinterpret_cast<const void**>(plan_host_.as<int32_t>() + ints);
-  for (int g = 0; g < G; ++g) {
-    const int e = active[g];
-    ptrs[0 * E + g] = L.w13.as<uint16_t>() + e * w13_stride;
-    ptrs[1 * E + g] = xe + static_cast<size_t>(offsets[e]) * D;
-    ptrs[2 * E + g] = gu + static_cast<size_t>(offsets[e]) * 2 * F;
-    ptrs[3 * E + g] = L.w2.as<uint16_t>() + e * w2_stride;
-    ptrs[4 * E + g] = h + static_cast<size_t>(offsets[e]) * F;
-    ptrs[5 * E + g] = y + static_cast<size_t>(offsets[e]) * D;
-  }
-  RETURN_IF_ERROR(plan_dev_.Reserve(plan_bytes));
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(plan_dev_.as<void>(), plan_host_.as<void>(), plan_bytes, cudaMemcpyHostToDevice, nullptr));
-  const int32_t* src_dev = plan_dev_.as<int32_t>();
-  const int32_t* inv_dev = src_dev + N;
-  void** ptrs_dev = reinterpret_cast<void**>(plan_dev_.as<int32_t>() + ints);
   Mark(layer, 2);
-  CUDA_RETURN_IF_ERROR(cuda::LaunchGatherRows(xn_.as<uint16_t>(), src_dev, static_cast<int>(N), D, xe, nullptr));
   bool done = false;
   if (grouped_ok_ && G > 0) {
     std::vector<cublasOperation_t> ta(G, CUBLAS_OP_T), tb(G, CUBLAS_OP_N);
@@ -494,8 +473,13 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int T, int32_t* e
     }
   }
   Mark(layer, 3);
-  float* x = x_.as<float>();
-  CUDA_RETURN_IF_ERROR(cuda::LaunchCombine(y, inv_dev, wt, T, K, D, x, nullptr));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchCombine(y, inv_dev, wt, T, K, D, x_.as<float>(), nullptr));
+  // The step's record of the routing, written while the device runs the experts.
+  const int LK = c_.n_layers * K;
+  for (int r = 0; r < T; ++r) {
+    std::copy(chosen + static_cast<size_t>(r) * K, chosen + static_cast<size_t>(r + 1) * K,
+              experts_out + static_cast<size_t>(r) * LK + layer * K);
+  }
   return absl::OkStatus();
 }
 
@@ -522,7 +506,7 @@ absl::Status CudaBackend::MoeOnDevice(const DeviceLayer& L, int T, const int32_t
   ASSIGN_OR_RETURN(uint16_t* gu, Ws<uint16_t>(gu_, std::max<size_t>(N, T) * 2 * F));
   ASSIGN_OR_RETURN(uint16_t* h, Ws<uint16_t>(h_, (std::max<size_t>(N, T) + kPad) * F));
   ASSIGN_OR_RETURN(uint16_t* y, Ws<uint16_t>(y_, N * D));
-  CUDA_RETURN_IF_ERROR(cuda::LaunchMoePlan(ex, T, K, E, offsets, src, inv, nullptr));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchMoePlan(ex, T, K, E, offsets, src, inv, nullptr, nullptr, nullptr));
   CUDA_RETURN_IF_ERROR(cuda::LaunchGatherRows(xn_.as<uint16_t>(), src, static_cast<int>(N), D, xe, nullptr));
   CUDA_RETURN_IF_ERROR(cuda::LaunchMoeGemm(xe, L.w13.as<uint16_t>(), offsets, E, 2 * F, D, gu, nullptr));
   CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMul(gu, static_cast<int>(N), F, h, nullptr));

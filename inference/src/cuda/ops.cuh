@@ -62,11 +62,27 @@ cudaError_t LaunchSiluMul(const uint16_t* gu, int n, int hidden, uint16_t* h, cu
 cudaError_t LaunchCombine(const uint16_t* y, const int32_t* inv, const float* weights, int rows,
                           int top_k, int dim, float* x, cudaStream_t stream);
 
+// The operands of the routed experts' two grouped products, each expert's rows at
+// offsets[e] of the gathered buffers.
+struct MoeGroupOperands {
+  const uint16_t* w13;  // n_experts x 2F x D
+  int64_t w13_stride;
+  const uint16_t* w2;   // n_experts x D x F
+  int64_t w2_stride;
+  uint16_t* xe;         // gathered rows x D
+  uint16_t* gu;         // rows x 2F
+  uint16_t* h;          // rows x F
+  uint16_t* y;          // rows x D
+  int dim, hidden;
+};
+
 // Device-side dispatch plan from the router's choices (rows x top_k): offsets[e] .. offsets[e+1]
 // are expert e's places; src[place] = row; inv[row * top_k + slot] = place. Rows keep their
-// order within an expert.
-cudaError_t LaunchMoePlan(const int32_t* chosen, int rows, int top_k, int n_experts,
-                          int32_t* offsets, int32_t* src, int32_t* inv, cudaStream_t stream);
+// order within an expert. With ptrs (and ops), also ptrs[k * n_experts + g] for k = w13, xe,
+// gu, w2, h, y of the g-th expert (ascending id) that has rows: the pointer arrays of
+// cublasGemmGroupedBatchedEx. Needs n_experts <= 256.
+cudaError_t LaunchMoePlan(const int32_t* chosen, int rows, int top_k, int n_experts, int32_t* offsets, int32_t* src,
+                          int32_t* inv, const MoeGroupOperands* ops, void** ptrs, cudaStream_t stream);
 
 // Grouped expert product without a host round trip: for every expert e,
 // out[offsets[e]:offsets[e+1], :] = x[same rows, :] * w[e]^T (w: n_experts x n x k, bf16).
