@@ -48,6 +48,11 @@ cudaError_t LaunchGqaAttention(const uint16_t* q, const int32_t* positions, cons
                                KvGeometry kv, int layer, int rows, int n_heads, int n_kv_heads,
                                int head_dim, int window, uint16_t* o, cudaStream_t stream);
 
+// The same on the tensor cores (gqa_attention_mma.cu), what LaunchGqaAttention runs.
+cudaError_t LaunchGqaAttentionMma(const uint16_t* q, const int32_t* positions, const int32_t* row_seq, KvGeometry kv,
+                                  int layer, int rows, int n_heads, int n_kv_heads, int window, uint16_t* o,
+                                  cudaStream_t stream);
+
 // Router: p = softmax(logits[r]); experts[r] = top_k(p) descending (ties: lower id); weights =
 // p at those experts, renormalised.
 cudaError_t LaunchRouterTopK(const float* logits, int rows, int n_experts, int top_k,
