@@ -180,6 +180,7 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_
     ++t.steps;
     t.plan_ms += plan_ms;
     t.forward_ms += forward_ms;
+    t.max_forward_ms = std::max(t.max_forward_ms, forward_ms);
     t.sample_ms += sample_ms;
     t.record_ms += MillisSince(&mark);
     // From the end of the previous step's delivery to this step's start (scheduler loop, locks).
