@@ -1,9 +1,7 @@
 #include "engine_gpu_bench.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <set>
 
 #include "engine_impl.h"
@@ -71,10 +69,7 @@ double DecodeAgainstRoofline(const inference::ModelConfig& c, double bw) {
   std::printf("engine.gpu_model_params=%llu\n", static_cast<unsigned long long>(c.parameter_count()));
   constexpr int kPrompt = 32;
   const int kNew = 64;
-  // Warm-up: batch 8 by default; FLOTILLA_BENCH_WARMUP_BATCH=256 also takes the batch-256
-  // first-call costs (library heuristics, buffer growth) out of the timed window.
-  const char* warm = std::getenv("FLOTILLA_BENCH_WARMUP_BATCH");
-  RunDecode(engine, "big", warm != nullptr ? std::max(1, std::atoi(warm)) : 8, kPrompt, 4);
+  RunDecode(engine, "big", 8, kPrompt, 4);  // warm-up
   double frac256 = 0;
   for (int batch : {1, 64, 256}) {
     DecodeRun run = RunDecode(engine, "big", batch, kPrompt, kNew);
