@@ -155,6 +155,17 @@ int RunGpuBench(bool forward_only) {
       cudaDeviceSynchronize();
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / kIters;
       std::printf("engine.gpu_forward_only_ms_b%d=%.3f\n", batch, ms);
+      // The same with new tokens every step, so the routing (and the expert groups' sizes)
+      // changes from step to step as it does in decoding.
+      cudaDeviceSynchronize();
+      t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < kIters; ++i) {
+        for (int b = 0; b < batch; ++b) in.tokens[b] = (b * 7 + (i + 1) * 13) % 256;
+        (void)(*backend)->Forward(in, &out);
+      }
+      cudaDeviceSynchronize();
+      const double varied = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / kIters;
+      std::printf("engine.gpu_forward_varied_ms_b%d=%.3f\n", batch, varied);
     }
   }
   if (!forward_only) std::printf("engine.gpu_roofline_frac_vs_datasheet_4800gbps=%.3f\n", frac256 * bw / 4.8e12);

@@ -20,6 +20,14 @@ namespace flotilla::inference {
 
 class ThreadPool;
 
+// How to sample one logit row on the backend: SampleToken's greedy and full-distribution
+// paths (nucleus sampling stays on the host).
+struct RowSampling {
+  float temperature = 1.0f;   // <= 0: greedy
+  uint32_t top_logprobs = 0;
+  uint64_t rng_state = 0;     // the row's SequenceRng state before its draw; the caller advances it
+};
+
 // Rows of one step. Row r is token tokens[r] at position positions[r] of sequence
 // row_seq[r]; that sequence's page table is seq_pages[row_seq[r]] (page i holds positions
 // [i*page_tokens, (i+1)*page_tokens)). A step writes each row's K/V into its page before any
@@ -30,10 +38,22 @@ struct StepInput {
   std::vector<int32_t> row_seq;
   std::vector<std::vector<int32_t>> seq_pages;
   std::vector<int32_t> logit_rows;  // rows whose next-token logits are wanted
+  // Empty, or (only for a backend whose SamplesOnDevice() is true) one entry per logit row: the
+  // backend then samples every logit row itself and returns StepOutput::sampled, not logits.
+  std::vector<RowSampling> sampling;
+};
+
+// What SampleToken would have put in a TokenRecord for that row.
+struct SampledRow {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<int32_t> top_ids;
+  std::vector<float> top_logprobs;
 };
 
 struct StepOutput {
-  std::vector<float> logits;    // logit_rows.size() x vocab_size
+  std::vector<float> logits;    // logit_rows.size() x vocab_size (empty when sampled)
+  std::vector<SampledRow> sampled;  // one per logit row when StepInput::sampling was set
   std::vector<int32_t> experts; // rows x n_layers x top_k, the router's choice (descending)
 };
 
@@ -61,6 +81,9 @@ class ModelBackend {
   // Deterministic random weights made in place (the benchmark's large models).
   virtual absl::Status SetRandomWeights(uint64_t seed, float stddev) = 0;
   virtual absl::Status Forward(const StepInput& in, StepOutput* out) = 0;
+  // Whether Forward takes StepInput::sampling (then it draws exactly what SampleToken would
+  // from the same logits and RNG state).
+  virtual bool SamplesOnDevice() const { return false; }
 
   virtual uint32_t page_tokens() const = 0;
   virtual uint32_t num_pages() const = 0;

@@ -67,9 +67,9 @@ EngineImpl::~EngineImpl() {
     const double n = static_cast<double>(t.steps);
     std::fprintf(stderr,
                  "engine profile rows=%zu steps=%llu ms/step: plan=%.3f forward=%.3f sample=%.3f record=%.3f "
-                 "deliver=%.3f between_steps=%.3f\n",
+                 "deliver=%.3f between_steps=%.3f max_forward=%.3f\n",
                  rows, static_cast<unsigned long long>(t.steps), t.plan_ms / n, t.forward_ms / n, t.sample_ms / n,
-                 t.record_ms / n, t.deliver_ms / n, t.between_ms / n);
+                 t.record_ms / n, t.deliver_ms / n, t.between_ms / n, t.max_forward_ms);
   }
   std::error_code ec;
   if (own_state_dir_) {

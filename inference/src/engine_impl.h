@@ -150,6 +150,7 @@ class EngineImpl final : public Engine {
   struct StepTimes {
     uint64_t steps = 0;
     double plan_ms = 0, forward_ms = 0, sample_ms = 0, record_ms = 0, deliver_ms = 0, between_ms = 0;
+    double max_forward_ms = 0;  // the slowest forward (first-call costs show here)
   };
   struct StepProfile {
     bool enabled = false;

@@ -79,16 +79,46 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_
   }
   if (plan.empty()) return !out->empty();
 
+  // The backend samples on the device when it can take every row of the step (no nucleus row):
+  // the same draws as SampleToken, and only tokens come back instead of the logits. A running
+  // sequence's sampling parameters and RNG are touched only by this thread (Generate/Resume
+  // refuse running sequences).
+  bool device_sampling = slot->backend->SamplesOnDevice();
+  for (const Planned& p : plan) {
+    const float top_p = p.seq->sampling.top_p;
+    if (p.logit_index >= 0 && p.seq->sampling.temperature > 0.0f && top_p > 0.0f && top_p < 1.0f) device_sampling = false;
+  }
+  if (device_sampling && !in.logit_rows.empty()) {
+    in.sampling.resize(in.logit_rows.size());
+    for (const Planned& p : plan) {
+      if (p.logit_index < 0) continue;
+      RowSampling& rs = in.sampling[static_cast<size_t>(p.logit_index)];
+      rs.temperature = p.seq->sampling.temperature;
+      rs.top_logprobs = p.seq->sampling.top_logprobs;
+      rs.rng_state = p.seq->rng.state();
+    }
+  }
   const double plan_ms = MillisSince(&mark);
   *rows_run = in.tokens.size();
   StepOutput result;
   absl::Status status = slot->backend->Forward(in, &result);
   const double forward_ms = MillisSince(&mark);
-  // Sampling runs outside mu_ and in parallel: a running sequence's sampling parameters and RNG
-  // are touched only by this thread (Generate/Resume refuse running sequences), and each task
-  // owns one sequence's RNG, so the draws stay what they would be serially.
   std::vector<TokenRecord> sampled(plan.size());
-  if (status.ok()) {
+  if (status.ok() && !in.sampling.empty()) {
+    for (size_t i = 0; i < plan.size(); ++i) {
+      const Planned& p = plan[i];
+      if (p.logit_index < 0) continue;
+      SampledRow& row = result.sampled[static_cast<size_t>(p.logit_index)];
+      TokenRecord& rec = sampled[i];
+      rec.token = row.token;
+      rec.logprob = row.logprob;
+      rec.top_ids = std::move(row.top_ids);
+      rec.top_logprobs = std::move(row.top_logprobs);
+      if (p.seq->sampling.temperature > 0.0f) p.seq->rng.Next();  // the draw the device made
+    }
+  } else if (status.ok()) {
+    // Host sampling runs outside mu_ and in parallel: each task owns one sequence's RNG, so
+    // the draws stay what they would be serially.
     pool_.ParallelFor(static_cast<int>(plan.size()), [&](int i) {
       const Planned& p = plan[static_cast<size_t>(i)];
       if (p.logit_index < 0) return;
@@ -150,6 +180,7 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_
     ++t.steps;
     t.plan_ms += plan_ms;
     t.forward_ms += forward_ms;
+    t.max_forward_ms = std::max(t.max_forward_ms, forward_ms);
     t.sample_ms += sample_ms;
     t.record_ms += MillisSince(&mark);
     // From the end of the previous step's delivery to this step's start (scheduler loop, locks).

@@ -188,6 +188,7 @@ class CudaBackend final : public ModelBackend {
   absl::Status StageWeightsFromFile(const SafetensorsFile& file) override;
   absl::Status SetRandomWeights(uint64_t seed, float stddev) override;
   absl::Status Forward(const StepInput& in, StepOutput* out) override;
+  bool SamplesOnDevice() const override { return device_sampling_ && cuda::SampleRowsSupports(c_.vocab_size); }
 
   absl::Status ReadPage(int32_t page, uint8_t* dst) override {
     CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, pages_.as<uint8_t>() + static_cast<size_t>(page) * page_bytes(), page_bytes(), cudaMemcpyDeviceToHost));
@@ -239,7 +240,7 @@ class CudaBackend final : public ModelBackend {
   DeviceBuffer step_dev_;
   cuda::PinnedBuffer step_host_;
   DeviceBuffer x_, xn_, qkv_, q_, o_, rlogits_, experts_, weights_, xe_, gu_, h_, y_, plan_dev_;
-  cuda::PinnedBuffer chosen_host_, plan_host_;
+  cuda::PinnedBuffer chosen_host_;
   cuda::PinnedBuffer upload_staging_;  // weight conversion, reused by every upload
   cudaEvent_t routing_ready_ = nullptr;  // the router's choices have reached the host
   bool grouped_ok_ = true;
@@ -268,7 +269,13 @@ class CudaBackend final : public ModelBackend {
   bool profile_ = std::getenv("FLOTILLA_CUDA_PROFILE") != nullptr;
   std::vector<cudaEvent_t> marks_ = std::vector<cudaEvent_t>(static_cast<size_t>(c_.n_layers) * 5, nullptr);
   std::map<int, std::array<double, 5>> profile_totals_;
-  DeviceBuffer hn_rows_, logits_;
+  DeviceBuffer hn_rows_, logits_, sampled_dev_;
+  cuda::PinnedBuffer sampled_host_;
+  // FLOTILLA_CUDA_SAMPLE=host keeps sampling on the host (for comparison runs).
+  bool device_sampling_ = [] {
+    const char* m = std::getenv("FLOTILLA_CUDA_SAMPLE");
+    return m == nullptr || std::string(m) != "host";
+  }();
 };
 
 absl::Status CudaBackend::UploadWeights(const std::map<std::string, Part>& src, DeviceWeights* dw) {
@@ -390,9 +397,10 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int T, int32_t* e
   ASSIGN_OR_RETURN(float* wt, Ws<float>(weights_, static_cast<size_t>(T) * K));
   CUDA_RETURN_IF_ERROR(cuda::LaunchRouterTopK(rl, T, E, K, ex, wt, nullptr));
   if (device_moe_) return MoeOnDevice(L, T, ex, wt);
-  // The host plans the dispatch (the one wait of the layer): rows grouped by expert, stable
-  // by row, and each (row, slot)'s place in that order. The shared experts are queued behind
-  // the copy of the routing, so the device computes them while the host waits and plans.
+  // cuBLAS's grouped product takes each expert's row count from the host: the one wait of the
+  // layer. Everything else of the dispatch (the plan, the gather, the products' pointer arrays)
+  // is made on the device and queued with the shared experts behind the copy of the routing,
+  // so the device has that work while the host waits, counts and launches.
   RETURN_IF_ERROR(chosen_host_.Reserve(N * 4));
   int32_t* chosen = chosen_host_.as<int32_t>();
   ASSIGN_OR_RETURN(uint16_t* xe, Ws<uint16_t>(xe_, N * D));
@@ -402,51 +410,29 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int T, int32_t* e
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(chosen, ex, N * 4, cudaMemcpyDeviceToHost, nullptr));
   if (routing_ready_ == nullptr) CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&routing_ready_, cudaEventDisableTiming));
   CUDA_RETURN_IF_ERROR(cudaEventRecord(routing_ready_, nullptr));
+  // Device plan layout: 6 pointer arrays of E entries, then offsets[E + 1], src[N], inv[N].
+  const size_t ptr_words = 6 * static_cast<size_t>(E) * sizeof(void*) / 4;
+  ASSIGN_OR_RETURN(int32_t* plan, Ws<int32_t>(plan_dev_, ptr_words + (E + 1) + 2 * N));
+  void** ptrs_dev = reinterpret_cast<void**>(plan);
+  int32_t* offsets_dev = plan + ptr_words;
+  int32_t* src_dev = offsets_dev + E + 1;
+  int32_t* inv_dev = src_dev + N;
+  const size_t w13_stride = static_cast<size_t>(2) * F * D, w2_stride = static_cast<size_t>(D) * F;
+  const cuda::MoeGroupOperands ops{L.w13.as<uint16_t>(), static_cast<int64_t>(w13_stride), L.w2.as<uint16_t>(),
+                                   static_cast<int64_t>(w2_stride), xe, gu, h, y, D, F};
+  CUDA_RETURN_IF_ERROR(cuda::LaunchMoePlan(ex, T, K, E, offsets_dev, src_dev, inv_dev, &ops, ptrs_dev, nullptr));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchGatherRows(xn_.as<uint16_t>(), src_dev, static_cast<int>(N), D, xe, nullptr));
   RETURN_IF_ERROR(SharedExperts(L, T, gu, h));
   CUDA_RETURN_IF_ERROR(cudaEventSynchronize(routing_ready_));
-  const int LK = c_.n_layers * K;
   std::vector<int32_t> offsets(E + 1, 0);
   for (size_t i = 0; i < N; ++i) ++offsets[chosen[i] + 1];
   for (int e = 0; e < E; ++e) offsets[e + 1] += offsets[e];
-  // Staging layout: src[N] inv[N] (padded to 8 bytes), then 6 pointer arrays of E entries.
-  const size_t ints = (2 * N + 1) & ~size_t{1};
-  const size_t plan_bytes = ints * 4 + 6 * E * sizeof(void*);
-  RETURN_IF_ERROR(plan_host_.Reserve(plan_bytes));
-  int32_t* src = plan_host_.as<int32_t>();
-  int32_t* inv = src + N;
-  std::vector<int32_t> fill(offsets.begin(), offsets.end() - 1);
-  for (int r = 0; r < T; ++r) {
-    for (int k = 0; k < K; ++k) {
-      const int32_t e = chosen[static_cast<size_t>(r) * K + k];
-      experts_out[static_cast<size_t>(r) * LK + layer * K + k] = e;
-      const int32_t i = fill[e]++;
-      src[i] = r;
-      inv[static_cast<size_t>(r) * K + k] = i;
-    }
-  }
-  const size_t w13_stride = static_cast<size_t>(2) * F * D, w2_stride = static_cast<size_t>(D) * F;
   std::vector<int> active;
   for (int e = 0; e < E; ++e) {
     if (offsets[e + 1] > offsets[e]) active.push_back(e);
   }
   const int G = static_cast<int>(active.size());
-  const void** ptrs = reinterpret_cast<const void**>(plan_host_.as<int32_t>() + ints);
-  for (int g = 0; g < G; ++g) {
-    const int e = active[g];
-    ptrs[0 * E + g] = L.w13.as<uint16_t>() + e * w13_stride;
-    ptrs[1 * E + g] = xe + static_cast<size_t>(offsets[e]) * D;
-    ptrs[2 * E + g] = gu + static_cast<size_t>(offsets[e]) * 2 * F;
-    ptrs[3 * E + g] = L.w2.as<uint16_t>() + e * w2_stride;
-    ptrs[4 * E + g] = h + static_cast<size_t>(offsets[e]) * F;
-    ptrs[5 * E + g] = y + static_cast<size_t>(offsets[e]) * D;
-  }
-  RETURN_IF_ERROR(plan_dev_.Reserve(plan_bytes));
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(plan_dev_.as<void>(), plan_host_.as<void>(), plan_bytes, cudaMemcpyHostToDevice, nullptr));
-  const int32_t* src_dev = plan_dev_.as<int32_t>();
-  const int32_t* inv_dev = src_dev + N;
-  void** ptrs_dev = reinterpret_cast<void**>(plan_dev_.as<int32_t>() + ints);
   Mark(layer, 2);
-  CUDA_RETURN_IF_ERROR(cuda::LaunchGatherRows(xn_.as<uint16_t>(), src_dev, static_cast<int>(N), D, xe, nullptr));
   bool done = false;
   if (grouped_ok_ && G > 0) {
     std::vector<cublasOperation_t> ta(G, CUBLAS_OP_T), tb(G, CUBLAS_OP_N);
@@ -487,8 +473,13 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int T, int32_t* e
     }
   }
   Mark(layer, 3);
-  float* x = x_.as<float>();
-  CUDA_RETURN_IF_ERROR(cuda::LaunchCombine(y, inv_dev, wt, T, K, D, x, nullptr));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchCombine(y, inv_dev, wt, T, K, D, x_.as<float>(), nullptr));
+  // The step's record of the routing, written while the device runs the experts.
+  const int LK = c_.n_layers * K;
+  for (int r = 0; r < T; ++r) {
+    std::copy(chosen + static_cast<size_t>(r) * K, chosen + static_cast<size_t>(r + 1) * K,
+              experts_out + static_cast<size_t>(r) * LK + layer * K);
+  }
   return absl::OkStatus();
 }
 
@@ -515,7 +506,7 @@ absl::Status CudaBackend::MoeOnDevice(const DeviceLayer& L, int T, const int32_t
   ASSIGN_OR_RETURN(uint16_t* gu, Ws<uint16_t>(gu_, std::max<size_t>(N, T) * 2 * F));
   ASSIGN_OR_RETURN(uint16_t* h, Ws<uint16_t>(h_, (std::max<size_t>(N, T) + kPad) * F));
   ASSIGN_OR_RETURN(uint16_t* y, Ws<uint16_t>(y_, N * D));
-  CUDA_RETURN_IF_ERROR(cuda::LaunchMoePlan(ex, T, K, E, offsets, src, inv, nullptr));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchMoePlan(ex, T, K, E, offsets, src, inv, nullptr, nullptr, nullptr));
   CUDA_RETURN_IF_ERROR(cuda::LaunchGatherRows(xn_.as<uint16_t>(), src, static_cast<int>(N), D, xe, nullptr));
   CUDA_RETURN_IF_ERROR(cuda::LaunchMoeGemm(xe, L.w13.as<uint16_t>(), offsets, E, 2 * F, D, gu, nullptr));
   CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMul(gu, static_cast<int>(N), F, h, nullptr));
@@ -538,9 +529,23 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
   int stride = 1;
   for (const auto& p : in.seq_pages) stride = std::max<int>(stride, static_cast<int>(p.size()));
   const size_t table_ints = in.seq_pages.size() * stride, R = in.logit_rows.size();
-  const size_t ints = 3 * static_cast<size_t>(T) + table_ints + R;
+  const bool sample = !in.sampling.empty();
+  if (sample && (in.sampling.size() != R || !SamplesOnDevice())) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda backend: ", in.sampling.size(), " sampling entries for ", R,
+                                                   " logit rows (vocab ", V, ")"));
+  }
+  // The rows' sampling parameters lead the staging (8-byte aligned), the index arrays follow.
+  const size_t sample_ints = sample ? R * sizeof(cuda::DeviceRowSampling) / 4 : 0;
+  const size_t ints = sample_ints + 3 * static_cast<size_t>(T) + table_ints + R;
   RETURN_IF_ERROR(step_host_.Reserve(std::max<size_t>(ints, 1) * 4));
-  int32_t* staged = step_host_.as<int32_t>();
+  auto* params = reinterpret_cast<cuda::DeviceRowSampling*>(step_host_.as<int32_t>());
+  uint32_t max_top = 0;
+  for (size_t i = 0; i < in.sampling.size(); ++i) {
+    const RowSampling& rs = in.sampling[i];
+    params[i] = {rs.temperature, rs.top_logprobs, rs.rng_state};
+    max_top = std::max(max_top, std::min<uint32_t>(rs.top_logprobs, static_cast<uint32_t>(V)));
+  }
+  int32_t* staged = step_host_.as<int32_t>() + sample_ints;
   std::copy(in.tokens.begin(), in.tokens.end(), staged);
   std::copy(in.positions.begin(), in.positions.end(), staged + T);
   std::copy(in.row_seq.begin(), in.row_seq.end(), staged + 2 * T);
@@ -548,8 +553,10 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
   std::fill(table, table + table_ints, 0);
   for (size_t s = 0; s < in.seq_pages.size(); ++s) std::copy(in.seq_pages[s].begin(), in.seq_pages[s].end(), table + s * stride);
   std::copy(in.logit_rows.begin(), in.logit_rows.end(), table + table_ints);
-  ASSIGN_OR_RETURN(int32_t* step_dev, Ws<int32_t>(step_dev_, ints));
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(step_dev, staged, ints * 4, cudaMemcpyHostToDevice, nullptr));
+  ASSIGN_OR_RETURN(int32_t* staged_dev, Ws<int32_t>(step_dev_, ints));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staged_dev, step_host_.as<int32_t>(), ints * 4, cudaMemcpyHostToDevice, nullptr));
+  const auto* params_dev = reinterpret_cast<const cuda::DeviceRowSampling*>(staged_dev);
+  const int32_t* step_dev = staged_dev + sample_ints;
   const int32_t* tokens_dev = step_dev;
   const int32_t* positions_dev = step_dev + T;
   const int32_t* row_seq_dev = step_dev + 2 * T;
@@ -593,14 +600,36 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
       }
     }
   }
-  out->logits.resize(R * static_cast<size_t>(V));
+  out->logits.resize(sample ? 0 : R * static_cast<size_t>(V));
+  out->sampled.clear();
   if (R > 0) {
     ASSIGN_OR_RETURN(uint16_t* hn, Ws<uint16_t>(hn_rows_, static_cast<size_t>(R) * D));
     ASSIGN_OR_RETURN(float* lg, Ws<float>(logits_, static_cast<size_t>(R) * V));
     CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, w_->norm.as<float>(), logit_rows_dev, hn, static_cast<int>(R), D, c_.norm_eps, nullptr));
     const void* head = w_->tied ? w_->embed.as<void>() : w_->head.as<void>();
     RETURN_IF_ERROR(Gemm(hn, head, lg, CUDA_R_32F, static_cast<int>(R), V, D, 0.0f));
-    CUDA_RETURN_IF_ERROR(cudaMemcpy(out->logits.data(), lg, out->logits.size() * 4, cudaMemcpyDeviceToHost));
+    if (sample) {
+      // Tokens, logprobs and top lists in one small copy instead of the logits.
+      const size_t per_row = 2 + 2 * static_cast<size_t>(max_top);
+      ASSIGN_OR_RETURN(int32_t* drawn, Ws<int32_t>(sampled_dev_, R * per_row));
+      CUDA_RETURN_IF_ERROR(cuda::LaunchSampleRows(lg, static_cast<int>(R), V, params_dev, static_cast<int>(max_top), drawn, nullptr));
+      RETURN_IF_ERROR(sampled_host_.Reserve(R * per_row * 4));
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sampled_host_.as<int32_t>(), drawn, R * per_row * 4, cudaMemcpyDeviceToHost, nullptr));
+      CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(nullptr));
+      out->sampled.resize(R);
+      for (size_t i = 0; i < R; ++i) {
+        const int32_t* row = sampled_host_.as<int32_t>() + i * per_row;
+        SampledRow& sr = out->sampled[i];
+        sr.token = row[0];
+        std::memcpy(&sr.logprob, &row[1], 4);
+        const uint32_t k = std::min<uint32_t>(in.sampling[i].top_logprobs, max_top);
+        sr.top_ids.assign(row + 2, row + 2 + k);
+        sr.top_logprobs.resize(k);
+        std::memcpy(sr.top_logprobs.data(), row + 2 + max_top, k * 4);
+      }
+    } else {
+      CUDA_RETURN_IF_ERROR(cudaMemcpy(out->logits.data(), lg, out->logits.size() * 4, cudaMemcpyDeviceToHost));
+    }
   } else {
     CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   }

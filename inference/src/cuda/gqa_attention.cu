@@ -6,6 +6,9 @@
 // the warps' partial results are merged at the end.
 #include <cuda_bf16.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "ops.cuh"
 
 namespace flotilla::inference::cuda {
@@ -160,6 +163,12 @@ cudaError_t LaunchGqaAttention(const uint16_t* q, const int32_t* positions, cons
                                int head_dim, int window, uint16_t* o, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   if (!GqaAttentionSupports(n_heads, n_kv_heads, head_dim, kv.kv_dim)) return cudaErrorInvalidValue;
+  // The tensor-core kernel unless FLOTILLA_CUDA_GQA=simt asks for this file's kernel.
+  static const bool simt = [] {
+    const char* v = std::getenv("FLOTILLA_CUDA_GQA");
+    return v != nullptr && std::string(v) == "simt";
+  }();
+  if (!simt) return LaunchGqaAttentionMma(q, positions, row_seq, kv, layer, rows, n_heads, n_kv_heads, window, o, stream);
   switch (n_heads / n_kv_heads) {
     case 1: return Launch<1>(q, positions, row_seq, kv, layer, rows, n_heads, n_kv_heads, window, o, stream);
     case 2: return Launch<2>(q, positions, row_seq, kv, layer, rows, n_heads, n_kv_heads, window, o, stream);

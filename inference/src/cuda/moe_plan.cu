@@ -3,41 +3,77 @@
 namespace flotilla::inference::cuda {
 namespace {
 
-// One block. Thread e owns expert e: counts its (row, slot) entries, then (after a prefix sum)
-// places them in row order. Deterministic, no atomics.
-__global__ void MoePlanKernel(const int32_t* chosen, int n, int top_k, int n_experts,
-                              int32_t* offsets, int32_t* src, int32_t* inv) {
-  __shared__ int32_t start[257];
-  for (int e = threadIdx.x; e < n_experts; e += blockDim.x) {
-    int32_t c = 0;
-    for (int i = 0; i < n; ++i) c += chosen[i] == e;
-    start[e + 1] = c;
-  }
+constexpr int kMaxExperts = 256;
+constexpr int kThreads = 1024;
+constexpr int kWarps = kThreads / 32;
+
+// One block. Counts each expert's (row, slot) entries, then places the entries chunk by chunk
+// in row order: an entry's place is its expert's running start, plus the entries of the same
+// expert in earlier warps of the chunk, plus those in earlier lanes of its own warp (found with
+// __match_any_sync). Deterministic: no order depends on timing. With ops given, also writes
+// the grouped product's pointer arrays (the g-th expert with rows, ascending id).
+__global__ void __launch_bounds__(kThreads)
+    MoePlanKernel(const int32_t* chosen, int n, int top_k, int n_experts, int32_t* offsets, int32_t* src,
+                  int32_t* inv, MoeGroupOperands ops, void** ptrs) {
+  __shared__ int32_t start[kMaxExperts + 1];
+  __shared__ int32_t warp_count[kWarps][kMaxExperts];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  for (int e = tid; e <= n_experts; e += kThreads) start[e] = 0;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    start[0] = 0;
+  for (int i = tid; i < n; i += kThreads) atomicAdd(&start[chosen[i] + 1], 1);
+  __syncthreads();
+  if (tid == 0) {
     for (int e = 0; e < n_experts; ++e) start[e + 1] += start[e];
-    for (int e = 0; e <= n_experts; ++e) offsets[e] = start[e];
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < n_experts; e += blockDim.x) {
-    int32_t pos = start[e];
-    for (int i = 0; i < n; ++i) {
-      if (chosen[i] == e) {
-        src[pos] = i / top_k;
-        inv[i] = pos;
-        ++pos;
-      }
+  for (int e = tid; e <= n_experts; e += kThreads) offsets[e] = start[e];
+  if (ptrs != nullptr) {
+    for (int e = tid; e < n_experts; e += kThreads) {
+      const int64_t begin = start[e];
+      if (start[e + 1] == begin) continue;
+      int g = 0;
+      for (int p = 0; p < e; ++p) g += start[p + 1] > start[p];
+      ptrs[0 * n_experts + g] = const_cast<uint16_t*>(ops.w13) + e * ops.w13_stride;
+      ptrs[1 * n_experts + g] = ops.xe + begin * ops.dim;
+      ptrs[2 * n_experts + g] = ops.gu + begin * 2 * ops.hidden;
+      ptrs[3 * n_experts + g] = const_cast<uint16_t*>(ops.w2) + e * ops.w2_stride;
+      ptrs[4 * n_experts + g] = ops.h + begin * ops.hidden;
+      ptrs[5 * n_experts + g] = ops.y + begin * ops.dim;
     }
+  }
+  const unsigned lower = (1u << lane) - 1;
+  for (int base = 0; base < n; base += kThreads) {
+    for (int k = tid; k < kWarps * n_experts; k += kThreads) warp_count[k / n_experts][k % n_experts] = 0;
+    __syncthreads();
+    const int i = base + tid;
+    const int e = i < n ? chosen[i] : -1;
+    const unsigned same = __match_any_sync(0xffffffffu, e);
+    const int rank = __popc(same & lower);
+    if (e >= 0 && rank == 0) warp_count[warp][e] = __popc(same);
+    __syncthreads();
+    if (e >= 0) {
+      int pos = start[e] + rank;
+      for (int w = 0; w < warp; ++w) pos += warp_count[w][e];
+      src[pos] = i / top_k;
+      inv[i] = pos;
+    }
+    __syncthreads();
+    for (int x = tid; x < n_experts; x += kThreads) {
+      int sum = 0;
+      for (int w = 0; w < kWarps; ++w) sum += warp_count[w][x];
+      start[x] += sum;
+    }
+    __syncthreads();
   }
 }
 
 }  // namespace
 
-cudaError_t LaunchMoePlan(const int32_t* chosen, int rows, int top_k, int n_experts,
-                          int32_t* offsets, int32_t* src, int32_t* inv, cudaStream_t stream) {
-  if (n_experts > 256) return cudaErrorInvalidValue;
-  MoePlanKernel<<<1, 256, 0, stream>>>(chosen, rows * top_k, top_k, n_experts, offsets, src, inv);
+cudaError_t LaunchMoePlan(const int32_t* chosen, int rows, int top_k, int n_experts, int32_t* offsets, int32_t* src,
+                          int32_t* inv, const MoeGroupOperands* ops, void** ptrs, cudaStream_t stream) {
+  if (n_experts > kMaxExperts || (ptrs != nullptr && ops == nullptr)) return cudaErrorInvalidValue;
+  MoePlanKernel<<<1, kThreads, 0, stream>>>(chosen, rows * top_k, top_k, n_experts, offsets, src, inv,
+                                            ops != nullptr ? *ops : MoeGroupOperands{}, ptrs);
   return cudaGetLastError();
 }
 

@@ -48,6 +48,11 @@ cudaError_t LaunchGqaAttention(const uint16_t* q, const int32_t* positions, cons
                                KvGeometry kv, int layer, int rows, int n_heads, int n_kv_heads,
                                int head_dim, int window, uint16_t* o, cudaStream_t stream);
 
+// The same on the tensor cores (gqa_attention_mma.cu), what LaunchGqaAttention runs.
+cudaError_t LaunchGqaAttentionMma(const uint16_t* q, const int32_t* positions, const int32_t* row_seq, KvGeometry kv,
+                                  int layer, int rows, int n_heads, int n_kv_heads, int window, uint16_t* o,
+                                  cudaStream_t stream);
+
 // Router: p = softmax(logits[r]); experts[r] = top_k(p) descending (ties: lower id); weights =
 // p at those experts, renormalised.
 cudaError_t LaunchRouterTopK(const float* logits, int rows, int n_experts, int top_k,
@@ -62,11 +67,27 @@ cudaError_t LaunchSiluMul(const uint16_t* gu, int n, int hidden, uint16_t* h, cu
 cudaError_t LaunchCombine(const uint16_t* y, const int32_t* inv, const float* weights, int rows,
                           int top_k, int dim, float* x, cudaStream_t stream);
 
+// The operands of the routed experts' two grouped products, each expert's rows at
+// offsets[e] of the gathered buffers.
+struct MoeGroupOperands {
+  const uint16_t* w13;  // n_experts x 2F x D
+  int64_t w13_stride;
+  const uint16_t* w2;   // n_experts x D x F
+  int64_t w2_stride;
+  uint16_t* xe;         // gathered rows x D
+  uint16_t* gu;         // rows x 2F
+  uint16_t* h;          // rows x F
+  uint16_t* y;          // rows x D
+  int dim, hidden;
+};
+
 // Device-side dispatch plan from the router's choices (rows x top_k): offsets[e] .. offsets[e+1]
 // are expert e's places; src[place] = row; inv[row * top_k + slot] = place. Rows keep their
-// order within an expert.
-cudaError_t LaunchMoePlan(const int32_t* chosen, int rows, int top_k, int n_experts,
-                          int32_t* offsets, int32_t* src, int32_t* inv, cudaStream_t stream);
+// order within an expert. With ptrs (and ops), also ptrs[k * n_experts + g] for k = w13, xe,
+// gu, w2, h, y of the g-th expert (ascending id) that has rows: the pointer arrays of
+// cublasGemmGroupedBatchedEx. Needs n_experts <= 256.
+cudaError_t LaunchMoePlan(const int32_t* chosen, int rows, int top_k, int n_experts, int32_t* offsets, int32_t* src,
+                          int32_t* inv, const MoeGroupOperands* ops, void** ptrs, cudaStream_t stream);
 
 // Grouped expert product without a host round trip: for every expert e,
 // out[offsets[e]:offsets[e+1], :] = x[same rows, :] * w[e]^T (w: n_experts x n x k, bf16).
@@ -74,6 +95,22 @@ cudaError_t LaunchMoePlan(const int32_t* chosen, int rows, int top_k, int n_expe
 bool MoeGemmSupports(int n, int k);
 cudaError_t LaunchMoeGemm(const uint16_t* x, const uint16_t* w, const int32_t* offsets, int n_experts,
                           int n, int k, uint16_t* out, cudaStream_t stream);
+
+// One logit row's sampling on the device (the host sampler's full-distribution and greedy
+// paths; nucleus sampling stays on the host). rng_state is the row's SequenceRng state before
+// its draw.
+struct DeviceRowSampling {
+  float temperature;      // <= 0: greedy
+  uint32_t top_logprobs;  // how many top entries to report (at most the launch's max_top)
+  uint64_t rng_state;
+};
+constexpr int kMaxSampleVocab = 16384;
+bool SampleRowsSupports(int vocab);
+// For each row r of logits (rows x vocab, f32): out[r * (2 + 2 max_top) + ...] = token, then its
+// logprob's bits, then max_top top ids and max_top top logprobs' bits (the first
+// params[r].top_logprobs of each written), all as the host's SampleToken computes them.
+cudaError_t LaunchSampleRows(const float* logits, int rows, int vocab, const DeviceRowSampling* params,
+                             int max_top, int32_t* out, cudaStream_t stream);
 
 // Deterministic pseudo-normal init (benchmark models): bf16 out[i] = mean + stddev * N(0,1).
 cudaError_t LaunchRandomBf16(uint16_t* out, int64_t n, uint64_t seed, float mean, float stddev,
