@@ -69,7 +69,6 @@ absl::StatusOr<std::unique_ptr<NetworkEnforcer>> NetworkEnforcer::Create(const O
     auto pinned = OpenPinnedNetworkPrograms(options.pin_dir, options.max_rules);
     if (pinned.ok()) {
       impl->programs = std::move(*pinned);
-      PurgeDeadCgroupEntries(impl->programs.rules.get(), impl->programs.denials.get());
       return std::unique_ptr<NetworkEnforcer>(new NetworkEnforcer(std::move(impl)));
     }
     // No bpffs to share through (a mount the host refuses, say): the programs still load for
@@ -145,6 +144,10 @@ void NetworkEnforcer::Detach(NetworkAttachment* att) {
   for (const auto& key : att->keys_) bpf_map_delete_elem(impl_->programs.rules.get(), key.data());
   att->keys_.clear();
   if (att->counter_created_) bpf_map_delete_elem(impl_->programs.denials.get(), &att->cgroup_id_);
+}
+
+int NetworkEnforcer::PurgeDeadCgroups(const std::atomic<bool>* stop) {
+  return PurgeDeadCgroupEntries(impl_->programs.rules.get(), impl_->programs.denials.get(), stop);
 }
 
 uint64_t NetworkEnforcer::Denials(uint64_t cgroup_id) const {

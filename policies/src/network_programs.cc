@@ -203,7 +203,7 @@ absl::Status RemovePinnedNetworkPrograms(const std::string& pin_dir) {
   return absl::OkStatus();
 }
 
-int PurgeDeadCgroupEntries(int rules_fd, int denials_fd) {
+int PurgeDeadCgroupEntries(int rules_fd, int denials_fd, const std::atomic<bool>* stop) {
   auto cgroup2 = FindCgroup2Mount();
   if (!cgroup2.ok()) return 0;
   UniqueFd root(open(cgroup2->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -222,7 +222,8 @@ int PurgeDeadCgroupEntries(int rules_fd, int denials_fd) {
   std::set<uint64_t> gone;
   uint64_t key = 0, next = 0;
   const void* prev = nullptr;
-  while (bpf_map_get_next_key(denials_fd, prev, &next) == 0) {
+  auto stopped = [&] { return stop != nullptr && stop->load(std::memory_order_relaxed); };
+  while (!stopped() && bpf_map_get_next_key(denials_fd, prev, &next) == 0) {
     if (dead(next)) gone.insert(next);
     key = next;
     prev = &key;
@@ -231,14 +232,17 @@ int PurgeDeadCgroupEntries(int rules_fd, int denials_fd) {
   std::vector<flotilla_rule_key> stale;
   flotilla_rule_key rkey{}, rnext{};
   const void* rprev = nullptr;
-  while (bpf_map_get_next_key(rules_fd, rprev, &rnext) == 0) {
+  while (!stopped() && bpf_map_get_next_key(rules_fd, rprev, &rnext) == 0) {
     uint64_t id;
     std::memcpy(&id, rnext.data, sizeof(id));
     if (gone.count(id)) stale.push_back(rnext);
     rkey = rnext;
     rprev = &rkey;
   }
+  // Rules before counters: an interrupted pass leaves the counter, so the next pass finds the
+  // dead cgroup again and finishes its rules.
   for (const flotilla_rule_key& k : stale) bpf_map_delete_elem(rules_fd, &k);
+  if (stopped()) return 0;
   for (uint64_t id : gone) bpf_map_delete_elem(denials_fd, &id);
   return static_cast<int>(gone.size());
 }

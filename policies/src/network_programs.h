@@ -5,6 +5,7 @@
 #include <bpf/bpf.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -53,7 +54,8 @@ absl::StatusOr<NetworkPrograms> OpenPinnedNetworkPrograms(const std::string& pin
 absl::Status RemovePinnedNetworkPrograms(const std::string& pin_dir);
 
 // Deletes the rule and counter entries of cgroups that no longer exist (a process that died
-// before detaching its sandboxes). Returns how many cgroups' entries went.
-int PurgeDeadCgroupEntries(int rules_fd, int denials_fd);
+// before detaching its sandboxes). Returns how many cgroups' entries went. Stops early, with
+// part done, once *stop (when given) turns true.
+int PurgeDeadCgroupEntries(int rules_fd, int denials_fd, const std::atomic<bool>* stop = nullptr);
 
 }  // namespace flotilla::policies

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <atomic>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -41,8 +43,8 @@ struct HostEnforcers {
 
   // The eBPF network enforcer, null when there is none here (*why_not says why). Thread-safe.
   pol::NetworkEnforcer* Network(std::string* why_not) {
-    std::lock_guard<std::mutex> lock(network_mu);
-    if (network_loading.joinable()) network_loading.join();
+    std::unique_lock<std::mutex> lock(network_mu);
+    network_cv.wait(lock, [&] { return network_ready; });
     *why_not = network_error;
     return network.get();
   }
@@ -50,14 +52,25 @@ struct HostEnforcers {
     network_loading = std::thread([this, pin_dir = std::move(pin_dir)] {
       auto net = pol::NetworkEnforcer::Create(
           pol::NetworkEnforcer::Options{.max_rules = 65536, .keep_hooks_warm = true, .pin_dir = pin_dir});
-      if (net.ok()) {
-        network = std::move(*net);
-      } else {
-        network_error = absl::StrCat("ebpf-net: ", net.status().message());
+      pol::NetworkEnforcer* ready = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(network_mu);
+        if (net.ok()) {
+          network = std::move(*net);
+          ready = network.get();
+        } else {
+          network_error = absl::StrCat("ebpf-net: ", net.status().message());
+        }
+        network_ready = true;
       }
+      network_cv.notify_all();
+      // The shared maps may hold entries of a process that died attached: cleared here, after
+      // the Creates waiting for the programs have them.
+      if (ready != nullptr && !pin_dir.empty()) ready->PurgeDeadCgroups(&network_closing);
     });
   }
   ~HostEnforcers() {
+    network_closing = true;  // a purge still running stops; the next runtime's finishes it
     if (network_loading.joinable()) network_loading.join();
   }
 
@@ -79,7 +92,10 @@ struct HostEnforcers {
   std::mutex apparmor_mu;
   std::map<std::string, std::weak_ptr<pol::LoadedAppArmorProfile>> apparmor_profiles;  // by name
   std::mutex network_mu;
-  std::thread network_loading;                   // guarded by network_mu
+  std::condition_variable network_cv;
+  bool network_ready = false;                     // guarded by network_mu
+  std::atomic<bool> network_closing{false};
+  std::thread network_loading;
   std::unique_ptr<pol::NetworkEnforcer> network;  // written by network_loading, then read-only
   std::string network_error;
 };

@@ -13,6 +13,7 @@
 // too but find no rules of their own, so everything is denied to them (fail closed).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -75,7 +76,7 @@ class NetworkEnforcer {
     // bpffs of flotilla's own, mounted there if needed), loading and pinning it only when no
     // earlier process did. Its pinned anchor keeps the hooks on across processes (so
     // keep_hooks_warm is moot), and a short-lived process skips the program load altogether.
-    // Entries of cgroups that no longer exist (a crashed process's) are purged at Create.
+    // Where no bpffs can be mounted, the programs load for this process instead.
     std::string pin_dir;
   };
   // Takes the node's shared copy under `pin_dir` away (pins, anchor cgroups, the bpffs mount).
@@ -93,6 +94,12 @@ class NetworkEnforcer {
   // of a directory under FindCgroup2Mount()). The fd is not kept.
   absl::StatusOr<std::unique_ptr<NetworkAttachment>> Attach(const NetworkPolicy& policy,
                                                            int cgroup_dir_fd);
+
+  // Deletes the rule and counter entries of cgroups that no longer exist (left in the shared
+  // maps by a process that died attached). One syscall pair per live entry: run it off the
+  // path of a Create. Returns how many cgroups' entries went. Safe beside Attach and detach;
+  // stops early (the rest left for a later pass) once *stop turns true.
+  int PurgeDeadCgroups(const std::atomic<bool>* stop = nullptr);
 
  private:
   friend class NetworkAttachment;
