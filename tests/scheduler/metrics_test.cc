@@ -13,7 +13,7 @@
 #include "flotilla/scheduler/scheduler_service.h"
 #include "flotilla/scheduler/simulated_node.h"
 #include "gtest/gtest.h"
-#include "http_get.h"
+#include "testing/http_client.h"
 
 namespace flotilla::scheduler {
 namespace {
@@ -79,10 +79,10 @@ TEST(SchedulerMetricsTest, ScrapeAfterRealPlacementsShowsExactFigures) {
   clock.AdvanceMillis(3000);
   front.CheckLiveness();  // the server's own ticker may get there first: either way b is dead
 
-  const std::string response = testing::HttpGet((*server)->metrics_port(), "/metrics");
-  ASSERT_EQ(response.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << response;
-  EXPECT_NE(response.find("Content-Type: text/plain; version=0.0.4"), std::string::npos);
-  const std::string body = response.substr(response.find("\r\n\r\n") + 4);
+  const auto response = flotilla::testing::HttpCall((*server)->metrics_port(), "GET", "/metrics");
+  ASSERT_EQ(response.status, 200) << response.body;
+  EXPECT_EQ(response.content_type.rfind("text/plain; version=0.0.4", 0), 0u) << response.content_type;
+  const std::string& body = response.body;
   EXPECT_NE(body.find("# TYPE flotilla_scheduler_placement_latency_seconds histogram\n"), std::string::npos);
   std::map<std::string, std::string> m = Samples(body);
   const std::string u = "unit=\"unit-0\"";
@@ -103,7 +103,8 @@ TEST(SchedulerMetricsTest, ScrapeAfterRealPlacementsShowsExactFigures) {
   EXPECT_EQ(m["flotilla_scheduler_sandboxes{" + u + ",state=\"lost\"}"], std::to_string(on_b));
   EXPECT_EQ(m["flotilla_scheduler_sandboxes_lost_total{" + u + "}"], std::to_string(on_b));
 
-  EXPECT_EQ(testing::HttpGet((*server)->metrics_port(), "/other").rfind("HTTP/1.1 404 Not Found\r\n", 0), 0u);
+  EXPECT_EQ(flotilla::testing::HttpCall((*server)->metrics_port(), "GET", "/other").status, 404);
+  EXPECT_EQ(flotilla::testing::HttpCall((*server)->metrics_port(), "POST", "/metrics").status, 405);
 }
 
 TEST(SchedulerMetricsTest, RecordsIntoTheBucketOfItsUpperBound) {
@@ -126,6 +127,18 @@ TEST(SchedulerMetricsTest, BadAddressIsInvalidArgument) {
   auto s = MetricsServer::Start("no-port", [] { return std::string(); });
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.status().message(), "metrics address 'no-port': expected host:port");
+  auto unknown = MetricsServer::Start("no-such-host.invalid:0", [] { return std::string(); });
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument) << unknown.status();
+}
+
+// A host name is resolved; the scrape answers on the address it named.
+TEST(SchedulerMetricsTest, HostNamesResolve) {
+  auto s = MetricsServer::Start("localhost:0", [] { return std::string("up 1\n"); });
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_GT((*s)->port(), 0);
+  auto r = flotilla::testing::HttpCall((*s)->port(), "GET", "/metrics");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "up 1\n");
 }
 
 }  // namespace

@@ -16,7 +16,7 @@
 #include "flotilla/proto/sandbox.grpc.pb.h"
 #include "flotilla/proto/scheduler.grpc.pb.h"
 #include "gtest/gtest.h"
-#include "http_get.h"
+#include "testing/http_client.h"
 #include "testing/temp_dir.h"
 
 namespace flotilla::scheduler {
@@ -195,9 +195,9 @@ TEST(SchedulerRestartTest, KillNineMidRunLosesNoAcknowledgedSandbox) {
   EXPECT_EQ(after.List("").size(), listed);
   // The restarted daemon serves /metrics with the restored units' figures.
   ASSERT_TRUE(WaitFor([&] { return ReadPort(dir.file("metrics-port")) > 0; }, 5));
-  const std::string scrape = testing::HttpGet(ReadPort(dir.file("metrics-port")), "/metrics");
-  EXPECT_EQ(scrape.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << scrape;
-  EXPECT_NE(scrape.find("flotilla_scheduler_nodes{unit=\"unit-0\",state=\"alive\"}"), std::string::npos);
+  const auto scrape = flotilla::testing::HttpCall(ReadPort(dir.file("metrics-port")), "GET", "/metrics");
+  EXPECT_EQ(scrape.status, 200) << scrape.body;
+  EXPECT_NE(scrape.body.find("flotilla_scheduler_nodes{unit=\"unit-0\",state=\"alive\"}"), std::string::npos);
   v1::CreateSandboxResponse more;
   // Restored nodes rejoin the placement views at their first heartbeat after the restart.
   EXPECT_TRUE(WaitFor([&] { return after.Create("exp-9", &more).ok(); }, 10));

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_split.h"
-#include "http_test_client.h"
+#include "testing/http_client.h"
 #include "nlohmann/json.hpp"
 #include "scripted_generator.h"
 
@@ -15,7 +15,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using nlohmann::json;
-using testing::HttpCall;
+using flotilla::testing::HttpCall;
 using testing::ScriptedGenerator;
 
 std::vector<int32_t> CallReply(const std::string& text, const std::string& call) {
@@ -54,7 +54,7 @@ class WireApiTest : public ::testing::Test {
     o.experts_per_token = ScriptedGenerator::kWidth;
     return o;
   }
-  testing::HttpResult Post(const std::string& path, const json& body,
+  flotilla::testing::HttpResult Post(const std::string& path, const json& body,
                            const std::map<std::string, std::string>& headers = {}) {
     return HttpCall(server_->port(), "POST", path, body.dump(), headers);
   }

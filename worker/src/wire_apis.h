@@ -5,7 +5,7 @@
 #include <string>
 
 #include "flotilla/worker/chat_service.h"
-#include "flotilla/worker/http_server.h"
+#include "flotilla/common/http_server.h"
 
 namespace flotilla::worker::wire {
 

@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "flotilla/worker/chat_service.h"
-#include "flotilla/worker/http_server.h"
+#include "flotilla/common/http_server.h"
 #include "nlohmann/json.hpp"
 
 namespace flotilla::worker::wire {

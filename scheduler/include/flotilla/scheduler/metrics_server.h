@@ -1,18 +1,17 @@
-// A minimal HTTP/1.x server for Prometheus scrapes: GET /metrics answers 200 with whatever
+// The scheduler's Prometheus endpoint: GET (or HEAD) /metrics answers 200 with whatever
 // `render` returns (text exposition format); any other path is 404, any other method 405.
-// One connection at a time, closed after each response (scrapes are rare and small).
+// Served by the project's HTTP server (flotilla/common/http_server.h).
 //
-// Thread-safe to construct and destroy from any thread. Owns its listening socket and one
-// serving thread; `render` is called on that thread and must outlive the server.
+// Thread-safe to construct and destroy from any thread; `render` is called on the server's
+// connection threads (possibly several at once) and must outlive the server.
 #pragma once
 
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
+#include "flotilla/common/http_server.h"
 
 namespace flotilla::scheduler {
 
@@ -21,24 +20,17 @@ class MetricsServer {
   using RenderFn = std::function<std::string()>;
 
   // Binds `address` ("host:port"; port 0 picks a free one) and starts serving.
-  // InvalidArgument naming the address when it does not parse; Unavailable when it cannot bind.
+  // InvalidArgument naming the address when it does not parse or resolve; Unavailable when it
+  // cannot bind.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& address, RenderFn render);
-  ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
 
-  [[nodiscard]] int port() const { return port_; }
+  [[nodiscard]] int port() const { return http_->port(); }
 
  private:
-  MetricsServer(int fd, int port, RenderFn render);
-  void Serve();
-  void Answer(int conn);
-
-  const int fd_;
-  const int port_;
-  const RenderFn render_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
+  explicit MetricsServer(std::unique_ptr<HttpServer> http) : http_(std::move(http)) {}
+  std::unique_ptr<HttpServer> http_;
 };
 
 }  // namespace flotilla::scheduler

@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "flotilla/inference/engine.h"
 #include "flotilla/worker/chat_service.h"
-#include "flotilla/worker/http_server.h"
+#include "flotilla/common/http_server.h"
 #include "flotilla/worker/trajectory_store.h"
 #include "flotilla/worker/wire_api.h"
 

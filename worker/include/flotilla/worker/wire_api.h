@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "flotilla/worker/chat_service.h"
-#include "flotilla/worker/http_server.h"
+#include "flotilla/common/http_server.h"
 
 namespace flotilla::worker {
 

@@ -1,5 +1,5 @@
 // A blocking HTTP/1.1 client for tests (Boost.Beast): one request per call, whole body read
-// (chunked SSE bodies included).
+// (chunked SSE bodies included). Link Boost::headers.
 #pragma once
 
 #include <boost/asio.hpp>
@@ -8,7 +8,7 @@
 #include <map>
 #include <string>
 
-namespace flotilla::worker::testing {
+namespace flotilla::testing {
 
 struct HttpResult {
   int status = 0;
@@ -42,4 +42,4 @@ inline HttpResult HttpCall(int port, const std::string& method, const std::strin
   return r;
 }
 
-}  // namespace flotilla::worker::testing
+}  // namespace flotilla::testing

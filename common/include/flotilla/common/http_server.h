@@ -1,4 +1,4 @@
-// HttpServer: a small HTTP/1.1 server (Boost.Beast) for the worker's wire APIs, on TCP
+// HttpServer: a small HTTP/1.1 server (Boost.Beast) for the wire APIs and /metrics, on TCP
 // ("127.0.0.1:8000", port 0 picks one) or a Unix socket ("unix:/path/to.sock").
 //
 // Each connection is served on its own thread with keep-alive; a handler may answer once
@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace flotilla::worker {
+namespace flotilla {
 
 struct HttpRequest {
   std::string method;                         // "GET", "POST", ...
@@ -55,4 +55,4 @@ class HttpServer {
   virtual void Stop() = 0;
 };
 
-}  // namespace flotilla::worker
+}  // namespace flotilla

@@ -1,4 +1,4 @@
-#include "flotilla/worker/http_server.h"
+#include "flotilla/common/http_server.h"
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/logging.h"
 
-namespace flotilla::worker {
+namespace flotilla {
 namespace {
 
 namespace asio = boost::asio;
@@ -261,8 +261,15 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string&
   beast::error_code ec;
   auto ip = asio::ip::make_address(host.empty() ? "0.0.0.0" : host, ec);
   if (ec) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("listen address '", address, "': bad IP address '", host, "'"));
+    // A host name: its first address.
+    asio::io_context io;
+    asio::ip::tcp::resolver resolver(io);
+    auto found = resolver.resolve(host, std::to_string(port), asio::ip::tcp::resolver::passive, ec);
+    if (ec || found.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("listen address '", address, "': cannot resolve '", host, "'"));
+    }
+    ip = found.begin()->endpoint().address();
   }
   auto server = std::make_unique<ServerImpl<asio::ip::tcp>>(
       asio::ip::tcp::endpoint(ip, static_cast<uint16_t>(port)), std::move(handler), address, port);
@@ -271,4 +278,4 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string&
   return std::unique_ptr<HttpServer>(std::move(server));
 }
 
-}  // namespace flotilla::worker
+}  // namespace flotilla
