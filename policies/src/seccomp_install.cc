@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "flotilla/common/fd_passing.h"
 #include "flotilla/common/status.h"
 #include "flotilla/policies/seccomp.h"
 
@@ -18,22 +19,7 @@ namespace {
 int SendFd(int socket_fd, int fd) noexcept {
   char byte = 'L';
   iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  std::memset(control, 0, sizeof(control));
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-  cmsg->cmsg_level = SOL_SOCKET;
-  cmsg->cmsg_type = SCM_RIGHTS;
-  cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
-  while (sendmsg(socket_fd, &msg, MSG_NOSIGNAL) < 0) {
-    if (errno != EINTR) return errno;
-  }
-  return 0;
+  return SendWithFds(socket_fd, &iov, 1, &fd, 1) < 0 ? errno : 0;
 }
 
 }  // namespace
@@ -72,27 +58,14 @@ absl::Status InstallSeccomp(const SeccompProgram& program, int listener_socket) 
 
 absl::StatusOr<UniqueFd> ReceiveListenerFd(int socket_fd) {
   char byte = 0;
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  ssize_t n;
-  do {
-    n = recvmsg(socket_fd, &msg, MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
+  int fd = -1, nfds = 0;
+  bool truncated = false;
+  ssize_t n = RecvWithFds(socket_fd, &byte, 1, &fd, 1, &nfds, &truncated);
+  UniqueFd received(nfds == 1 ? fd : -1);
   if (n < 0) return ErrnoStatus("receiving the seccomp listener fd");
   if (n == 0) return absl::FailedPreconditionError("the sandbox closed its socket before sending the seccomp listener fd");
-  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-  if (cmsg == nullptr || cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS ||
-      cmsg->cmsg_len != CMSG_LEN(sizeof(int))) {
-    return absl::FailedPreconditionError("message without a seccomp listener fd");
-  }
-  int fd;
-  std::memcpy(&fd, CMSG_DATA(cmsg), sizeof(int));
-  return UniqueFd(fd);
+  if (!received.valid()) return absl::FailedPreconditionError("message without a seccomp listener fd");
+  return received;
 }
 
 }  // namespace flotilla::policies

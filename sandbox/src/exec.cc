@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/clock.h"
+#include "flotilla/common/fd_passing.h"
 #include "flotilla/common/status.h"
 #include "init_protocol.h"
 #include "runtime_impl.h"
@@ -25,20 +26,7 @@ constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/
 absl::Status SendToInit(int control, const InitHeader& h, const std::string& payload, const int* fds, int nfds) {
   struct iovec iov[2] = {{const_cast<InitHeader*>(&h), sizeof(h)},
                          {const_cast<char*>(payload.data()), payload.size()}};
-  struct msghdr mh {};
-  mh.msg_iov = iov;
-  mh.msg_iovlen = payload.empty() ? 1 : 2;
-  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kInitExecFds)] = {};
-  if (nfds > 0) {
-    mh.msg_control = cbuf;
-    mh.msg_controllen = CMSG_SPACE(sizeof(int) * static_cast<size_t>(nfds));
-    struct cmsghdr* c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * static_cast<size_t>(nfds));
-    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * static_cast<size_t>(nfds));
-  }
-  if (::sendmsg(control, &mh, MSG_NOSIGNAL) < 0) return ErrnoStatus("send to sandbox init");
+  if (SendWithFds(control, iov, payload.empty() ? 1 : 2, fds, nfds) < 0) return ErrnoStatus("send to sandbox init");
   return absl::OkStatus();
 }
 

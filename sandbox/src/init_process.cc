@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "flotilla/common/fd_passing.h"
 #include "init_plan.h"
 #include "init_protocol.h"
 
@@ -87,6 +88,20 @@ int SetCapabilities(uint64_t keep) {
 
 // Closes every inherited descriptor except the plan's: init must not hold other sandboxes'
 // channels or layers, or whatever the zygote inherited.
+// init's own /proc/self/oom_score_adj, opened before init entered the user namespace; -1
+// where it could not be opened.
+int g_oom_adj_fd = -1;
+
+// The OOM killer's bias for the commands (init keeps 0). An OOM kill then hits a command, which
+// only ends itself, before init, whose death would end the sandbox (init, a clone of the
+// runtime's zygote, can look larger than a shell to the OOM killer); and on the host, sandbox
+// commands go before the host's own processes, as orchestrators do for best-effort work.
+constexpr char kCommandOomScoreAdj[] = "500";
+
+void SetOwnOomScoreAdj(const char* value) {
+  if (g_oom_adj_fd >= 0) (void)!::pwrite(g_oom_adj_fd, value, std::strlen(value), 0);
+}
+
 void CloseInherited(const InitPlanView& p) {
   int keep[kInitPlanMaxFds + 1];
   int n = 0;
@@ -185,6 +200,9 @@ void SetUp(const InitPlanView& p) {
   if (::chdir("/") != 0) Fail(ctl, "chdir /", errno);
   if (int err = p.RunHooks(0); err != 0) Fail(ctl, "enforcer", err);
   HideCommandLine();
+  // Opened while init is still the host's root: after the switch below init is non-dumpable
+  // and could not open its own /proc files any more.
+  g_oom_adj_fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
   if (::setns(p.userns_fd(), CLONE_NEWUSER) != 0) Fail(ctl, "enter user namespace", errno);
   ::close(p.userns_fd());
   // Raw system calls: glibc's wrappers broadcast to every thread it believes exists, and the
@@ -297,27 +315,14 @@ int StartExec(void* raw) {
 alignas(64) char g_exec_stack[64 * 1024];
 
 void HandleMessage(int ctl, const sigset_t& old_mask) {
-  struct iovec iov {g_msg, sizeof(g_msg)};
-  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kInitExecFds)];
-  struct msghdr mh {};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  mh.msg_control = cbuf;
-  mh.msg_controllen = sizeof(cbuf);
-  ssize_t n = ::recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC);
-  if (n == 0) ::_exit(0);  // the runtime closed the channel: the sandbox ends
-  if (n < 0) {
-    if (errno == EINTR || errno == EAGAIN) return;
-    ::_exit(0);
-  }
   int fds[kInitExecFds] = {-1, -1, -1, -1};
   int nfds = 0;
-  for (struct cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      nfds = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-      if (nfds > kInitExecFds) nfds = kInitExecFds;
-      std::memcpy(fds, CMSG_DATA(c), sizeof(int) * static_cast<size_t>(nfds));
-    }
+  bool truncated = false;
+  ssize_t n = RecvWithFds(ctl, g_msg, sizeof(g_msg), fds, kInitExecFds, &nfds, &truncated);
+  if (n == 0) ::_exit(0);  // the runtime closed the channel: the sandbox ends
+  if (n < 0) {
+    if (errno == EAGAIN) return;
+    ::_exit(0);
   }
   auto close_fds = [&] {
     for (int i = 0; i < nfds; ++i) ::close(fds[i]);
@@ -358,7 +363,11 @@ void HandleMessage(int ctl, const sigset_t& old_mask) {
   g_msg[sizeof(h) + h.payload_len] = '\0';
   // vfork-style: the child borrows init's memory until it execs, so nothing is copied.
   ExecArgs args{&h, g_msg + sizeof(h), fds, &old_mask};
+  // Raising one's own bias needs no privilege, and a child inherits it: raised for the clone,
+  // back to 0 once the child has exec'd (CLONE_VFORK).
+  SetOwnOomScoreAdj(kCommandOomScoreAdj);
   pid_t pid = ::clone(&StartExec, g_exec_stack + sizeof(g_exec_stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+  SetOwnOomScoreAdj("0");
   if (pid < 0) {
     int status = 126 << 8;
     (void)WriteAll(fds[3], reinterpret_cast<const char*>(&status), sizeof(status));

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <string>
 
+#include "flotilla/common/fd_passing.h"
 #include "flotilla/common/status.h"
 #include "flotilla/sandbox/zygote_main.h"
 #include "init_plan.h"
@@ -65,23 +66,7 @@ void FillNetnsPool() {
 // Sends `reply`, with `fd` attached when it is >= 0. Returns false when the channel is gone.
 bool SendReply(int channel, const ZygoteReply& reply, int fd) {
   struct iovec iov {const_cast<ZygoteReply*>(&reply), sizeof(reply)};
-  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
-  struct msghdr mh {};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  if (fd >= 0) {
-    mh.msg_control = cbuf;
-    mh.msg_controllen = sizeof(cbuf);
-    struct cmsghdr* c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  }
-  while (::sendmsg(channel, &mh, MSG_NOSIGNAL) < 0) {
-    if (errno != EINTR) return false;
-  }
-  return true;
+  return SendWithFds(channel, &iov, 1, &fd, fd >= 0 ? 1 : 0) >= 0;
 }
 
 [[noreturn]] void ZygoteMain(int channel, int userns_fd, pid_t runtime_pid) {
@@ -106,38 +91,16 @@ bool SendReply(int channel, const ZygoteReply& reply, int fd) {
   g_own_netns = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
   for (;;) {
     FillNetnsPool();
-    struct iovec iov {g_plan, sizeof(g_plan)};
-    alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kInitPlanMaxFds)];
-    struct msghdr mh {};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = cbuf;
-    mh.msg_controllen = sizeof(cbuf);
-    ssize_t n = ::recvmsg(channel, &mh, MSG_CMSG_CLOEXEC);
-    if (n == 0) ::_exit(0);  // the runtime closed the channel
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      ::_exit(1);
-    }
     int fds[kInitPlanMaxFds];
     int nfds = 0;
-    for (struct cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-      int count = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-      for (int i = 0; i < count; ++i) {
-        int fd;
-        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-        if (nfds < kInitPlanMaxFds) {
-          fds[nfds++] = fd;
-        } else {
-          ::close(fd);
-        }
-      }
-    }
+    bool truncated = false;
+    ssize_t n = RecvWithFds(channel, g_plan, sizeof(g_plan), fds, kInitPlanMaxFds, &nfds, &truncated);
+    if (n == 0) ::_exit(0);  // the runtime closed the channel
+    if (n < 0) ::_exit(1);
     ZygoteReply reply{};
     InitPlanView plan;
     int pidfd = -1;
-    if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 ||
+    if (truncated ||
         !plan.Decode(g_plan, static_cast<size_t>(n), fds, nfds, userns_fd)) {
       reply.err = EINVAL;
       reply.rejected = 1;
@@ -257,47 +220,19 @@ Zygote::~Zygote() {
 absl::StatusOr<Zygote::Spawned> Zygote::Spawn(const InitPlan& plan) {
   ASSIGN_OR_RETURN(EncodedInitPlan enc, EncodeInitPlan(plan));
   struct iovec iov {enc.bytes.data(), enc.bytes.size()};
-  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kInitPlanMaxFds)] = {};
-  struct msghdr mh {};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  mh.msg_control = cbuf;
-  mh.msg_controllen = CMSG_SPACE(sizeof(int) * enc.fds.size());
-  struct cmsghdr* c = CMSG_FIRSTHDR(&mh);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int) * enc.fds.size());
-  std::memcpy(CMSG_DATA(c), enc.fds.data(), sizeof(int) * enc.fds.size());
-  ssize_t n;
-  do {
-    n = ::sendmsg(channel_.get(), &mh, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
+  ssize_t n = SendWithFds(channel_.get(), &iov, 1, enc.fds.data(), static_cast<int>(enc.fds.size()));
   if (n < 0) {
     if (errno == EPIPE || errno == ECONNRESET) return absl::UnavailableError("the sandbox zygote is gone");
     return ErrnoStatus("sending a plan to the sandbox zygote");
   }
   ZygoteReply reply{};
-  struct iovec riov {&reply, sizeof(reply)};
-  alignas(struct cmsghdr) char rbuf[CMSG_SPACE(sizeof(int))];
-  struct msghdr rh {};
-  rh.msg_iov = &riov;
-  rh.msg_iovlen = 1;
-  rh.msg_control = rbuf;
-  rh.msg_controllen = sizeof(rbuf);
-  do {
-    n = ::recvmsg(channel_.get(), &rh, MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
+  int fd = -1, nfds = 0;
+  bool truncated = false;
+  n = RecvWithFds(channel_.get(), &reply, sizeof(reply), &fd, 1, &nfds, &truncated);
+  UniqueFd pidfd(nfds == 1 ? fd : -1);
   // A zygote that died with the plan still queued resets the connection.
   if (n == 0 || (n < 0 && errno == ECONNRESET)) return absl::UnavailableError("the sandbox zygote is gone");
   if (n < 0) return ErrnoStatus("reading the sandbox zygote's answer");
-  UniqueFd pidfd;
-  for (struct cmsghdr* rc = CMSG_FIRSTHDR(&rh); rc; rc = CMSG_NXTHDR(&rh, rc)) {
-    if (rc->cmsg_level == SOL_SOCKET && rc->cmsg_type == SCM_RIGHTS && rc->cmsg_len == CMSG_LEN(sizeof(int))) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(rc), sizeof(int));
-      pidfd.Reset(fd);
-    }
-  }
   if (n != static_cast<ssize_t>(sizeof(reply))) return absl::InternalError("short answer from the sandbox zygote");
   if (reply.rejected != 0) {
     return absl::InternalError("the sandbox zygote rejected the init plan");

@@ -93,6 +93,14 @@ TEST_F(SandboxTest, AppArmorConfinesTheSandboxWhereTheKernelHasIt) {
   EXPECT_TRUE(rt().Destroy(created->id).ok());
 }
 
+// An OOM kill inside the sandbox hits the commands before init (which would end the sandbox).
+TEST_F(SandboxTest, InitIsTheLastOomVictim) {
+  ScopedSandbox sb(rt());
+  ASSERT_TRUE(sb.ok());
+  EXPECT_EQ(Trim(Sh(sb.id(), "cat /proc/1/oom_score_adj; cat /proc/self/oom_score_adj; sh -c 'cat /proc/self/oom_score_adj'")),
+            "0\n500\n500");
+}
+
 TEST_F(SandboxTest, RootInsideMapsToUnprivilegedHostUid) {
   ScopedSandbox sb(rt());
   ASSERT_TRUE(sb.ok());
