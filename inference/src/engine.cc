@@ -453,7 +453,7 @@ bool EngineImpl::RunStep() {
     size_t rows = 0;
     ran = RunModelStep(slot, &deliveries, &rows) || ran;
     const auto t0 = std::chrono::steady_clock::now();
-    for (Delivery& d : deliveries) d.sink(d.update);
+    for (const Delivery& d : deliveries) d.Send();
     if (profile_.enabled && rows > 0) {
       const auto t1 = std::chrono::steady_clock::now();
       profile_.by_rows[rows].deliver_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();

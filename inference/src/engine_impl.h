@@ -101,9 +101,14 @@ class EngineImpl final : public Engine {
                                   uint64_t seed, float stddev, int64_t version);
 
  private:
+  // One sink call. A finished sequence's sink moves into `sink`; a running sequence's stays in
+  // its Sequence and `running_sink` points at it, which is safe because the scheduler delivers
+  // under step_mu_ and a running sequence's sink changes only in a step (FinishLocked).
   struct Delivery {
     TokenSink sink;
+    const TokenSink* running_sink = nullptr;
     GenerateUpdate update;
+    void Send() const { (running_sink != nullptr ? *running_sink : sink)(update); }
   };
 
   void SchedulerLoop();

@@ -224,7 +224,7 @@ absl::StatusOr<uint64_t> EngineImpl::Release(const std::string& sequence_id) {
       saved_.erase(st);
     }
   }
-  for (Delivery& d : deliveries) d.sink(d.update);
+  for (const Delivery& d : deliveries) d.Send();
   return bytes;
 }
 

@@ -131,6 +131,7 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_
   std::lock_guard<std::mutex> l(mu_);
   ++stats_.steps;
   const int32_t LK = c.n_layers * c.top_k;
+  out->reserve(out->size() + plan.size());
   for (size_t pi = 0; pi < plan.size(); ++pi) {
     const Planned& p = plan[pi];
     Sequence* seq = p.seq;
@@ -163,7 +164,7 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_
     if (finish == FinishReason::kRunning) {
       if (seq->sink) {
         Delivery d;
-        d.sink = seq->sink;
+        d.running_sink = &seq->sink;
         d.update.sequence_id = seq->id;
         d.update.tokens.push_back(std::move(rec));
         d.update.prefilled_tokens = seq->call_prefilled;
