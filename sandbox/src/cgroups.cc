@@ -107,7 +107,7 @@ absl::Status CgroupDriver::EnsureGroup(const std::string& group) const {
   for (const std::string& r : roots) {
     std::string path = r;
     for (absl::string_view part : absl::StrSplit(group, '/', absl::SkipEmpty())) {
-      path += "/" + std::string(part);
+      absl::StrAppend(&path, "/", part);
       RETURN_IF_ERROR(MkdirIfMissing(path));
       if (pure_v2_) {
         // Children need the controllers delegated; missing ones (cpu) are tolerated.
@@ -153,7 +153,7 @@ absl::Status CgroupDriver::EnsureCpusetGroup(const std::string& group) const {
   std::string path = cpuset_;
   for (absl::string_view part : absl::StrSplit(group, '/', absl::SkipEmpty())) {
     const std::string parent = path;
-    path += "/" + std::string(part);
+    absl::StrAppend(&path, "/", part);
     if (::mkdir(path.c_str(), 0755) != 0) {
       if (errno == EEXIST) continue;
       return ErrnoStatus("mkdir cgroup " + path);
