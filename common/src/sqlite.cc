@@ -2,6 +2,9 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/status.h"
 
@@ -135,7 +138,15 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
   if (!options.read_only) {
     ASSIGN_OR_RETURN(std::string mode, db->JournalMode());
     if (mode != "wal") {
-      RETURN_IF_ERROR(db->Exec("PRAGMA journal_mode=WAL"));
+      // Two processes opening a new database at once both switch it to WAL; SQLite answers the
+      // loser SQLITE_BUSY at once rather than wait (waiting could deadlock), so retry here,
+      // within the busy timeout.
+      absl::Status switched = db->Exec("PRAGMA journal_mode=WAL");
+      for (int waited_ms = 0; absl::IsUnavailable(switched) && waited_ms < options.busy_timeout_ms; waited_ms += 10) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        switched = db->Exec("PRAGMA journal_mode=WAL");
+      }
+      RETURN_IF_ERROR(switched);
       ASSIGN_OR_RETURN(mode, db->JournalMode());
       if (mode != "wal") {
         return absl::FailedPreconditionError(absl::StrCat(path, ": cannot enable WAL (mode ", mode, ")"));

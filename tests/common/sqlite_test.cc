@@ -28,6 +28,36 @@ TEST(SqliteTest, OpensInWalMode) {
   EXPECT_EQ(*(*db)->JournalMode(), "wal");
 }
 
+// Processes that open one new database at the same moment all get it, in WAL mode (the
+// losers of the switch to WAL are answered SQLITE_BUSY at once and retry).
+TEST(SqliteTest, ConcurrentFirstOpensAllSucceed) {
+  for (int round = 0; round < 5; ++round) {
+    testing::TempDir dir;
+    const std::string path = dir.file("race.db");
+    int go[2];
+    ASSERT_EQ(::pipe(go), 0);
+    std::vector<pid_t> kids;
+    for (int i = 0; i < 6; ++i) {
+      pid_t pid = ::fork();
+      if (pid == 0) {
+        char c;
+        ::close(go[1]);
+        if (::read(go[0], &c, 1) != 0) ::_exit(3);  // all start when the pipe closes
+        auto db = Database::Open(path);
+        ::_exit(db.ok() && *(*db)->JournalMode() == "wal" ? 0 : 1);
+      }
+      kids.push_back(pid);
+    }
+    ::close(go[0]);
+    ::close(go[1]);
+    for (pid_t pid : kids) {
+      int status = 0;
+      ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "round " << round;
+    }
+  }
+}
+
 TEST(SqliteTest, MigratesOnceAndRecordsVersion) {
   testing::TempDir dir;
   {
