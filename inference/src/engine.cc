@@ -41,17 +41,9 @@ EngineImpl::EngineImpl(const EngineOptions& options)
       clock_(options.clock != nullptr ? options.clock : &SystemClock::Get()),
       pool_(ThreadCount(options.threads)) {
   openblas_set_num_threads(ThreadCount(options.threads));
+  // The file tier's directory is made at the first SaveState to a file (StateDirLocked): most
+  // engines never use it, and a process killed before its destructor leaves nothing behind.
   state_dir_ = options.state_dir;
-  if (state_dir_.empty()) {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "flotilla-kv-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) != nullptr) {
-      state_dir_ = tmpl;
-      own_state_dir_ = true;
-    }
-  } else {
-    std::error_code ec;
-    std::filesystem::create_directories(state_dir_, ec);
-  }
   profile_.enabled = std::getenv("FLOTILLA_ENGINE_PROFILE") != nullptr;
   scheduler_ = std::thread([this] { SchedulerLoop(); });
 }

@@ -137,7 +137,10 @@ class EngineImpl final : public Engine {
   const EngineOptions options_;
   const Clock* clock_;
   std::string state_dir_;
-  bool own_state_dir_ = false;
+  bool own_state_dir_ = false;   // made here (a temporary directory): removed with the engine
+  bool state_dir_made_ = false;  // the directory exists (made at the first file save)
+  // The file tier's directory, made on first use. Called with mu_ held.
+  absl::StatusOr<std::string> StateDirLocked();
   ThreadPool pool_;
 
   std::mutex step_mu_;

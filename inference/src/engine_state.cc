@@ -119,7 +119,8 @@ absl::StatusOr<std::string> EngineImpl::SaveState(const std::string& sequence_id
   saved.expires_ns = ttl_ms == 0 ? 0 : NowNanos() + int64_t{ttl_ms} * 1'000'000;
   std::string handle = NewId("state");
   if (to_file) {
-    saved.file = (std::filesystem::path(state_dir_) / handle).string();
+    ASSIGN_OR_RETURN(std::string dir, StateDirLocked());
+    saved.file = (std::filesystem::path(dir) / handle).string();
     std::ofstream f(saved.file, std::ios::binary | std::ios::trunc);
     f.write(w.out().data(), static_cast<std::streamsize>(w.out().size()));
     f.close();
@@ -130,6 +131,21 @@ absl::StatusOr<std::string> EngineImpl::SaveState(const std::string& sequence_id
   FreeSequenceLocked(seq);
   saved_[handle] = std::move(saved);
   return handle;
+}
+
+absl::StatusOr<std::string> EngineImpl::StateDirLocked() {
+  if (state_dir_.empty()) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "flotilla-kv-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) return absl::UnavailableError("cannot make a directory for saved states");
+    state_dir_ = tmpl;
+    own_state_dir_ = true;
+  } else if (!state_dir_made_) {
+    std::error_code ec;
+    std::filesystem::create_directories(state_dir_, ec);
+    if (ec) return absl::UnavailableError(absl::StrCat("cannot make ", state_dir_, ": ", ec.message()));
+  }
+  state_dir_made_ = true;
+  return state_dir_;
 }
 
 absl::StatusOr<std::string> EngineImpl::LoadState(const std::string& handle) {
