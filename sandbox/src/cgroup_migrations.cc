@@ -19,13 +19,10 @@ constexpr char kOption[] = "favordynmods";
 
 // The superblock options of the cgroup2 mount at `mount_point` ("rw,nsdelegate,...").
 absl::StatusOr<std::vector<std::string>> SuperOptions(const std::string& mount_point) {
-  ASSIGN_OR_RETURN(std::string info, ReadSmallFile("/proc/self/mountinfo"));
-  for (absl::string_view line : absl::StrSplit(info, '\n', absl::SkipEmpty())) {
-    std::vector<std::string> f = absl::StrSplit(line, ' ');
-    size_t dash = 0;
-    while (dash < f.size() && f[dash] != "-") ++dash;
-    if (f.size() < 5 || dash + 3 >= f.size() || f[4] != mount_point || f[dash + 1] != "cgroup2") continue;
-    return std::vector<std::string>(absl::StrSplit(f[dash + 3], ','));
+  for (const MountEntry& m : Mounts()) {
+    if (m.mount_point == mount_point && m.fstype == "cgroup2") {
+      return std::vector<std::string>(absl::StrSplit(m.super_options, ','));
+    }
   }
   return absl::NotFoundError("no cgroup2 mount at " + mount_point);
 }

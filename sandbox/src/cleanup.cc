@@ -40,13 +40,8 @@ bool OwnerAlive(const std::string& instance) {
 // Mount points at or under `dir` in this mount namespace, deepest first.
 std::vector<std::string> MountsUnder(const std::string& dir) {
   std::vector<std::string> out;
-  auto info = ReadSmallFile("/proc/self/mountinfo");
-  if (!info.ok()) return out;
-  for (absl::string_view line : absl::StrSplit(*info, '\n', absl::SkipEmpty())) {
-    std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
-    if (f.size() < 5) continue;
-    std::string mp(f[4]);
-    if (mp == dir || absl::StartsWith(mp, dir + "/")) out.push_back(mp);
+  for (const MountEntry& m : Mounts()) {
+    if (m.mount_point == dir || absl::StartsWith(m.mount_point, dir + "/")) out.push_back(m.mount_point);
   }
   std::sort(out.begin(), out.end(), [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
   return out;

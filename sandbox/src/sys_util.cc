@@ -115,4 +115,19 @@ void RemoveTree(const std::string& path) {
   ::rmdir(path.c_str());
 }
 
+std::vector<MountEntry> Mounts() {
+  std::vector<MountEntry> out;
+  auto info = ReadSmallFile("/proc/self/mountinfo");
+  if (!info.ok()) return out;
+  // "36 25 0:31 / /sys/fs/cgroup/unified rw,relatime shared:9 - cgroup2 cgroup2 rw,nsdelegate"
+  for (absl::string_view line : absl::StrSplit(*info, '\n', absl::SkipEmpty())) {
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
+    size_t dash = 0;
+    while (dash < f.size() && f[dash] != "-") ++dash;
+    if (f.size() < 5 || dash + 3 >= f.size()) continue;
+    out.push_back(MountEntry{std::string(f[4]), std::string(f[dash + 1]), std::string(f[dash + 3])});
+  }
+  return out;
+}
+
 }  // namespace flotilla::sandbox

@@ -3,6 +3,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -16,6 +17,14 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path);
 absl::Status WriteNewFile(const std::string& path, std::string_view content, int mode = 0644);
 // The value after "key " in a "key value" per-line file (memory.events, oom_control), or 0.
 uint64_t KeyedValue(std::string_view text, std::string_view key);
+// One line of /proc/self/mountinfo: where, what filesystem, and its superblock options.
+struct MountEntry {
+  std::string mount_point;
+  std::string fstype;
+  std::string super_options;  // "rw,nsdelegate,..."
+};
+// The mounts of this process's mount namespace, in the kernel's order; empty when unreadable.
+std::vector<MountEntry> Mounts();
 // Removes a directory tree without following symlinks or crossing into mounts; best effort.
 void RemoveTree(const std::string& path);
 

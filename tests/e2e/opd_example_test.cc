@@ -4,7 +4,6 @@
 // teacher mapped to its dataset, and the run ends with the summary line.
 #include <sys/wait.h>
 
-#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +11,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "testing/shell.h"
 #include "testing/temp_dir.h"
 
 namespace flotilla::cli {
@@ -39,13 +39,9 @@ TEST(OpdExampleTest, TrainsTeachersPerSubDomainThenDistills) {
   const std::string source = Env("FLOTILLA_SOURCE_DIR", ".");
   const std::string yaml = ShortExperiment(source, dir);
   std::string cmd = "TEACHER_STEPS=60 " + source + "/examples/arith-opd/run.sh " + yaml + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  ASSERT_EQ(pclose(p), 0) << out;
+  int status = 0;
+  const std::string out = testing::RunShell(cmd, &status);
+  ASSERT_EQ(status, 0) << out;
 
   // One teacher per sub-domain, each trained on its own dataset only.
   EXPECT_NE(out.find("teacher add-teacher/add step=60/60"), std::string::npos) << out;

@@ -2,7 +2,6 @@
 // the real safetensors writer, and the PyTorch reference run as a subprocess.
 #pragma once
 
-#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -11,6 +10,7 @@
 
 #include "flotilla/inference/model_config.h"
 #include "flotilla/inference/safetensors.h"
+#include "testing/shell.h"
 #include "weights.h"
 
 namespace flotilla::inference::testing {
@@ -50,13 +50,9 @@ inline std::string SourceDir() {
 inline std::optional<std::string> RunReference(const std::string& args) {
   std::string cmd = "FLOTILLA_SOURCE_DIR='" + SourceDir() + "' /usr/bin/python3 '" + SourceDir() +
                     "/tests/inference/reference_tool.py' " + args;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return std::nullopt;
-  std::string out;
-  std::array<char, 65536> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  if (pclose(p) != 0) return std::nullopt;
+  int status = 0;
+  std::string out = flotilla::testing::RunShell(cmd, &status);
+  if (status != 0) return std::nullopt;
   return out;
 }
 

@@ -1,7 +1,6 @@
 // The main job in a short form: `flotilla run` on the arith-grpo example for one minute of RL —
 // SFT warm start, async GRPO with the sandbox verifier and checkpoint switches — ending with the
 // summary line the README promises.
-#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +9,7 @@
 
 #include "flotilla/trainer_bridge/trajectory_store.h"
 #include "gtest/gtest.h"
+#include "testing/shell.h"
 #include "testing/temp_dir.h"
 
 namespace flotilla::trainer_bridge {
@@ -26,13 +26,8 @@ TEST(MainJobE2eTest, ShortRunEndsWithTheSummaryLine) {
                              dir.file("experiment.yaml"));
   std::string cmd = Env("FLOTILLA_BINARY_DIR", "build") + "/cli/flotilla run --fresh " + dir.file("experiment.yaml") +
                     " --minutes 1 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int rc = pclose(p);
+  int rc = 0;
+  const std::string out = testing::RunShell(cmd, &rc);
   ASSERT_EQ(rc, 0) << out;
   std::string last = out.substr(out.rfind("run: "));
   std::smatch m;

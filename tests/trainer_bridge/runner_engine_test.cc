@@ -1,7 +1,6 @@
 // The RolloutRunner on the real engine: checkpoint switches across three versions (routing and
 // versions concatenated exactly as the engine emitted them, checked against the PyTorch
 // reference), no re-prefill on resume, and offload/reload on trainer preemption.
-#include <array>
 #include <cstdio>
 #include <fstream>
 #include <thread>
@@ -11,6 +10,7 @@
 #include "flotilla/trainer_bridge/rollout_runner.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "testing/shell.h"
 #include "testing/temp_dir.h"
 
 namespace flotilla::trainer_bridge {
@@ -21,15 +21,7 @@ std::string SourceDir() {
   return s == nullptr ? "." : s;
 }
 
-std::string Shell(const std::string& cmd, int* code) {
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while (p != nullptr && (n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  *code = p == nullptr ? -1 : pclose(p);
-  return out;
-}
+std::string Shell(const std::string& cmd, int* code) { return flotilla::testing::RunShell(cmd, code); }
 
 std::string Python() {
   return "PYTHONPATH='" + SourceDir() + "/trainer_bridge/python:" + SourceDir() + "/tests/trainer_bridge' /usr/bin/python3 ";

@@ -1,7 +1,6 @@
 // The official OpenAI and Anthropic npm clients against a worker over the real CPU engine:
 // every wire API, streaming and not, tool calls in the history, and a 20-turn session per
 // API; then the stored trajectories are checked token by token against the engine.
-#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +10,7 @@
 
 #include "engine_harness.h"
 #include "nlohmann/json.hpp"
+#include "testing/shell.h"
 #include "trajectory_check.h"
 
 namespace flotilla::worker {
@@ -32,12 +32,8 @@ std::string RunClients(const std::string& base) {
   }
   std::string cmd = "FLOTILLA_BASE='" + base + "' FLOTILLA_NPM_DIR='" + npm + "' node '" +
                     SourceDir() + "/tests/worker/js/sdk_clients.cjs'";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 65536> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int rc = pclose(p);
+  int rc = 0;
+  std::string out = flotilla::testing::RunShell(cmd, &rc);
   EXPECT_EQ(rc, 0) << out;
   return out;
 }

@@ -47,6 +47,18 @@ __device__ double BlockMaxD(double v, double* scratch) {
 // Whether (va, a) comes before (vb, b) in the host's order: larger value first, ties lower id.
 __device__ bool Before(float va, int a, float vb, int b) { return va > vb || (va == vb && a < b); }
 
+// Across the warp: the first (value, index) in the host's order (index -1: none).
+__device__ void WarpFirst(float& bv, int& bi) {
+  for (int off = 16; off > 0; off >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
+    const int oi = __shfl_xor_sync(0xffffffffu, bi, off);
+    if (oi >= 0 && (bi < 0 || Before(ov, oi, bv, bi))) {
+      bv = ov;
+      bi = oi;
+    }
+  }
+}
+
 // The first entry of lp in the host's order among those after (prev_v, prev_id) (prev_id < 0:
 // among all). Every thread gets the answer.
 __device__ int BlockFirstAfter(const float* lp, int n, float prev_v, int prev_id, float* sv, int* si) {
@@ -60,14 +72,7 @@ __device__ int BlockFirstAfter(const float* lp, int n, float prev_v, int prev_id
       bi = i;
     }
   }
-  for (int off = 16; off > 0; off >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
-    const int oi = __shfl_xor_sync(0xffffffffu, bi, off);
-    if (oi >= 0 && (bi < 0 || Before(ov, oi, bv, bi))) {
-      bv = ov;
-      bi = oi;
-    }
-  }
+  WarpFirst(bv, bi);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   __syncthreads();
   if (lane == 0) {
@@ -77,14 +82,7 @@ __device__ int BlockFirstAfter(const float* lp, int n, float prev_v, int prev_id
   __syncthreads();
   bv = lane < kThreads / 32 ? sv[lane] : 0.0f;
   bi = lane < kThreads / 32 ? si[lane] : -1;
-  for (int off = 16; off > 0; off >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
-    const int oi = __shfl_xor_sync(0xffffffffu, bi, off);
-    if (oi >= 0 && (bi < 0 || Before(ov, oi, bv, bi))) {
-      bv = ov;
-      bi = oi;
-    }
-  }
+  WarpFirst(bv, bi);
   return bi;
 }
 
