@@ -3,7 +3,9 @@
 // state save/load) on the GPU. Skips without a CUDA device.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <string>
@@ -322,6 +324,155 @@ TEST(GpuMoePlanTest, MatchesHostPlanAcrossChunks) {
   EXPECT_EQ(g, E - 2);
   EXPECT_EQ(got_ptrs[6 * E - 1], nullptr);  // past the active groups: untouched
 }
+
+}  // namespace
+}  // namespace flotilla::inference
+
+namespace flotilla::inference {
+namespace {
+
+uint16_t Bf16Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+float Bf16Value(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// The fused routing (norm, router, top-k, plan, gather, counts to mapped host memory) against a
+// host reference in double, at a row count of each block size (2 and 4 rows a block) and
+// with rows left over in the last block.
+class GpuMoeRouteTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(GpuMoeRouteTest, MatchesHostReference) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  const int rows = GetParam(), D = 256, E = 16, K = 2;
+  const float eps = 1e-5f;
+  const size_t N = static_cast<size_t>(rows) * K;
+  ASSERT_TRUE(cuda::MoeRouteSupports(D, E, K));
+  std::mt19937 gen(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(rows) * D), w(D);
+  std::vector<uint16_t> router(static_cast<size_t>(E) * D);
+  for (float& v : x) v = normal(gen);
+  for (float& v : w) v = 1.0f + 0.1f * normal(gen);
+  for (uint16_t& v : router) v = Bf16Bits(0.1f * normal(gen));
+  const int blocks = cuda::MoeRouteBlocks(rows);
+  // One device arena: x, w, router, xn, experts, weights, block counts, xe, offsets, src, inv.
+  float *x_d, *w_d, *wt_d;
+  uint16_t *router_d, *xn_d, *xe_d;
+  int32_t *ex_d, *bc_d, *plan_d;
+  void** ptrs_d;
+  ASSERT_EQ(cudaMalloc(&x_d, x.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&w_d, w.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&wt_d, N * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&router_d, router.size() * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&xn_d, x.size() * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&xe_d, N * D * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&ex_d, N * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&bc_d, static_cast<size_t>(blocks) * E * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&plan_d, (E + 1 + 2 * N) * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&ptrs_d, 6 * E * sizeof(void*)), cudaSuccess);
+  int32_t* mapped = nullptr;
+  int32_t* mapped_dev = nullptr;
+  ASSERT_EQ(cudaHostAlloc(&mapped, (E + 1) * 4, cudaHostAllocMapped), cudaSuccess);
+  ASSERT_EQ(cudaHostGetDevicePointer(reinterpret_cast<void**>(&mapped_dev), mapped, 0), cudaSuccess);
+  std::fill(mapped, mapped + E + 1, -1);
+  ASSERT_EQ(cudaMemcpy(x_d, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(w_d, w.data(), w.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(router_d, router.data(), router.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemset(ptrs_d, 0, 6 * E * sizeof(void*)), cudaSuccess);
+  auto* base = reinterpret_cast<uint16_t*>(uintptr_t{1} << 40);
+  const cuda::MoeGroupOperands ops{base, 1000, base + 7, 100, xe_d, base + 13, base + 17, base + 19, D, 32};
+  const cuda::MoeRouteArgs args{x_d, w_d, router_d, rows, D, E, K, eps, xn_d, ex_d, wt_d, bc_d, ops,
+                                plan_d, plan_d + E + 1, plan_d + E + 1 + N, ptrs_d, mapped_dev, 77, nullptr};
+  ASSERT_EQ(cuda::LaunchMoeRoute(args), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<uint16_t> xn(x.size()), xe(N * D);
+  std::vector<int32_t> ex(N), plan(E + 1 + 2 * N);
+  std::vector<float> wt(N);
+  std::vector<void*> ptrs(6 * E);
+  ASSERT_EQ(cudaMemcpy(xn.data(), xn_d, xn.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(xe.data(), xe_d, xe.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(ex.data(), ex_d, N * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(wt.data(), wt_d, N * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(plan.data(), plan_d, plan.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(ptrs.data(), ptrs_d, ptrs.size() * sizeof(void*), cudaMemcpyDeviceToHost), cudaSuccess);
+  std::vector<int32_t> host_counts(mapped, mapped + E + 1);
+  for (void* p : {static_cast<void*>(x_d), static_cast<void*>(w_d), static_cast<void*>(wt_d), static_cast<void*>(router_d),
+                  static_cast<void*>(xn_d), static_cast<void*>(xe_d), static_cast<void*>(ex_d), static_cast<void*>(bc_d),
+                  static_cast<void*>(plan_d), static_cast<void*>(ptrs_d)}) {
+    cudaFree(p);
+  }
+  cudaFreeHost(mapped);
+
+  // The norm: each element within one bf16 step of the double-precision value.
+  for (int r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (int d = 0; d < D; ++d) ss += static_cast<double>(x[r * D + d]) * x[r * D + d];
+    const double scale = 1.0 / std::sqrt(ss / D + eps);
+    for (int d = 0; d < D; ++d) {
+      const double want = x[r * D + d] * scale * w[d];
+      ASSERT_NEAR(Bf16Value(xn[r * D + d]), want, std::fabs(want) / 128 + 1e-6) << r << " " << d;
+    }
+  }
+  // The router on the device's normed rows: the same top-k (rows whose k-th and next logits
+  // are within 1e-4 of the next are near ties, which f32 summation order may flip), the same weights.
+  int checked = 0;
+  for (int r = 0; r < rows; ++r) {
+    std::vector<double> lg(E);
+    for (int e = 0; e < E; ++e) {
+      for (int d = 0; d < D; ++d) lg[e] += static_cast<double>(Bf16Value(xn[r * D + d])) * Bf16Value(router[e * D + d]);
+    }
+    std::vector<int> order(E);
+    for (int e = 0; e < E; ++e) order[e] = e;
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return lg[a] > lg[b]; });
+    bool near_tie = false;
+    for (int k = 0; k < K; ++k) near_tie |= lg[order[k]] - lg[order[k + 1]] < 1e-4;
+    if (near_tie) continue;
+    ++checked;
+    double total = 0;
+    for (int k = 0; k < K; ++k) total += std::exp(lg[order[k]] - lg[order[0]]);
+    for (int k = 0; k < K; ++k) {
+      EXPECT_EQ(ex[r * K + k], order[k]) << r;
+      EXPECT_NEAR(wt[r * K + k], std::exp(lg[order[k]] - lg[order[0]]) / total, 1e-5) << r;
+    }
+  }
+  EXPECT_GT(checked, rows * 9 / 10);
+  // The plan from the device's choices: places in row order within each expert.
+  std::vector<int32_t> offsets(E + 1, 0), src(N), inv(N);
+  for (int32_t e : ex) ++offsets[e + 1];
+  for (int e = 0; e < E; ++e) offsets[e + 1] += offsets[e];
+  std::vector<int32_t> fill(offsets.begin(), offsets.end() - 1);
+  for (size_t i = 0; i < N; ++i) {
+    const int32_t place = fill[ex[i]]++;
+    src[place] = static_cast<int32_t>(i / K);
+    inv[i] = place;
+  }
+  EXPECT_EQ(std::vector<int32_t>(plan.begin(), plan.begin() + E + 1), offsets);
+  EXPECT_EQ(std::vector<int32_t>(plan.begin() + E + 1, plan.begin() + E + 1 + N), src);
+  EXPECT_EQ(std::vector<int32_t>(plan.begin() + E + 1 + N, plan.end()), inv);
+  for (size_t p = 0; p < N; ++p) {
+    ASSERT_EQ(0, std::memcmp(&xe[p * D], &xn[static_cast<size_t>(src[p]) * D], D * 2)) << p;
+  }
+  for (int e = 0; e < E; ++e) EXPECT_EQ(host_counts[e], offsets[e + 1] - offsets[e]) << e;
+  EXPECT_EQ(host_counts[E], 77);
+  int g = 0;
+  for (int e = 0; e < E; ++e) {
+    if (offsets[e + 1] == offsets[e]) continue;
+    EXPECT_EQ(ptrs[0 * E + g], static_cast<void*>(base + e * 1000)) << e;
+    EXPECT_EQ(ptrs[1 * E + g], static_cast<void*>(xe_d + offsets[e] * D)) << e;
+    EXPECT_EQ(ptrs[5 * E + g], static_cast<void*>(base + 19 + offsets[e] * D)) << e;
+    ++g;
+  }
+  EXPECT_GT(g, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Rows, GpuMoeRouteTest, ::testing::Values(1, 301, 1501));
 
 }  // namespace
 }  // namespace flotilla::inference

@@ -4,6 +4,7 @@
 // expert dispatch through the kernels of ops.cuh.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <cstdio>
@@ -150,6 +151,9 @@ class CudaBackend final : public ModelBackend {
     device_moe_ = mode != nullptr && std::string(mode) == "device" &&
                   cuda::MoeGemmSupports(2 * c.expert_hidden, c.d_model) &&
                   cuda::MoeGemmSupports(c.d_model, c.expert_hidden) && c.n_experts <= 256;
+    const char* route = std::getenv("FLOTILLA_CUDA_ROUTE");
+    fused_route_ = !device_moe_ && cuda::MoeRouteSupports(c.d_model, c.n_experts, c.top_k) &&
+                   (route == nullptr || std::string(route) != "separate");
   }
   ~CudaBackend() override {
     for (const auto& [rows, t] : profile_totals_) {
@@ -214,9 +218,17 @@ class CudaBackend final : public ModelBackend {
     RETURN_IF_ERROR(b.Reserve(std::max<size_t>(count, 1) * sizeof(T)));
     return b.as<T>();
   }
-  absl::Status Moe(const DeviceLayer& L, int layer, int T, int32_t* experts_out);
+  // The MoE block of `layer` on xn_ (already normed unless fused_route_) into x_; leaves xn_ =
+  // x_ normed by next_norm (the next layer's attention norm; null after the last layer).
+  absl::Status Moe(const DeviceLayer& L, int layer, int T, const float* next_norm);
+  // The routing and dispatch of the separate kernels (the fallback of fused_route_), with each
+  // expert's row count copied back through chosen_host_.
+  absl::Status RouteUnfused(const DeviceLayer& L, int T, int32_t* ex, float* wt, const cuda::MoeGroupOperands& ops,
+                            int32_t* plan, void** ptrs, uint16_t* gu, uint16_t* h, std::vector<int32_t>* counts);
+  // Waits until the dispatch kernel has written `ticket` after the counts into counts_host_.
+  absl::Status WaitForCounts(int32_t ticket, std::vector<int32_t>* counts);
   // The same MoE with the dispatch planned on the device: no host round trip in the layer.
-  absl::Status MoeOnDevice(const DeviceLayer& L, int T, const int32_t* ex, const float* wt);
+  absl::Status MoeOnDevice(const DeviceLayer& L, int T, const int32_t* ex, const float* wt, const float* next_norm);
   absl::Status AllocateWeights(DeviceWeights* w);
   // Converts and uploads the tensors named in `src` into `dw` on stage_stream_.
   absl::Status UploadWeights(const std::map<std::string, Part>& src, DeviceWeights* dw);
@@ -241,6 +253,13 @@ class CudaBackend final : public ModelBackend {
   cuda::PinnedBuffer step_host_;
   DeviceBuffer x_, xn_, qkv_, q_, o_, rlogits_, experts_, weights_, xe_, gu_, h_, y_, plan_dev_;
   cuda::PinnedBuffer chosen_host_;
+  // The fused routing (cuda::LaunchMoeRoute) where the shapes allow it: each expert's row count
+  // reaches the host through mapped memory, followed by a ticket the host spins on.
+  bool fused_route_ = false;
+  DeviceBuffer block_counts_, rot_;
+  cuda::PinnedBuffer counts_host_{cudaHostAllocMapped};
+  int32_t route_ticket_ = 0;
+  cuda::PinnedBuffer routing_host_;  // the step's routing of every layer, copied once
   cuda::PinnedBuffer upload_staging_;  // weight conversion, reused by every upload
   cudaEvent_t routing_ready_ = nullptr;  // the router's choices have reached the host
   bool grouped_ok_ = true;
@@ -388,48 +407,53 @@ absl::Status CudaBackend::SetRandomWeights(uint64_t seed, float stddev) {
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int T, int32_t* experts_out) {
+absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int T, const float* next_norm) {
   const int D = c_.d_model, E = c_.n_experts, F = c_.expert_hidden, K = c_.top_k;
-  ASSIGN_OR_RETURN(float* rl, Ws<float>(rlogits_, static_cast<size_t>(T) * E));
-  RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.router.as<void>(), rl, CUDA_R_32F, T, E, D, 0.0f));
   const size_t N = static_cast<size_t>(T) * K;
   int32_t* ex = experts_.as<int32_t>() + static_cast<size_t>(layer) * N;
   ASSIGN_OR_RETURN(float* wt, Ws<float>(weights_, static_cast<size_t>(T) * K));
-  CUDA_RETURN_IF_ERROR(cuda::LaunchRouterTopK(rl, T, E, K, ex, wt, nullptr));
-  if (device_moe_) return MoeOnDevice(L, T, ex, wt);
-  // cuBLAS's grouped product takes each expert's row count from the host: the one wait of the
-  // layer. Everything else of the dispatch (the plan, the gather, the products' pointer arrays)
-  // is made on the device and queued with the shared experts behind the copy of the routing,
-  // so the device has that work while the host waits, counts and launches.
-  RETURN_IF_ERROR(chosen_host_.Reserve(N * 4));
-  int32_t* chosen = chosen_host_.as<int32_t>();
+  if (device_moe_) {
+    ASSIGN_OR_RETURN(float* rl, Ws<float>(rlogits_, static_cast<size_t>(T) * E));
+    RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.router.as<void>(), rl, CUDA_R_32F, T, E, D, 0.0f));
+    CUDA_RETURN_IF_ERROR(cuda::LaunchRouterTopK(rl, T, E, K, ex, wt, nullptr));
+    return MoeOnDevice(L, T, ex, wt, next_norm);
+  }
   ASSIGN_OR_RETURN(uint16_t* xe, Ws<uint16_t>(xe_, N * D));
   ASSIGN_OR_RETURN(uint16_t* gu, Ws<uint16_t>(gu_, std::max<size_t>(N, T) * 2 * F));
   ASSIGN_OR_RETURN(uint16_t* h, Ws<uint16_t>(h_, std::max<size_t>(N, T) * F));
   ASSIGN_OR_RETURN(uint16_t* y, Ws<uint16_t>(y_, N * D));
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(chosen, ex, N * 4, cudaMemcpyDeviceToHost, nullptr));
-  if (routing_ready_ == nullptr) CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&routing_ready_, cudaEventDisableTiming));
-  CUDA_RETURN_IF_ERROR(cudaEventRecord(routing_ready_, nullptr));
   // Device plan layout: 6 pointer arrays of E entries, then offsets[E + 1], src[N], inv[N].
   const size_t ptr_words = 6 * static_cast<size_t>(E) * sizeof(void*) / 4;
   ASSIGN_OR_RETURN(int32_t* plan, Ws<int32_t>(plan_dev_, ptr_words + (E + 1) + 2 * N));
   void** ptrs_dev = reinterpret_cast<void**>(plan);
-  int32_t* offsets_dev = plan + ptr_words;
-  int32_t* src_dev = offsets_dev + E + 1;
-  int32_t* inv_dev = src_dev + N;
+  int32_t* inv_dev = plan + ptr_words + E + 1 + N;
   const size_t w13_stride = static_cast<size_t>(2) * F * D, w2_stride = static_cast<size_t>(D) * F;
   const cuda::MoeGroupOperands ops{L.w13.as<uint16_t>(), static_cast<int64_t>(w13_stride), L.w2.as<uint16_t>(),
                                    static_cast<int64_t>(w2_stride), xe, gu, h, y, D, F};
-  CUDA_RETURN_IF_ERROR(cuda::LaunchMoePlan(ex, T, K, E, offsets_dev, src_dev, inv_dev, &ops, ptrs_dev, nullptr));
-  CUDA_RETURN_IF_ERROR(cuda::LaunchGatherRows(xn_.as<uint16_t>(), src_dev, static_cast<int>(N), D, xe, nullptr));
-  RETURN_IF_ERROR(SharedExperts(L, T, gu, h));
-  CUDA_RETURN_IF_ERROR(cudaEventSynchronize(routing_ready_));
+  // cuBLAS's grouped product takes each expert's row count from the host: the one wait of the
+  // layer. Everything else of the dispatch (the plan, the gather, the products' pointer arrays)
+  // is made on the device, and the shared experts are queued behind it, so the device has
+  // that work while the host waits for the counts and launches.
+  std::vector<int32_t> counts;
+  if (fused_route_) {
+    RETURN_IF_ERROR(counts_host_.Reserve((E + 1) * sizeof(int32_t)));
+    ASSIGN_OR_RETURN(int32_t* block_counts, Ws<int32_t>(block_counts_, static_cast<size_t>(cuda::MoeRouteBlocks(T)) * E));
+    const int32_t ticket = ++route_ticket_;
+    const cuda::MoeRouteArgs args{x_.as<float>(), L.ffn_norm.as<float>(), L.router.as<uint16_t>(), T, D, E, K,
+                                  c_.norm_eps, xn_.as<uint16_t>(), ex, wt, block_counts, ops,
+                                  plan + ptr_words, plan + ptr_words + E + 1, inv_dev, ptrs_dev,
+                                  counts_host_.device_as<int32_t>(), ticket, nullptr};
+    CUDA_RETURN_IF_ERROR(cuda::LaunchMoeRoute(args));
+    RETURN_IF_ERROR(SharedExperts(L, T, gu, h));
+    RETURN_IF_ERROR(WaitForCounts(ticket, &counts));
+  } else {
+    RETURN_IF_ERROR(RouteUnfused(L, T, ex, wt, ops, plan + ptr_words, ptrs_dev, gu, h, &counts));
+  }
   std::vector<int32_t> offsets(E + 1, 0);
-  for (size_t i = 0; i < N; ++i) ++offsets[chosen[i] + 1];
-  for (int e = 0; e < E; ++e) offsets[e + 1] += offsets[e];
   std::vector<int> active;
   for (int e = 0; e < E; ++e) {
-    if (offsets[e + 1] > offsets[e]) active.push_back(e);
+    offsets[e + 1] = offsets[e] + counts[e];
+    if (counts[e] > 0) active.push_back(e);
   }
   const int G = static_cast<int>(active.size());
   Mark(layer, 2);
@@ -439,7 +463,7 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int T, int32_t* e
     std::vector<int> m13(G, 2 * F), m2(G, D), n(G), k13(G, D), k2(G, F), ld13(G, D), ld2(G, F);
     std::vector<int> ldc13(G, 2 * F), ldc2(G, D), size(G, 1);
     std::vector<float> alpha(G, 1.0f), beta(G, 0.0f);
-    for (int g = 0; g < G; ++g) n[g] = offsets[active[g] + 1] - offsets[active[g]];
+    for (int g = 0; g < G; ++g) n[g] = counts[active[g]];
     cublasStatus_t s1 = cublasGemmGroupedBatchedEx(
         cublas_, ta.data(), tb.data(), m13.data(), n.data(), k13.data(), alpha.data(),
         const_cast<const void* const*>(ptrs_dev + 0 * E), CUDA_R_16BF, ld13.data(),
@@ -461,25 +485,67 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int T, int32_t* e
   }
   if (!done) {
     for (int e : active) {
-      const int n = offsets[e + 1] - offsets[e];
+      const int n = counts[e];
       RETURN_IF_ERROR(Gemm(xe + static_cast<size_t>(offsets[e]) * D, L.w13.as<uint16_t>() + e * w13_stride,
                            gu + static_cast<size_t>(offsets[e]) * 2 * F, CUDA_R_16BF, n, 2 * F, D, 0.0f));
     }
     CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMul(gu, static_cast<int>(N), F, h, nullptr));
     for (int e : active) {
-      const int n = offsets[e + 1] - offsets[e];
+      const int n = counts[e];
       RETURN_IF_ERROR(Gemm(h + static_cast<size_t>(offsets[e]) * F, L.w2.as<uint16_t>() + e * w2_stride,
                            y + static_cast<size_t>(offsets[e]) * D, CUDA_R_16BF, n, D, F, 0.0f));
     }
   }
   Mark(layer, 3);
-  CUDA_RETURN_IF_ERROR(cuda::LaunchCombine(y, inv_dev, wt, T, K, D, x_.as<float>(), nullptr));
-  // The step's record of the routing, written while the device runs the experts.
-  const int LK = c_.n_layers * K;
-  for (int r = 0; r < T; ++r) {
-    std::copy(chosen + static_cast<size_t>(r) * K, chosen + static_cast<size_t>(r + 1) * K,
-              experts_out + static_cast<size_t>(r) * LK + layer * K);
+  CUDA_RETURN_IF_ERROR(cuda::LaunchCombine(y, inv_dev, wt, T, K, D, x_.as<float>(), next_norm, c_.norm_eps,
+                                           xn_.as<uint16_t>(), nullptr));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::RouteUnfused(const DeviceLayer& L, int T, int32_t* ex, float* wt,
+                                       const cuda::MoeGroupOperands& ops, int32_t* plan, void** ptrs,
+                                       uint16_t* gu, uint16_t* h, std::vector<int32_t>* counts) {
+  const int D = c_.d_model, E = c_.n_experts, K = c_.top_k;
+  const size_t N = static_cast<size_t>(T) * K;
+  ASSIGN_OR_RETURN(float* rl, Ws<float>(rlogits_, static_cast<size_t>(T) * E));
+  RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.router.as<void>(), rl, CUDA_R_32F, T, E, D, 0.0f));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchRouterTopK(rl, T, E, K, ex, wt, nullptr));
+  RETURN_IF_ERROR(chosen_host_.Reserve(N * 4));
+  int32_t* chosen = chosen_host_.as<int32_t>();
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(chosen, ex, N * 4, cudaMemcpyDeviceToHost, nullptr));
+  if (routing_ready_ == nullptr) CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&routing_ready_, cudaEventDisableTiming));
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(routing_ready_, nullptr));
+  int32_t* offsets = plan;
+  int32_t* src = plan + E + 1;
+  int32_t* inv = src + N;
+  CUDA_RETURN_IF_ERROR(cuda::LaunchMoePlan(ex, T, K, E, offsets, src, inv, &ops, ptrs, nullptr));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchGatherRows(xn_.as<uint16_t>(), src, static_cast<int>(N), D, ops.xe, nullptr));
+  RETURN_IF_ERROR(SharedExperts(L, T, gu, h));
+  CUDA_RETURN_IF_ERROR(cudaEventSynchronize(routing_ready_));
+  counts->assign(E, 0);
+  for (size_t i = 0; i < N; ++i) ++(*counts)[chosen[i]];
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::WaitForCounts(int32_t ticket, std::vector<int32_t>* counts) {
+  const int E = c_.n_experts;
+  const volatile int32_t* mapped = counts_host_.as<int32_t>();
+  for (uint32_t spins = 1; mapped[E] != ticket; ++spins) {
+    // Now and then, whether the stream failed or drained without writing the ticket.
+    if (spins % 4096 == 0) {
+      const cudaError_t q = cudaStreamQuery(nullptr);
+      if (q == cudaSuccess && mapped[E] != ticket) return absl::InternalError("cuda backend: routing counts never arrived");
+      if (q != cudaSuccess && q != cudaErrorNotReady) {
+        return absl::InternalError(absl::StrCat("cuda backend: routing failed: ", cudaGetErrorString(q)));
+      }
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
   }
+  std::atomic_thread_fence(std::memory_order_acquire);
+  counts->resize(E);
+  for (int e = 0; e < E; ++e) (*counts)[e] = mapped[e];
   return absl::OkStatus();
 }
 
@@ -494,7 +560,8 @@ absl::Status CudaBackend::SharedExperts(const DeviceLayer& L, int T, uint16_t* g
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::MoeOnDevice(const DeviceLayer& L, int T, const int32_t* ex, const float* wt) {
+absl::Status CudaBackend::MoeOnDevice(const DeviceLayer& L, int T, const int32_t* ex, const float* wt,
+                                      const float* next_norm) {
   const int D = c_.d_model, E = c_.n_experts, F = c_.expert_hidden, K = c_.top_k;
   const size_t N = static_cast<size_t>(T) * K;
   constexpr size_t kPad = 64;  // rows the grouped kernel may read past the end
@@ -513,7 +580,7 @@ absl::Status CudaBackend::MoeOnDevice(const DeviceLayer& L, int T, const int32_t
   CUDA_RETURN_IF_ERROR(cuda::LaunchMoeGemm(h, L.w2.as<uint16_t>(), offsets, E, D, F, y, nullptr));
   RETURN_IF_ERROR(SharedExperts(L, T, gu, h));
   float* x = x_.as<float>();
-  CUDA_RETURN_IF_ERROR(cuda::LaunchCombine(y, inv, wt, T, K, D, x, nullptr));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchCombine(y, inv, wt, T, K, D, x, next_norm, c_.norm_eps, xn_.as<uint16_t>(), nullptr));
   return absl::OkStatus();
 }
 
@@ -569,37 +636,34 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
   ASSIGN_OR_RETURN(uint16_t* q, Ws<uint16_t>(q_, static_cast<size_t>(T) * H * hd));
   ASSIGN_OR_RETURN(uint16_t* o, Ws<uint16_t>(o_, static_cast<size_t>(T) * H * hd));
   cuda::KvGeometry kv{pages_.as<uint16_t>(), table_dev, stride, static_cast<int>(page_tokens_), c_.n_layers, kvd_};
+  ASSIGN_OR_RETURN(float* rot, Ws<float>(rot_, static_cast<size_t>(T) * hd));
   CUDA_RETURN_IF_ERROR(cuda::LaunchEmbed(tokens_dev, w_->embed.as<uint16_t>(), x, T, D, nullptr));
-  out->experts.assign(static_cast<size_t>(T) * c_.n_layers * c_.top_k, 0);
-  RETURN_IF_ERROR(experts_.Reserve(std::max<size_t>(out->experts.size(), 1) * 4));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchRopeTable(positions_dev, inv_freq_.as<double>(), T, hd / 2, rot, nullptr));
+  const size_t routing_ints = static_cast<size_t>(T) * c_.n_layers * c_.top_k;
+  RETURN_IF_ERROR(experts_.Reserve(std::max<size_t>(routing_ints, 1) * 4));
+  // Layer 0's attention norm; every later one comes out of the previous layer's combine.
+  if (c_.n_layers > 0) {
+    CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, w_->layers[0].attn_norm.as<float>(), nullptr, xn, T, D, c_.norm_eps, nullptr));
+  }
   for (int l = 0; l < c_.n_layers; ++l) {
     const DeviceLayer& L = w_->layers[l];
     Mark(l, 0);
-    CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, L.attn_norm.as<float>(), nullptr, xn, T, D, c_.norm_eps, nullptr));
     RETURN_IF_ERROR(Gemm(xn, L.wqkv.as<void>(), qkv, CUDA_R_16BF, T, qkv_w, D, 0.0f));
-    CUDA_RETURN_IF_ERROR(cuda::LaunchRopeKvWrite(qkv, positions_dev, row_seq_dev, inv_freq_.as<double>(),
-                                                 kv, l, T, H, KVH, hd, q, nullptr));
+    CUDA_RETURN_IF_ERROR(cuda::LaunchRopeKvWrite(qkv, positions_dev, row_seq_dev, rot, kv, l, T, H, KVH, hd, q, nullptr));
     CUDA_RETURN_IF_ERROR(cuda::LaunchPagedAttention(q, positions_dev, row_seq_dev, kv, l, T, H, KVH, hd,
                                                     sliding_[l] ? c_.sliding_window : 0, c_.max_context, o, nullptr));
     // The block's output is added to the f32 residual stream by the product itself (beta = 1).
     RETURN_IF_ERROR(Gemm(o, L.wo.as<void>(), x, CUDA_R_32F, T, D, H * hd, 1.0f));
-    CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, L.ffn_norm.as<float>(), nullptr, xn, T, D, c_.norm_eps, nullptr));
+    if (!fused_route_) CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, L.ffn_norm.as<float>(), nullptr, xn, T, D, c_.norm_eps, nullptr));
     Mark(l, 1);
-    RETURN_IF_ERROR(Moe(L, l, T, out->experts.data()));
+    RETURN_IF_ERROR(Moe(L, l, T, l + 1 < c_.n_layers ? w_->layers[l + 1].attn_norm.as<float>() : nullptr));
     Mark(l, 4);
   }
-  if (device_moe_) {
-    // Routing of every layer, [layer][row][slot] on the device, to [row][layer][slot].
-    const size_t N = static_cast<size_t>(T) * c_.top_k;
-    std::vector<int32_t> all(N * c_.n_layers);
-    CUDA_RETURN_IF_ERROR(cudaMemcpy(all.data(), experts_.as<int32_t>(), all.size() * 4, cudaMemcpyDeviceToHost));
-    const int K = c_.top_k, LK = c_.n_layers * c_.top_k;
-    for (int l = 0; l < c_.n_layers; ++l) {
-      for (int r = 0; r < T; ++r) {
-        for (int k = 0; k < K; ++k) out->experts[static_cast<size_t>(r) * LK + l * K + k] = all[l * N + r * K + k];
-      }
-    }
-  }
+  // The routing of every layer ([layer][row][slot] on the device), copied back once with the
+  // step's results and reordered to [row][layer][slot] below.
+  RETURN_IF_ERROR(routing_host_.Reserve(std::max<size_t>(routing_ints, 1) * 4));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(routing_host_.as<int32_t>(), experts_.as<int32_t>(), routing_ints * 4,
+                                       cudaMemcpyDeviceToHost, nullptr));
   out->logits.resize(sample ? 0 : R * static_cast<size_t>(V));
   out->sampled.clear();
   if (R > 0) {
@@ -631,7 +695,16 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
       CUDA_RETURN_IF_ERROR(cudaMemcpy(out->logits.data(), lg, out->logits.size() * 4, cudaMemcpyDeviceToHost));
     }
   } else {
-    CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(nullptr));
+  }
+  const int K = c_.top_k, LK = c_.n_layers * c_.top_k;
+  const size_t N = static_cast<size_t>(T) * K;
+  const int32_t* routing = routing_host_.as<int32_t>();
+  out->experts.resize(routing_ints);
+  for (int l = 0; l < c_.n_layers; ++l) {
+    for (int r = 0; r < T; ++r) {
+      for (int k = 0; k < K; ++k) out->experts[static_cast<size_t>(r) * LK + l * K + k] = routing[l * N + r * K + k];
+    }
   }
   if (!device_moe_) CollectProfile(T);
   return absl::OkStatus();

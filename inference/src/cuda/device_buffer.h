@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstring>
 #include <utility>
 
 #include "cuda_check.h"
@@ -52,11 +53,12 @@ class DeviceBuffer {
 
 namespace flotilla::inference::cuda {
 
-// An owning page-locked host allocation (cudaMallocHost/cudaFreeHost) for async copies.
-// Move-only; grows on Reserve, never shrinks.
+// An owning page-locked host allocation (cudaHostAlloc/cudaFreeHost) for async copies; with
+// cudaHostAllocMapped also addressable by kernels (device_as), which write to it directly.
+// Move-only; grows on Reserve (a mapped one zero-filled), never shrinks.
 class PinnedBuffer {
  public:
-  PinnedBuffer() = default;
+  explicit PinnedBuffer(unsigned flags = cudaHostAllocDefault) : flags_(flags) {}
   ~PinnedBuffer() {
     if (ptr_ != nullptr) cudaFreeHost(ptr_);
   }
@@ -68,15 +70,24 @@ class PinnedBuffer {
     if (ptr_ != nullptr) cudaFreeHost(ptr_);
     ptr_ = nullptr;
     bytes_ = 0;
-    CUDA_RETURN_IF_ERROR(cudaMallocHost(&ptr_, bytes));
+    CUDA_RETURN_IF_ERROR(cudaHostAlloc(&ptr_, bytes, flags_));
     bytes_ = bytes;
+    if ((flags_ & cudaHostAllocMapped) != 0) {
+      std::memset(ptr_, 0, bytes);
+      CUDA_RETURN_IF_ERROR(cudaHostGetDevicePointer(&device_, ptr_, 0));
+    }
     return absl::OkStatus();
   }
   template <typename T>
   T* as() const { return static_cast<T*>(ptr_); }
+  // The same memory as kernels address it (mapped allocations only).
+  template <typename T>
+  T* device_as() const { return static_cast<T*>(device_); }
 
  private:
+  unsigned flags_;
   void* ptr_ = nullptr;
+  void* device_ = nullptr;
   size_t bytes_ = 0;
 };
 

@@ -89,6 +89,63 @@ __global__ void CombineVecKernel(const uint4* y, const int32_t* inv, const float
   }
 }
 
+// CombineVecKernel followed by the next RMS norm of the updated row: xn[r] = bf16(x[r] *
+// rsqrt(mean(x[r]^2) + eps) * norm_w), as RmsNormVecKernel (blockDim.x a multiple of 32).
+__global__ void CombineNormVecKernel(const uint4* y, const int32_t* inv, const float* weights, int top_k,
+                                     int vec_per_row, float4* x, const float4* norm_w, float eps, uint2* xn) {
+  __shared__ float partial[32];
+  const int r = blockIdx.x;
+  float ss = 0;
+  for (int v = threadIdx.x; v < vec_per_row; v += blockDim.x) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int k = 0; k < top_k; ++k) {
+      const float w = weights[r * top_k + k];
+      const uint4 u = y[static_cast<int64_t>(inv[r * top_k + k]) * vec_per_row + v];
+      const __nv_bfloat162* b = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const float2 f = __bfloat1622float2(b[t]);
+        acc[2 * t] += w * f.x;
+        acc[2 * t + 1] += w * f.y;
+      }
+    }
+    float4* xr = x + (static_cast<int64_t>(r) * vec_per_row + v) * 2;
+    float4 a = xr[0], c = xr[1];
+    a.x += acc[0];
+    a.y += acc[1];
+    a.z += acc[2];
+    a.w += acc[3];
+    c.x += acc[4];
+    c.y += acc[5];
+    c.z += acc[6];
+    c.w += acc[7];
+    xr[0] = a;
+    xr[1] = c;
+    ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + c.x * c.x + c.y * c.y + c.z * c.z + c.w * c.w;
+  }
+  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  float total = 0;
+  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) total += partial[w];
+  const float scale = rsqrtf(total / (8 * vec_per_row) + eps);
+  const float4* xr = x + static_cast<int64_t>(r) * vec_per_row * 2;
+  uint2* yr = xn + static_cast<int64_t>(r) * vec_per_row * 2;
+  // Each thread reads back the residual vectors it wrote above.
+  for (int v = threadIdx.x; v < vec_per_row; v += blockDim.x) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float4 a = xr[2 * v + h], g = norm_w[2 * v + h];
+      const __nv_bfloat162 lo = __floats2bfloat162_rn(a.x * scale * g.x, a.y * scale * g.y);
+      const __nv_bfloat162 hi = __floats2bfloat162_rn(a.z * scale * g.z, a.w * scale * g.w);
+      uint2 out;
+      out.x = *reinterpret_cast<const uint32_t*>(&lo);
+      out.y = *reinterpret_cast<const uint32_t*>(&hi);
+      yr[2 * v + h] = out;
+    }
+  }
+}
+
 }  // namespace
 
 cudaError_t LaunchGatherRows(const uint16_t* x, const int32_t* src, int n, int dim, uint16_t* out,
@@ -118,13 +175,25 @@ cudaError_t LaunchSiluMul(const uint16_t* gu, int n, int hidden, uint16_t* h, cu
 }
 
 cudaError_t LaunchCombine(const uint16_t* y, const int32_t* inv, const float* weights, int rows,
-                          int top_k, int dim, float* x, cudaStream_t stream) {
+                          int top_k, int dim, float* x, const float* norm_w, float eps, uint16_t* xn,
+                          cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
+  if (dim % 8 == 0 && norm_w != nullptr) {
+    CombineNormVecKernel<<<rows, 256, 0, stream>>>(reinterpret_cast<const uint4*>(y), inv, weights, top_k, dim / 8,
+                                                   reinterpret_cast<float4*>(x), reinterpret_cast<const float4*>(norm_w),
+                                                   eps, reinterpret_cast<uint2*>(xn));
+    return cudaGetLastError();
+  }
   if (dim % 8 == 0) {
     CombineVecKernel<<<rows, 128, 0, stream>>>(reinterpret_cast<const uint4*>(y), inv, weights, top_k, dim / 8,
                                                reinterpret_cast<float4*>(x));
   } else {
     CombineKernel<<<rows, 256, 0, stream>>>(reinterpret_cast<const __nv_bfloat16*>(y), inv, weights, top_k, dim, x);
+  }
+  if (norm_w != nullptr) {
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    return LaunchRmsNorm(x, norm_w, nullptr, xn, rows, dim, eps, stream);
   }
   return cudaGetLastError();
 }

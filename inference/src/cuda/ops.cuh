@@ -27,10 +27,15 @@ struct KvGeometry {
   int kv_dim;               // n_kv_heads * head_dim
 };
 
-// From qkv (bf16, rows x (H + 2 KVH) * hd): rotates q and k (rotate-half RoPE), writes q as bf16
-// and k, v into their pages at (layer, position).
+// rot[r, i] = (cos, sin) of positions[r] * inv_freq[i] (f32 pairs, rows x half; computed in
+// double): the step's rotations, made once and read by every layer's LaunchRopeKvWrite.
+cudaError_t LaunchRopeTable(const int32_t* positions, const double* inv_freq, int rows, int half, float* rot,
+                            cudaStream_t stream);
+
+// From qkv (bf16, rows x (H + 2 KVH) * hd): rotates q and k (rotate-half RoPE, rotations from
+// LaunchRopeTable), writes q as bf16 and k, v into their pages at (layer, position).
 cudaError_t LaunchRopeKvWrite(const uint16_t* qkv, const int32_t* positions, const int32_t* row_seq,
-                              const double* inv_freq, KvGeometry kv, int layer, int rows,
+                              const float* rot, KvGeometry kv, int layer, int rows,
                               int n_heads, int n_kv_heads, int head_dim, uint16_t* q_out,
                               cudaStream_t stream);
 
@@ -63,9 +68,11 @@ cudaError_t LaunchGatherRows(const uint16_t* x, const int32_t* src, int n, int d
                              cudaStream_t stream);
 // h[i, f] = bf16(silu(gu[i, f]) * gu[i, F + f]) for gu of shape n x 2F (bf16).
 cudaError_t LaunchSiluMul(const uint16_t* gu, int n, int hidden, uint16_t* h, cudaStream_t stream);
-// x[r, :] += sum_k weights[r, k] * y[inv[r * K + k], :]   (y bf16)
+// x[r, :] += sum_k weights[r, k] * y[inv[r * K + k], :]   (y bf16); with norm_w, then also
+// xn = the RMS norm of the updated x (as LaunchRmsNorm): the next layer's input, in the same pass.
 cudaError_t LaunchCombine(const uint16_t* y, const int32_t* inv, const float* weights, int rows,
-                          int top_k, int dim, float* x, cudaStream_t stream);
+                          int top_k, int dim, float* x, const float* norm_w, float eps, uint16_t* xn,
+                          cudaStream_t stream);
 
 // The operands of the routed experts' two grouped products, each expert's rows at
 // offsets[e] of the gathered buffers.
@@ -88,6 +95,37 @@ struct MoeGroupOperands {
 // cublasGemmGroupedBatchedEx. Needs n_experts <= 256.
 cudaError_t LaunchMoePlan(const int32_t* chosen, int rows, int top_k, int n_experts, int32_t* offsets, int32_t* src,
                           int32_t* inv, const MoeGroupOperands* ops, void** ptrs, cudaStream_t stream);
+
+// The MoE block's routing and dispatch in two launches (moe_route.cu): xn = RMSNorm(x) with
+// norm_w (as LaunchRmsNorm); the router's top-k of xn (as LaunchRouterTopK) into experts and
+// weights; the plan of LaunchMoePlan (offsets, src, inv and, from ops, ptrs); xn's rows gathered
+// into ops.xe at their places; and, with host_counts (a host-mapped array of n_experts + 1, as
+// a device pointer), each expert's row count followed by `ticket`, written when the plan is
+// known so the host can launch the grouped products without a copy or an event.
+// block_counts: a workspace of MoeRouteBlocks(rows) * n_experts.
+struct MoeRouteArgs {
+  const float* x;
+  const float* norm_w;
+  const uint16_t* router;  // n_experts x dim
+  int rows, dim, n_experts, top_k;
+  float eps;
+  uint16_t* xn;
+  int32_t* experts;
+  float* weights;
+  int32_t* block_counts;
+  MoeGroupOperands ops;
+  int32_t* offsets;
+  int32_t* src;
+  int32_t* inv;
+  void** ptrs;
+  int32_t* host_counts;
+  int32_t ticket;
+  cudaStream_t stream;
+};
+bool MoeRouteSupports(int dim, int n_experts, int top_k);
+int MoeRouteRowsPerBlock(int rows);
+int MoeRouteBlocks(int rows);
+cudaError_t LaunchMoeRoute(const MoeRouteArgs& args);
 
 // Grouped expert product without a host round trip: for every expert e,
 // out[offsets[e]:offsets[e+1], :] = x[same rows, :] * w[e]^T (w: n_experts x n x k, bf16).
