@@ -35,6 +35,10 @@ DecodeRun RunDecode(Engine* engine, const std::string& model, int batch, int pro
   absl::Notification done;
   DecodeRun run;
   run.records.resize(static_cast<size_t>(batch));
+  // The whole batch is submitted before its first step: every sequence decodes in lockstep,
+  // so each timed step runs `batch` rows.
+  auto* impl = dynamic_cast<inference::EngineImpl*>(engine);
+  if (impl != nullptr) impl->HoldSteps(true);
   for (int b = 0; b < batch; ++b) {
     GenerateRequest req;
     req.model = model;
@@ -56,9 +60,11 @@ DecodeRun RunDecode(Engine* engine, const std::string& model, int batch, int pro
     });
     if (!id.ok()) {
       std::cerr << "generate: " << id.status() << "\n";
+      if (impl != nullptr) impl->HoldSteps(false);
       return run;
     }
   }
+  if (impl != nullptr) impl->HoldSteps(false);
   done.WaitForNotification();
   run.seconds = Seconds(t0, t1);
   run.tokens_per_second = batch * (new_tokens - 1) / run.seconds;

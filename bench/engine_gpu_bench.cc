@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 
 #include "engine_impl.h"
@@ -53,6 +54,8 @@ double DecodeAgainstRoofline(const inference::ModelConfig& c, double bw) {
   opts.max_batch = 256;
   opts.max_step_tokens = 8192;
   opts.kv_memory_bytes = 8ull << 30;
+  // FLOTILLA_BENCH_OVERLAP=0|1 forces EngineOptions::overlap_delivery (comparison runs).
+  if (const char* overlap = std::getenv("FLOTILLA_BENCH_OVERLAP")) opts.overlap_delivery = std::atoi(overlap);
   auto created = inference::Engine::Create(opts);
   if (!created.ok()) return 0;
   auto* engine = static_cast<inference::EngineImpl*>(created->get());

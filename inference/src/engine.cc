@@ -45,6 +45,8 @@ EngineImpl::EngineImpl(const EngineOptions& options)
   // engines never use it, and a process killed before its destructor leaves nothing behind.
   state_dir_ = options.state_dir;
   profile_.enabled = std::getenv("FLOTILLA_ENGINE_PROFILE") != nullptr;
+  overlap_ = options.overlap_delivery > 0 || (options.overlap_delivery < 0 && options.backend == "cuda");
+  if (overlap_) delivery_ = std::thread([this] { DeliveryLoop(); });
   scheduler_ = std::thread([this] { SchedulerLoop(); });
 }
 
@@ -55,6 +57,14 @@ EngineImpl::~EngineImpl() {
   }
   cv_.notify_all();
   scheduler_.join();
+  if (delivery_.joinable()) {
+    {
+      std::lock_guard<std::mutex> l(delivery_mu_);
+      delivery_stop_ = true;
+    }
+    delivery_cv_.notify_all();
+    delivery_.join();
+  }
   for (const auto& [rows, t] : profile_.by_rows) {
     const double n = static_cast<double>(t.steps);
     std::fprintf(stderr,
@@ -106,7 +116,7 @@ absl::Status EngineImpl::InstallModel(const std::string& name,
     RETURN_IF_ERROR(StageLocked(existing, std::move(weights)));
     return CommitLocked(existing).status();
   }
-  std::lock_guard<std::mutex> step(step_mu_);
+  StepLock step(this);
   const int64_t version = weights->version;
   auto slot = std::make_unique<ModelSlot>();
   slot->name = name;
@@ -124,7 +134,7 @@ absl::Status EngineImpl::InstallModel(const std::string& name,
 absl::Status EngineImpl::InstallRandomModel(const std::string& name, const ModelConfig& config,
                                             uint64_t seed, float stddev, int64_t version) {
   RETURN_IF_ERROR(config.Validate());
-  std::lock_guard<std::mutex> step(step_mu_);
+  StepLock step(this);
   {
     std::lock_guard<std::mutex> l(mu_);
     if (FindModelLocked(name) != nullptr) return absl::AlreadyExistsError(absl::StrCat("model '", name, "' exists"));
@@ -179,7 +189,7 @@ absl::StatusOr<int64_t> EngineImpl::CommitLocked(ModelSlot* slot) {
   const int64_t version = std::exchange(slot->staged_version, -1);
   std::shared_ptr<const void> old;
   {
-    std::lock_guard<std::mutex> step(step_mu_);
+    StepLock step(this);
     ASSIGN_OR_RETURN(old, slot->backend->CommitWeights());
     std::lock_guard<std::mutex> l(mu_);
     slot->version = version;
@@ -410,20 +420,33 @@ std::vector<std::string> EngineImpl::ModelNames() const {
 
 void EngineImpl::SchedulerLoop() {
   for (;;) {
-    bool ran;
+    bool ran = false, stop = false;
     {
       std::lock_guard<std::mutex> step(step_mu_);
-      {
-        std::lock_guard<std::mutex> l(mu_);
-        if (stop_) return;
-        PurgeExpiredLocked();
-      }
-      ran = RunStep();
+      // Consecutive steps under one hold while rows are pending (their records are made during
+      // the next forward); the hold ends, with everything recorded and sent, when a caller waits
+      // for step_mu_ or there is nothing to run.
+      do {
+        bool hold;
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          stop = stop_;
+          hold = hold_;
+          if (!stop) PurgeExpiredLocked();
+        }
+        if (stop) break;
+        ran = !hold && RunStep();
+      } while (ran && !pending_.empty() && step_waiters_.load() == 0);
+      DeliverPending(&pending_);
     }
+    if (stop) return;
+    // A caller waiting for step_mu_ gets it before the next step (a mutex does not queue).
+    while (step_waiters_.load() > 0) std::this_thread::yield();
     if (!ran) {
       std::unique_lock<std::mutex> l(mu_);
       cv_.wait_for(l, std::chrono::milliseconds(200), [&] {
         if (stop_) return true;
+        if (hold_) return false;
         for (auto& [id, seq] : seqs_) {
           if (seq->running) return true;
         }
@@ -431,6 +454,89 @@ void EngineImpl::SchedulerLoop() {
       });
     }
   }
+}
+
+void EngineImpl::HoldSteps(bool hold) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    hold_ = hold;
+  }
+  cv_.notify_all();
+}
+
+void EngineImpl::ApplyPendingLocked(std::vector<PendingRow>* rows, std::vector<Delivery>* out, bool borrow_sinks) {
+  for (PendingRow& row : *rows) {
+    Sequence* seq = row.seq;
+    seq->records.push_back(row.rec);
+    if (!seq->sink) continue;
+    Delivery d;
+    if (borrow_sinks) {
+      d.running_sink = &seq->sink;
+    } else {
+      d.sink = seq->sink;
+    }
+    d.update.sequence_id = seq->id;
+    d.update.tokens.push_back(std::move(row.rec));
+    d.update.prefilled_tokens = row.prefilled;
+    out->push_back(std::move(d));
+  }
+  rows->clear();
+}
+
+void EngineImpl::TakeBackPendingLocked(Sequence* seq) {
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    if (it->seq != seq) continue;
+    // The token's input row is processed again (its K/V is rewritten with the same values;
+    // the engine's token counts include both passes, as both ran).
+    seq->tokens.pop_back();
+    seq->cached -= 1;
+    seq->call_generated -= 1;
+    seq->rng.set_state(it->rng_before);
+    pending_.erase(it);
+    return;
+  }
+}
+
+void EngineImpl::DeliverPending(std::vector<PendingRow>* rows) {
+  if (rows->empty()) return;
+  std::vector<Delivery> deliveries;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    ApplyPendingLocked(rows, &deliveries, true);
+  }
+  for (const Delivery& d : deliveries) d.Send();
+}
+
+void EngineImpl::DeliveryLoop() {
+  std::unique_lock<std::mutex> l(delivery_mu_);
+  for (;;) {
+    delivery_cv_.wait(l, [&] { return delivery_stop_ || !delivery_rows_.empty(); });
+    if (delivery_rows_.empty()) return;
+    std::vector<PendingRow> rows = std::move(delivery_rows_);
+    delivery_rows_.clear();
+    l.unlock();
+    DeliverPending(&rows);
+    l.lock();
+    delivery_busy_ = false;
+    delivery_cv_.notify_all();
+  }
+}
+
+void EngineImpl::StartDelivery() {
+  if (pending_.empty()) return;
+  {
+    std::lock_guard<std::mutex> l(delivery_mu_);
+    delivery_rows_ = std::move(pending_);
+    delivery_busy_ = true;
+  }
+  pending_.clear();
+  delivery_cv_.notify_all();
+}
+
+void EngineImpl::FinishDelivery() {
+  if (!overlap_) return;
+  std::unique_lock<std::mutex> l(delivery_mu_);
+  delivery_cv_.wait(l, [&] { return !delivery_busy_; });
 }
 
 bool EngineImpl::RunStep() {

@@ -7,6 +7,7 @@
 // Interrupt takes only mu_, so a sink may call it.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -96,6 +97,9 @@ class EngineImpl final : public Engine {
 
   // Installs already-built weights (the benchmark's random models).
   absl::Status InstallModel(const std::string& name, std::shared_ptr<const ModelWeights> weights);
+  // While held, no step starts (benchmarks: a whole batch submitted before its first step,
+  // so every sequence runs in lockstep).
+  void HoldSteps(bool hold);
   // A new model with deterministic random weights made by the backend itself (benchmarks).
   absl::Status InstallRandomModel(const std::string& name, const ModelConfig& config,
                                   uint64_t seed, float stddev, int64_t version);
@@ -111,7 +115,45 @@ class EngineImpl final : public Engine {
     void Send() const { (running_sink != nullptr ? *running_sink : sink)(update); }
   };
 
+  // A token of a sequence that goes on, recorded and delivered during the next forward.
+  struct PendingRow {
+    Sequence* seq;
+    TokenRecord rec;
+    uint32_t prefilled;
+    uint64_t rng_before;  // the sequence's RNG state before this token's draw
+  };
+  // Holds step_mu_ for an API call; the scheduler, which keeps step_mu_ across consecutive steps
+  // while it has pending rows, lets go between two steps when a caller waits.
+  class StepLock {
+   public:
+    explicit StepLock(EngineImpl* e) : e_(e) {
+      e_->step_waiters_.fetch_add(1);
+      e_->step_mu_.lock();
+      e_->step_waiters_.fetch_sub(1);
+    }
+    ~StepLock() { e_->step_mu_.unlock(); }
+    StepLock(const StepLock&) = delete;
+    StepLock& operator=(const StepLock&) = delete;
+
+   private:
+    EngineImpl* e_;
+  };
+
   void SchedulerLoop();
+  // Appends each pending row's record to its sequence and its delivery to `out`. mu_ held.
+  // borrow_sinks: the deliveries point at the sequences' sinks, which is safe only when they
+  // are sent before any sequence can finish (a finish moves its sink away); else they copy.
+  void ApplyPendingLocked(std::vector<PendingRow>* rows, std::vector<Delivery>* out, bool borrow_sinks);
+  // An interrupted sequence stops after the last token its sink was given: a token of its
+  // still pending (made but not delivered) is taken back, as if its step had not run for it,
+  // and made again on resume. mu_ held.
+  void TakeBackPendingLocked(Sequence* seq);
+  // Applies and sends `rows` (scheduler or delivery thread; mu_ not held).
+  void DeliverPending(std::vector<PendingRow>* rows);
+  void DeliveryLoop();
+  // Hands pending_ to the delivery thread / waits until it has sent them.
+  void StartDelivery();
+  void FinishDelivery();
   // One step over every model with running sequences; false when there was nothing to run.
   bool RunStep();
   // rows: set to the number of rows the step ran (0: none).
@@ -144,9 +186,20 @@ class EngineImpl final : public Engine {
   ThreadPool pool_;
 
   std::mutex step_mu_;
+  std::atomic<int> step_waiters_{0};
+  // Rows of the last step not yet recorded (overlap_delivery); scheduler thread only, empty
+  // whenever the scheduler does not hold step_mu_.
+  std::vector<PendingRow> pending_;
+  bool overlap_ = false;
+  std::mutex delivery_mu_;
+  std::condition_variable delivery_cv_;
+  std::vector<PendingRow> delivery_rows_;  // under delivery_mu_
+  bool delivery_busy_ = false, delivery_stop_ = false;
+  std::thread delivery_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  bool hold_ = false;  // HoldSteps
   std::map<std::string, std::unique_ptr<ModelSlot>> models_;
   std::string default_model_;
   std::map<std::string, std::unique_ptr<Sequence>> seqs_;

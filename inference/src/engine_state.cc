@@ -78,7 +78,7 @@ class BlobReader {
 
 absl::StatusOr<std::string> EngineImpl::SaveState(const std::string& sequence_id, bool to_file,
                                                   uint32_t ttl_ms) {
-  std::lock_guard<std::mutex> step(step_mu_);
+  StepLock step(this);
   std::lock_guard<std::mutex> l(mu_);
   auto it = seqs_.find(sequence_id);
   if (it == seqs_.end()) return absl::NotFoundError(absl::StrCat("no kept sequence '", sequence_id, "'"));
@@ -149,7 +149,7 @@ absl::StatusOr<std::string> EngineImpl::StateDirLocked() {
 }
 
 absl::StatusOr<std::string> EngineImpl::LoadState(const std::string& handle) {
-  std::lock_guard<std::mutex> step(step_mu_);
+  StepLock step(this);
   std::lock_guard<std::mutex> l(mu_);
   PurgeExpiredLocked();
   auto it = saved_.find(handle);
@@ -221,7 +221,7 @@ absl::StatusOr<uint64_t> EngineImpl::Release(const std::string& sequence_id) {
   std::vector<Delivery> deliveries;
   uint64_t bytes = 0;
   {
-    std::lock_guard<std::mutex> step(step_mu_);
+    StepLock step(this);
     std::lock_guard<std::mutex> l(mu_);
     auto it = seqs_.find(sequence_id);
     if (it != seqs_.end()) {

@@ -28,6 +28,7 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_
     int32_t first_row;
     int32_t rows;
     int32_t logit_index;  // -1: no token this step (prefill continues)
+    uint64_t rng_before;  // the sequence's RNG before this step's draw
   };
   std::vector<Planned> plan;
   int64_t version = 0;
@@ -38,10 +39,13 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_
     for (auto& [id, seq] : seqs_) {
       if (seq->model == slot && seq->running) running.push_back(seq.get());
     }
-    // Token boundary: interrupts take effect before any more work.
+    // Token boundary: interrupts take effect before any more work. A sequence that finishes
+    // here gets its last step's record and delivery first (they may still be pending).
     std::vector<Sequence*> live;
     for (Sequence* seq : running) {
       if (seq->interrupt) {
+        TakeBackPendingLocked(seq);
+        ApplyPendingLocked(&pending_, out, false);
         FinishLocked(seq, FinishReason::kInterrupted, "", out);
       } else {
         live.push_back(seq);
@@ -58,12 +62,13 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_
       const int32_t rows = std::min(uncached, budget);
       if (rows <= 0) continue;
       if (absl::Status s = EnsurePagesLocked(seq, seq->cached + rows); !s.ok()) {
+        ApplyPendingLocked(&pending_, out, false);
         FinishLocked(seq, FinishReason::kError, std::string(s.message()), out);
         continue;
       }
       const int32_t seq_index = static_cast<int32_t>(in.seq_pages.size());
       in.seq_pages.push_back(seq->pages);
-      Planned p{seq, static_cast<int32_t>(in.tokens.size()), rows, -1};
+      Planned p{seq, static_cast<int32_t>(in.tokens.size()), rows, -1, seq->rng.state()};
       for (int32_t i = 0; i < rows; ++i) {
         in.tokens.push_back(seq->tokens[seq->cached + i]);
         in.positions.push_back(seq->cached + i);
@@ -101,8 +106,11 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_
   const double plan_ms = MillisSince(&mark);
   *rows_run = in.tokens.size();
   StepOutput result;
+  // The last step's records and deliveries are made while this forward runs.
+  StartDelivery();
   absl::Status status = slot->backend->Forward(in, &result);
   const double forward_ms = MillisSince(&mark);
+  FinishDelivery();
   std::vector<TokenRecord> sampled(plan.size());
   if (status.ok() && !in.sampling.empty()) {
     for (size_t i = 0; i < plan.size(); ++i) {
@@ -161,7 +169,9 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_
                static_cast<int32_t>(seq->tokens.size()) >= c.max_context) {
       finish = FinishReason::kLength;
     }
-    if (finish == FinishReason::kRunning) {
+    if (finish == FinishReason::kRunning && overlap_) {
+      pending_.push_back({seq, std::move(rec), seq->call_prefilled, p.rng_before});
+    } else if (finish == FinishReason::kRunning) {
       if (seq->sink) {
         Delivery d;
         d.running_sink = &seq->sink;
@@ -199,7 +209,7 @@ bool IsStopTokenFor(const SamplingParams& p, int32_t t) {
 absl::StatusOr<ScoreResult> EngineImpl::Score(const std::string& model,
                                               const std::vector<int32_t>& tokens, uint32_t start,
                                               uint32_t top_k, bool full_vocab) {
-  std::lock_guard<std::mutex> step(step_mu_);
+  StepLock step(this);
   ModelSlot* slot;
   Sequence scratch;
   {

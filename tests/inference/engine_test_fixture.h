@@ -2,6 +2,7 @@
 // sink-based calls.
 #pragma once
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -45,6 +46,7 @@ class EngineFixture : public ::testing::Test {
     opts.kv_memory_bytes = 8 << 20;
     opts.state_dir = dir_.file("states");
     opts.clock = &clock_;
+    if (const char* overlap = std::getenv("FLOTILLA_TEST_OVERLAP_DELIVERY")) opts.overlap_delivery = std::atoi(overlap);
     auto e = Engine::Create(opts);
     ASSERT_TRUE(e.ok()) << e.status();
     engine_ = std::move(*e);

@@ -98,6 +98,10 @@ struct EngineOptions {
   std::string state_dir;             // file tier for SaveState; empty: a temp dir
   uint32_t max_step_tokens = 2048;   // rows per step (prefill is chunked to fit)
   const Clock* clock = nullptr;      // for state TTLs; null: the system clock
+  // Whether a step's token records and deliveries of the sequences that go on are made while
+  // the next step's forward runs (on a thread of their own) instead of between the two
+  // forwards. -1: where the forward runs on an accelerator (cuda); 0: never; 1: always.
+  int overlap_delivery = -1;
 };
 
 class Engine {
