@@ -29,6 +29,9 @@ for m in ${ATTN_MODES:-default gqa head}; do
   FLOTILLA_CUDA_ATTN=$mode ./inference_gpu_test > "$OUT/gpu_test${mode:+_$mode}.log" 2>&1
   echo "gpu tests (attention mode '${mode:-default}'): $(grep -E 'PASSED|FAILED' "$OUT/gpu_test${mode:+_$mode}.log" | tail -1)"
 done
+# The MoE routing through the separate kernels (the fused routing's fallback).
+FLOTILLA_CUDA_ROUTE=separate ./inference_gpu_test > "$OUT/gpu_test_route_separate.log" 2>&1
+echo "gpu tests (routing 'separate'): $(grep -E 'PASSED|FAILED' "$OUT/gpu_test_route_separate.log" | tail -1)"
 [ -n "$SKIP_ENGINE" ] || FLOTILLA_ENGINE_PROFILE=1 ./flotilla_engine_bench --gpu-only 2>&1 | tee "$OUT/engine.log" | grep -E '^engine\.|rows=(1|64|256) '
 FLOTILLA_ENGINE_PROFILE=1 ./flotilla_rollout_bench --backend cuda --steps "${STEPS:-8}" --threads 0 \
   > "$OUT/rollout.log" 2> "$OUT/rollout_err.log"

@@ -467,6 +467,8 @@ void EngineImpl::HoldSteps(bool hold) {
 void EngineImpl::ApplyPendingLocked(std::vector<PendingRow>* rows, std::vector<Delivery>* out, bool borrow_sinks) {
   for (PendingRow& row : *rows) {
     Sequence* seq = row.seq;
+    row.rec.experts.assign(row.experts->begin() + row.experts_first,
+                           row.experts->begin() + row.experts_first + row.experts_count);
     seq->records.push_back(row.rec);
     if (!seq->sink) continue;
     Delivery d;

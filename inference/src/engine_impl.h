@@ -121,6 +121,9 @@ class EngineImpl final : public Engine {
     TokenRecord rec;
     uint32_t prefilled;
     uint64_t rng_before;  // the sequence's RNG state before this token's draw
+    // The step's routing: rec.experts is filled from [first, first + count) when applied.
+    std::shared_ptr<const std::vector<int32_t>> experts;
+    int32_t experts_first, experts_count;
   };
   // Holds step_mu_ for an API call; the scheduler, which keeps step_mu_ across consecutive steps
   // while it has pending rows, lets go between two steps when a caller waits.

@@ -139,6 +139,8 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_
   std::lock_guard<std::mutex> l(mu_);
   ++stats_.steps;
   const int32_t LK = c.n_layers * c.top_k;
+  // The step's routing, shared with the rows whose records are made during the next forward.
+  auto experts = std::make_shared<const std::vector<int32_t>>(std::move(result.experts));
   out->reserve(out->size() + plan.size());
   for (size_t pi = 0; pi < plan.size(); ++pi) {
     const Planned& p = plan[pi];
@@ -157,10 +159,7 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_
     TokenRecord rec = std::move(sampled[pi]);
     rec.policy_version = version;
     const int32_t row = p.first_row + p.rows - 1;
-    rec.experts.assign(result.experts.begin() + static_cast<ptrdiff_t>(row) * LK,
-                       result.experts.begin() + static_cast<ptrdiff_t>(row + 1) * LK);
     seq->tokens.push_back(rec.token);
-    seq->records.push_back(rec);
     ++seq->call_generated;
     FinishReason finish = FinishReason::kRunning;
     if (IsStopTokenFor(seq->sampling, rec.token)) {
@@ -170,8 +169,13 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_
       finish = FinishReason::kLength;
     }
     if (finish == FinishReason::kRunning && overlap_) {
-      pending_.push_back({seq, std::move(rec), seq->call_prefilled, p.rng_before});
-    } else if (finish == FinishReason::kRunning) {
+      pending_.push_back({seq, std::move(rec), seq->call_prefilled, p.rng_before, experts, row * LK, LK});
+      continue;
+    }
+    rec.experts.assign(experts->begin() + static_cast<ptrdiff_t>(row) * LK,
+                       experts->begin() + static_cast<ptrdiff_t>(row + 1) * LK);
+    seq->records.push_back(rec);
+    if (finish == FinishReason::kRunning) {
       if (seq->sink) {
         Delivery d;
         d.running_sink = &seq->sink;

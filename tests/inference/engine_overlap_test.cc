@@ -47,13 +47,22 @@ class OverlapDeliveryTest : public ::testing::Test {
   std::string path_;
 };
 
-TEST_F(OverlapDeliveryTest, SameTokensAsSerialDelivery) {
+// The same tokens, and the same kept state: each engine's saved state (every record of the
+// sequence) has the same size.
+TEST_F(OverlapDeliveryTest, SameTokensAndStateAsSerialDelivery) {
   auto serial = NewEngine(0);
   auto overlapped = NewEngine(1);
   for (uint64_t seed : {1, 2, 3}) {
     auto a = serial->GenerateBlocking(Request(seed, 24));
     auto b = overlapped->GenerateBlocking(Request(seed, 24));
     ASSERT_TRUE(a.ok() && b.ok());
+    auto saved_a = serial->SaveState(a->sequence_id, false, 0);
+    auto saved_b = overlapped->SaveState(b->sequence_id, false, 0);
+    ASSERT_TRUE(saved_a.ok() && saved_b.ok());
+    auto bytes_a = serial->Release(*saved_a);
+    auto bytes_b = overlapped->Release(*saved_b);
+    ASSERT_TRUE(bytes_a.ok() && bytes_b.ok());
+    EXPECT_EQ(*bytes_a, *bytes_b) << seed;
     ASSERT_EQ(a->tokens.size(), 24u);
     ASSERT_EQ(b->tokens.size(), 24u);
     for (size_t i = 0; i < 24; ++i) {
