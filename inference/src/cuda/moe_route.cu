@@ -27,8 +27,8 @@ __device__ __forceinline__ void Bf16x8ToFloat(const uint4& u, float* f) {
 // A block of RB rows. 1) Each row's RMS norm (the reduction as RmsNormVecKernel's), its bf16
 // result kept in shared memory and written to xn. 2) Warp w computes the router logits of the
 // experts w, w + 16, ... for all RB rows at once, so each router row is read once per block.
-// 3) One thread per row: softmax, top-k (ties: the lower id), renormalised weights, as
-// RouterTopKKernel. 4) The block's entries per expert, for DispatchKernel's places.
+// 3) One warp per row: softmax, top-k (ties: the lower id), renormalised weights, as
+// RouterTopKKernel computes them. 4) The block's entries per expert, for DispatchKernel's places.
 template <int RB>
 __global__ void __launch_bounds__(kRouteThreads)
     NormRouteKernel(const float4* x, const float4* norm_w, const uint4* router, int rows, int dim, int n_experts,
@@ -101,35 +101,59 @@ __global__ void __launch_bounds__(kRouteThreads)
     }
   }
   __syncthreads();
-  if (tid < n) {
-    const float* lg = logits[tid];
+  // Warp rr picks row rr's experts: lane l holds the logits of experts l, l + 32, ...
+  if (warp < n) {
+    const int rr = warp;
+    constexpr int kPerLane = kMaxExperts / 32;
+    float v[kPerLane];
     float mx = -INFINITY;
-    for (int e = 0; e < n_experts; ++e) mx = fmaxf(mx, lg[e]);
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int e = lane + 32 * j;
+      v[j] = e < n_experts ? logits[rr][e] : -INFINITY;
+      mx = fmaxf(mx, v[j]);
+    }
+    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
     float sum = 0;
-    for (int e = 0; e < n_experts; ++e) sum += __expf(lg[e] - mx);
-    int pick[kMaxTopK];
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      if (lane + 32 * j < n_experts) sum += __expf(v[j] - mx);
+    }
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    uint32_t taken = 0;  // bit j: expert lane + 32 j already picked
     float prob[kMaxTopK];
     float total = 0;
+    const int64_t r = row0 + rr;
     for (int k = 0; k < top_k; ++k) {
-      int best = -1;
+      // This lane's best untaken expert, then the warp's (higher logit; ties: lower id).
       float bv = -INFINITY;
-      for (int e = 0; e < n_experts; ++e) {
-        bool taken = false;
-        for (int j = 0; j < k; ++j) taken |= pick[j] == e;
-        if (!taken && (best < 0 || lg[e] > bv)) {
-          best = e;
-          bv = lg[e];
+      int be = n_experts;
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) {
+        const int e = lane + 32 * j;
+        if (e < n_experts && !(taken >> j & 1u) && (v[j] > bv || be == n_experts)) {
+          bv = v[j];
+          be = e;
         }
       }
-      pick[k] = best;
+      for (int off = 16; off > 0; off >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
+        const int oe = __shfl_xor_sync(0xffffffffu, be, off);
+        if (oe < n_experts && (be == n_experts || ov > bv || (ov == bv && oe < be))) {
+          bv = ov;
+          be = oe;
+        }
+      }
+      if (be % 32 == lane) taken |= 1u << (be / 32);
       prob[k] = __expf(bv - mx) / sum;
       total += prob[k];
+      if (lane == 0) {
+        experts[r * top_k + k] = be;
+        chosen[rr * top_k + k] = be;
+      }
     }
-    const int64_t r = row0 + tid;
-    for (int k = 0; k < top_k; ++k) {
-      experts[r * top_k + k] = pick[k];
-      weights[r * top_k + k] = prob[k] / total;
-      chosen[tid * top_k + k] = pick[k];
+    if (lane == 0) {
+      for (int k = 0; k < top_k; ++k) weights[r * top_k + k] = prob[k] / total;
     }
   }
   __syncthreads();
