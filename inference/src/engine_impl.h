@@ -5,6 +5,11 @@
 // weights), so weights swap and state moves happen only between steps; mu_ guards the maps and
 // flags and is never held across a forward pass or a sink call. Order: step_mu_, then mu_.
 // Interrupt takes only mu_, so a sink may call it.
+//
+// With overlap_delivery, the records and deliveries of a step's running rows are made by the
+// delivery thread during the next step's forward; the scheduler then keeps step_mu_ across
+// consecutive steps and lets go (with nothing pending) between two steps when a call waits
+// for it (StepLock), so no caller ever sees a sequence whose last token is not yet recorded.
 #pragma once
 
 #include <atomic>
