@@ -31,16 +31,7 @@ class OverlapDeliveryTest : public ::testing::Test {
     EXPECT_TRUE((*e)->LoadModel("m", config_, path_, 1).ok());
     return std::move(*e);
   }
-  GenerateRequest Request(uint64_t seed, uint32_t max_new) const {
-    GenerateRequest req;
-    req.prompt = Encode("overlap the bookkeeping");
-    req.sampling.temperature = 0.9f;
-    req.sampling.seed = seed;
-    req.sampling.max_new_tokens = max_new;
-    req.sampling.stop_tokens = {-1};
-    req.keep_state = true;
-    return req;
-  }
+  GenerateRequest Request(uint64_t seed, uint32_t max_new) const { return testing::KeptRequest(max_new, seed); }
 
   flotilla::testing::TempDir dir_;
   ModelConfig config_;

@@ -33,6 +33,18 @@ struct Collected {
   }
 };
 
+// A sampled request (temperature 0.8, no stop token) whose sequence is kept after it ends.
+inline GenerateRequest KeptRequest(uint32_t max_new, uint64_t seed) {
+  GenerateRequest req;
+  req.prompt = Encode("interrupt me at any token");
+  req.sampling.temperature = 0.8f;
+  req.sampling.seed = seed;
+  req.sampling.max_new_tokens = max_new;
+  req.sampling.stop_tokens = {-1};
+  req.keep_state = true;
+  return req;
+}
+
 class EngineFixture : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -53,16 +65,7 @@ class EngineFixture : public ::testing::Test {
     ASSERT_TRUE(engine_->LoadModel("student", config_, v1_, 1).ok());
   }
 
-  GenerateRequest Request(uint32_t max_new, uint64_t seed) const {
-    GenerateRequest req;
-    req.prompt = Encode("interrupt me at any token");
-    req.sampling.temperature = 0.8f;
-    req.sampling.seed = seed;
-    req.sampling.max_new_tokens = max_new;
-    req.sampling.stop_tokens = {-1};
-    req.keep_state = true;
-    return req;
-  }
+  GenerateRequest Request(uint32_t max_new, uint64_t seed) const { return KeptRequest(max_new, seed); }
 
   flotilla::testing::TempDir dir_;
   FakeClock clock_;

@@ -56,36 +56,43 @@ __global__ void CombineKernel(const __nv_bfloat16* y, const int32_t* inv, const 
   }
 }
 
+// Adds row r's weighted expert outputs to eight residual dims (vector v of the row, two float4)
+// and returns their sum of squares.
+__device__ __forceinline__ float CombineEight(const uint4* y, const int32_t* inv, const float* weights, int top_k,
+                                              int vec_per_row, int r, int v, float4* x) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int k = 0; k < top_k; ++k) {
+    const float w = weights[r * top_k + k];
+    const uint4 u = y[static_cast<int64_t>(inv[r * top_k + k]) * vec_per_row + v];
+    const __nv_bfloat162* b = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      const float2 f = __bfloat1622float2(b[t]);
+      acc[2 * t] += w * f.x;
+      acc[2 * t + 1] += w * f.y;
+    }
+  }
+  float4* xr = x + (static_cast<int64_t>(r) * vec_per_row + v) * 2;
+  float4 a = xr[0], c = xr[1];
+  a.x += acc[0];
+  a.y += acc[1];
+  a.z += acc[2];
+  a.w += acc[3];
+  c.x += acc[4];
+  c.y += acc[5];
+  c.z += acc[6];
+  c.w += acc[7];
+  xr[0] = a;
+  xr[1] = c;
+  return a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + c.x * c.x + c.y * c.y + c.z * c.z + c.w * c.w;
+}
+
 // Eight dims per thread: one 16-byte load of each chosen expert's output row, two 16-byte
 // read-modify-writes of the residual row.
 __global__ void CombineVecKernel(const uint4* y, const int32_t* inv, const float* weights, int top_k,
                                  int vec_per_row, float4* x) {
-  const int r = blockIdx.x;
   for (int v = threadIdx.x; v < vec_per_row; v += blockDim.x) {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int k = 0; k < top_k; ++k) {
-      const float w = weights[r * top_k + k];
-      const uint4 u = y[static_cast<int64_t>(inv[r * top_k + k]) * vec_per_row + v];
-      const __nv_bfloat162* b = reinterpret_cast<const __nv_bfloat162*>(&u);
-#pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        const float2 f = __bfloat1622float2(b[t]);
-        acc[2 * t] += w * f.x;
-        acc[2 * t + 1] += w * f.y;
-      }
-    }
-    float4* xr = x + (static_cast<int64_t>(r) * vec_per_row + v) * 2;
-    float4 a = xr[0], c = xr[1];
-    a.x += acc[0];
-    a.y += acc[1];
-    a.z += acc[2];
-    a.w += acc[3];
-    c.x += acc[4];
-    c.y += acc[5];
-    c.z += acc[6];
-    c.w += acc[7];
-    xr[0] = a;
-    xr[1] = c;
+    CombineEight(y, inv, weights, top_k, vec_per_row, blockIdx.x, v, x);
   }
 }
 
@@ -97,31 +104,7 @@ __global__ void CombineNormVecKernel(const uint4* y, const int32_t* inv, const f
   const int r = blockIdx.x;
   float ss = 0;
   for (int v = threadIdx.x; v < vec_per_row; v += blockDim.x) {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int k = 0; k < top_k; ++k) {
-      const float w = weights[r * top_k + k];
-      const uint4 u = y[static_cast<int64_t>(inv[r * top_k + k]) * vec_per_row + v];
-      const __nv_bfloat162* b = reinterpret_cast<const __nv_bfloat162*>(&u);
-#pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        const float2 f = __bfloat1622float2(b[t]);
-        acc[2 * t] += w * f.x;
-        acc[2 * t + 1] += w * f.y;
-      }
-    }
-    float4* xr = x + (static_cast<int64_t>(r) * vec_per_row + v) * 2;
-    float4 a = xr[0], c = xr[1];
-    a.x += acc[0];
-    a.y += acc[1];
-    a.z += acc[2];
-    a.w += acc[3];
-    c.x += acc[4];
-    c.y += acc[5];
-    c.z += acc[6];
-    c.w += acc[7];
-    xr[0] = a;
-    xr[1] = c;
-    ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + c.x * c.x + c.y * c.y + c.z * c.z + c.w * c.w;
+    ss += CombineEight(y, inv, weights, top_k, vec_per_row, r, v, x);
   }
   for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
   if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;

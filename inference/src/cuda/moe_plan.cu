@@ -1,3 +1,4 @@
+#include "moe_group_ptrs.cuh"
 #include "ops.cuh"
 
 namespace flotilla::inference::cuda {
@@ -28,18 +29,7 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   for (int e = tid; e <= n_experts; e += kThreads) offsets[e] = start[e];
   if (ptrs != nullptr) {
-    for (int e = tid; e < n_experts; e += kThreads) {
-      const int64_t begin = start[e];
-      if (start[e + 1] == begin) continue;
-      int g = 0;
-      for (int p = 0; p < e; ++p) g += start[p + 1] > start[p];
-      ptrs[0 * n_experts + g] = const_cast<uint16_t*>(ops.w13) + e * ops.w13_stride;
-      ptrs[1 * n_experts + g] = ops.xe + begin * ops.dim;
-      ptrs[2 * n_experts + g] = ops.gu + begin * 2 * ops.hidden;
-      ptrs[3 * n_experts + g] = const_cast<uint16_t*>(ops.w2) + e * ops.w2_stride;
-      ptrs[4 * n_experts + g] = ops.h + begin * ops.hidden;
-      ptrs[5 * n_experts + g] = ops.y + begin * ops.dim;
-    }
+    WriteGroupPointers(start, n_experts, ops, ptrs, tid, kThreads);
   }
   const unsigned lower = (1u << lane) - 1;
   for (int base = 0; base < n; base += kThreads) {

@@ -3,6 +3,7 @@
 // rows and the per-expert row counts for the host in the other (DispatchKernel).
 #include <cuda_bf16.h>
 
+#include "moe_group_ptrs.cuh"
 #include "ops.cuh"
 
 namespace flotilla::inference::cuda {
@@ -198,18 +199,7 @@ __global__ void __launch_bounds__(kDispatchThreads)
   __syncthreads();
   if (b == 0) {
     for (int e = tid; e <= n_experts; e += kDispatchThreads) offsets[e] = total[e];
-    for (int e = tid; e < n_experts; e += kDispatchThreads) {
-      const int64_t begin = total[e];
-      if (total[e + 1] == begin) continue;
-      int g = 0;
-      for (int p = 0; p < e; ++p) g += total[p + 1] > total[p];
-      ptrs[0 * n_experts + g] = const_cast<uint16_t*>(ops.w13) + e * ops.w13_stride;
-      ptrs[1 * n_experts + g] = ops.xe + begin * ops.dim;
-      ptrs[2 * n_experts + g] = ops.gu + begin * 2 * ops.hidden;
-      ptrs[3 * n_experts + g] = const_cast<uint16_t*>(ops.w2) + e * ops.w2_stride;
-      ptrs[4 * n_experts + g] = ops.h + begin * ops.hidden;
-      ptrs[5 * n_experts + g] = ops.y + begin * ops.dim;
-    }
+    WriteGroupPointers(total, n_experts, ops, ptrs, tid, kDispatchThreads);
     if (host_counts != nullptr && tid == 0) {
       for (int e = 0; e < n_experts; ++e) host_counts[e] = total[e + 1] - total[e];
       __threadfence_system();
