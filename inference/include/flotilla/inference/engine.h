@@ -3,8 +3,9 @@
 //
 // Thread-safety: every method is thread-safe. One scheduler thread owns the model weights and
 // KV cache and runs steps; callers submit requests and receive tokens through sinks called
-// from that thread (a sink must not block for long and must not call back into the engine
-// synchronously except Interrupt).
+// from that thread, or with overlap_delivery from the engine's delivery thread, one call at a
+// time and in order for each sequence (a sink must not block for long and must not call back
+// into the engine synchronously except Interrupt).
 //
 // Ownership: the engine owns every sequence's state until Release(), which frees it at once.
 #pragma once
