@@ -97,6 +97,7 @@ int RunCommand(const RunFlags& f) {
   RuntimeOptions ro;
   ro.state_dir = f.state_dir;
   ro.keep_cgroup_prefix = true;  // the node's own prefix, shared by every run
+  ro.prepare_ahead = false;      // one sandbox: nothing to prepare for a second
   auto rt = Runtime::Open(ro);
   if (!rt.ok()) return fail(rt.status().ToString());
   auto created = (*rt)->Create(so);

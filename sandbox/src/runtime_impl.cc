@@ -236,16 +236,27 @@ RuntimeImpl::~RuntimeImpl() {
 }
 
 absl::StatusOr<Zygote::Spawned> RuntimeImpl::Spawn(const InitPlan& plan) {
-  SpawnJob job{&plan};
-  {
+  std::lock_guard<std::mutex> zlock(zygote_mu_);
+  if (zygote_ == nullptr) {
     std::lock_guard<std::mutex> lock(spawn_mu_);
-    if (stopping_) return absl::UnavailableError("the runtime is closing");
-    spawn_queue_.push_back(&job);
+    return zygote_started_;
   }
-  spawn_cv_.notify_all();
-  std::unique_lock<std::mutex> lock(spawn_mu_);
-  spawn_cv_.wait(lock, [&] { return job.done; });
-  return std::move(job.result);
+  absl::StatusOr<Zygote::Spawned> result = zygote_->Spawn(plan);
+  if (absl::IsUnavailable(result.status())) {
+    // The zygote is gone (killed from outside). This Create fails (its plan may have reached
+    // an init already); the next one gets a new zygote, forked by the spawner thread.
+    std::unique_lock<std::mutex> lock(spawn_mu_);
+    restart_zygote_ = true;
+    spawn_cv_.notify_all();
+    spawn_cv_.wait(lock, [&] { return !restart_zygote_; });
+  }
+  return result;
+}
+
+void RuntimeImpl::PrepareNext() {
+  std::lock_guard<std::mutex> zlock(zygote_mu_);
+  // A zygote that is gone is replaced by the next Spawn.
+  if (zygote_ != nullptr) (void)zygote_->Prepare();
 }
 
 void RuntimeImpl::SpawnerLoop() {
@@ -256,27 +267,18 @@ void RuntimeImpl::SpawnerLoop() {
   if (zygote.ok()) zygote_ = std::move(*zygote);
   spawn_cv_.notify_all();
   for (;;) {
-    spawn_cv_.wait(lock, [&] { return stopping_ || !spawn_queue_.empty(); });
-    if (spawn_queue_.empty()) break;
-    SpawnJob* job = spawn_queue_.front();
-    spawn_queue_.pop_front();
+    spawn_cv_.wait(lock, [&] { return stopping_ || restart_zygote_; });
+    if (!restart_zygote_) break;
     lock.unlock();
-    absl::StatusOr<Zygote::Spawned> result =
-        zygote_ ? zygote_->Spawn(*job->plan) : absl::StatusOr<Zygote::Spawned>(zygote_started_);
-    if (zygote_ && absl::IsUnavailable(result.status())) {
-      // The zygote is gone (killed from outside). This Create fails (its plan may have reached
-      // an init already); the next one gets a new zygote.
-      zygote_.reset();
-      auto again = Zygote::Start(userns_.get(), options_.zygote_binary);
-      if (again.ok()) {
-        zygote_ = std::move(*again);
-      } else {
-        zygote_started_ = again.status();
-      }
-    }
+    zygote_.reset();
+    auto again = Zygote::Start(userns_.get(), options_.zygote_binary);
     lock.lock();
-    job->result = std::move(result);
-    job->done = true;
+    if (again.ok()) {
+      zygote_ = std::move(*again);
+    } else {
+      zygote_started_ = again.status();
+    }
+    restart_zygote_ = false;
     spawn_cv_.notify_all();
   }
   lock.unlock();
@@ -481,6 +483,7 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image) {
   sb.pidfd = std::move(spawned.pidfd);
   child_end.Reset();
   RETURN_IF_ERROR(WaitReady(sb));
+  if (options_.prepare_ahead) PrepareNext();
   sb.layer_fd_in_init = spawned.layer_fd_in_init;
   sb.layer.Reset();
   return sb.enforcement->AfterStart(sb.cgroup->unified_dir());

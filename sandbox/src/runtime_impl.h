@@ -1,17 +1,18 @@
 // RuntimeImpl: the Runtime behind runtime.h. Private.
 //
-// Threads: the caller's threads run Create/Exec/Destroy...; a spawner thread forks the zygote
-// at Open and sends it every init plan (each init's parent-death signal is tied to that
-// thread, which lives as long as the runtime); a monitor thread reaps inits (pidfds in epoll), enforces sandbox wall-clock limits
-// and reports crashes. Locks: mu_ guards the sandbox map; each Sandbox guards its own state;
-// watch_mu_ guards subscribers (held while a callback runs, so unsubscribing waits for it).
+// Threads: the caller's threads run Create/Exec/Destroy... and send init plans to the zygote
+// themselves (one at a time, under zygote_mu_); a spawner thread forks the zygote at Open
+// (each init's parent-death signal is tied to that thread, which lives as long as the runtime)
+// and starts a new one when it dies; a monitor thread reaps inits (pidfds in epoll), enforces
+// sandbox wall-clock limits and reports crashes. Locks: mu_ guards the sandbox map; each
+// Sandbox guards its own state; watch_mu_ guards subscribers (held while a callback runs, so
+// unsubscribing waits for it); zygote_mu_ is taken before spawn_mu_, never after.
 #pragma once
 
 #include <sys/types.h>
 
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -108,8 +109,11 @@ class RuntimeImpl final : public Runtime {
   absl::Status Start(Sandbox& sb, const ResolvedImage& image);
   absl::Status WaitReady(Sandbox& sb);
   void Teardown(Sandbox& sb);
-  // Spawner: has the zygote clone an init that runs `plan` (from the spawner thread).
+  // Has the zygote clone an init that runs `plan` (on the calling thread; a zygote that died
+  // is replaced by the spawner thread, and this call fails).
   absl::StatusOr<Zygote::Spawned> Spawn(const InitPlan& plan);
+  // Has the zygote make the next init's network namespace now (RuntimeOptions::prepare_ahead).
+  void PrepareNext();
   void SpawnerLoop();
   void MonitorLoop();
   void WatchInit(const std::shared_ptr<Sandbox>& sb);
@@ -130,19 +134,17 @@ class RuntimeImpl final : public Runtime {
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
   std::map<std::string, bool> creating_;
 
-  // Spawner.
-  struct SpawnJob {
-    const InitPlan* plan;
-    absl::StatusOr<Zygote::Spawned> result = absl::UnknownError("not run");
-    bool done = false;
-  };
+  // The zygote and its spawner thread. zygote_ is used under zygote_mu_; the spawner thread
+  // replaces it (a restart) only while the holder of zygote_mu_ waits for that, and at the
+  // end, when no Create runs any more.
+  std::mutex zygote_mu_;
+  std::unique_ptr<Zygote> zygote_;
   std::mutex spawn_mu_;
   std::condition_variable spawn_cv_;
-  std::deque<SpawnJob*> spawn_queue_;
-  bool stopping_ = false;
+  bool stopping_ = false;                                          // guarded by spawn_mu_
+  bool restart_zygote_ = false;                                    // guarded by spawn_mu_
   absl::Status zygote_started_ = absl::UnknownError("starting");  // guarded by spawn_mu_
   bool zygote_known_ = false;                                      // guarded by spawn_mu_
-  std::unique_ptr<Zygote> zygote_;  // used by the spawner thread only
   std::thread spawner_;
 
   // Monitor.

@@ -38,19 +38,32 @@ struct ZygoteReply {
   int32_t rejected;  // 1: the message was not a whole plan
 };
 
+// The one-byte request to make the next init's namespaces ahead (an init plan is longer).
+constexpr char kPrepareRequest = 'P';
+
 // Static: the zygote is a fork of a multi-threaded process and never allocates.
 alignas(8) char g_plan[kInitPlanMaxBytes];
 
-// Network namespaces made ahead, loopback up, while the zygote has nothing else to do: a new
-// one takes the kernel over half a millisecond, which an init then does not wait for. They
-// belong to the host's user namespace, like one made by the clone would.
-constexpr int kNetnsPool = 1;  // one ahead: a one-shot CLI run would throw away any more
+// Network namespaces made ahead, loopback up: a new one takes the kernel over half a
+// millisecond, which an init then does not wait for. One is made when the zygote starts; the
+// next when the runtime asks (kPrepareRequest), once the last init has set itself up: made
+// right after a clone, it would hold the CPU the new init is about to run on. They belong to
+// the host's user namespace, like one made by the clone would.
+constexpr int kNetnsPool = 1;
 int g_netns[kNetnsPool];
 int g_netns_count = 0;
 int g_own_netns = -1;
 
+// The zygote's own scheduling policy, restored after each refill (inits inherit it).
+int g_own_policy = -1;
+struct sched_param g_own_param {};
+
 void FillNetnsPool() {
-  if (g_own_netns < 0) return;
+  if (g_own_netns < 0 || g_netns_count >= kNetnsPool) return;
+  // At SCHED_IDLE the refill takes only CPU time no sandbox wants, not even a best-effort one.
+  // (Both switches need CAP_SYS_NICE, which the zygote has.)
+  struct sched_param idle {};
+  const bool lowered = g_own_policy >= 0 && ::sched_setscheduler(0, SCHED_IDLE, &idle) == 0;
   bool moved = false;
   while (g_netns_count < kNetnsPool) {
     if (::unshare(CLONE_NEWNET) != 0) break;
@@ -61,6 +74,8 @@ void FillNetnsPool() {
     g_netns[g_netns_count++] = fd;
   }
   if (moved && ::setns(g_own_netns, CLONE_NEWNET) != 0) ::_exit(1);  // never clone into a pooled one
+  // Never clone an init at SCHED_IDLE: it would keep it.
+  if (lowered && ::sched_setscheduler(0, g_own_policy, &g_own_param) != 0) ::_exit(1);
 }
 
 // Sends `reply`, with `fd` attached when it is >= 0. Returns false when the channel is gone.
@@ -89,14 +104,20 @@ bool SendReply(int channel, const ZygoteReply& reply, int fd) {
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   g_own_netns = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  g_own_policy = ::sched_getscheduler(0);
+  if (g_own_policy < 0 || ::sched_getparam(0, &g_own_param) != 0) g_own_policy = -1;
+  FillNetnsPool();
   for (;;) {
-    FillNetnsPool();
     int fds[kInitPlanMaxFds];
     int nfds = 0;
     bool truncated = false;
     ssize_t n = RecvWithFds(channel, g_plan, sizeof(g_plan), fds, kInitPlanMaxFds, &nfds, &truncated);
     if (n == 0) ::_exit(0);  // the runtime closed the channel
     if (n < 0) ::_exit(1);
+    if (n == 1 && nfds == 0 && g_plan[0] == kPrepareRequest) {
+      FillNetnsPool();  // no answer
+      continue;
+    }
     ZygoteReply reply{};
     InitPlanView plan;
     int pidfd = -1;
@@ -209,6 +230,14 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Start(int userns_fd, const std::
                                   (binary.empty() ? std::string() : " (" + binary + ")"));
   }
   return z;
+}
+
+absl::Status Zygote::Prepare() {
+  if (::send(channel_.get(), &kPrepareRequest, 1, MSG_NOSIGNAL) != 1) {
+    if (errno == EPIPE || errno == ECONNRESET) return absl::UnavailableError("the sandbox zygote is gone");
+    return ErrnoStatus("asking the sandbox zygote to prepare");
+  }
+  return absl::OkStatus();
 }
 
 Zygote::~Zygote() {

@@ -190,6 +190,12 @@ struct RuntimeOptions {
   // without it every sandbox start waits out an RCU grace period (5-20 ms) when its init joins
   // its cgroups; with it fork and exit get slightly dearer everywhere on the host.
   bool favor_cgroup_migrations = true;
+  // Prepare the next sandbox's kernel objects ahead (a network namespace, its cgroup
+  // directories) once each sandbox has started, while the caller runs its commands: the next
+  // Create then finds them made. The first sandbox's are made during Open either way. False for
+  // a runtime that creates one sandbox and closes (`flotilla sandbox run`), which would only
+  // make and remove a second set.
+  bool prepare_ahead = true;
 };
 
 // What the host supports, detected when the runtime opens.
