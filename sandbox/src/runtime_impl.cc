@@ -159,10 +159,12 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
   std::filesystem::create_directories(rt->instance_dir_ + "/layer", ec);
   std::filesystem::create_directories(rt->instance_dir_ + "/root", ec);
   if (ec) return absl::InternalError("creating " + rt->instance_dir_ + ": " + ec.message());
-  rt->cgroup_group_ = options.cgroup_prefix + "/" + rt->instance_;
-  // The instance's cgroups (a few mkdirs in each hierarchy) are made meanwhile on a thread.
+  // The prefix group and the first sandbox's cgroups are made meanwhile on a thread.
   absl::Status groups_made;
-  std::thread groups([&] { groups_made = driver.EnsureGroup(rt->cgroup_group_); });
+  std::thread groups([&] {
+    groups_made = driver.EnsureGroup(options.cgroup_prefix);
+    if (groups_made.ok()) rt->MakeSpareCgroup();
+  });
   struct Joiner {
     std::thread& t;
     ~Joiner() {
@@ -200,6 +202,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
   ev.data.fd = rt->wake_.get();
   ::epoll_ctl(rt->epoll_.get(), EPOLL_CTL_ADD, rt->wake_.get(), &ev);
   rt->monitor_ = std::thread([raw] { raw->MonitorLoop(); });
+  if (options.prepare_ahead) rt->preparer_ = std::thread([raw] { raw->PreparerLoop(); });
   return std::unique_ptr<Runtime>(std::move(rt));
 }
 
@@ -215,24 +218,64 @@ RuntimeImpl::~RuntimeImpl() {
     stopping_ = true;
   }
   spawn_cv_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(spare_mu_);
+    spare_stop_ = true;
+  }
+  spare_cv_.notify_all();
   if (wake_.valid()) {
     uint64_t one = 1;
     (void)!::write(wake_.get(), &one, sizeof(one));
   }
-  if (spawner_.joinable()) spawner_.join();
+  // The spawner thread reaps the zygote while the rest goes here; the instance's directory
+  // goes on a thread of its own.
   if (monitor_.joinable()) monitor_.join();
+  if (preparer_.joinable()) preparer_.join();
+  spare_cgroup_.reset();
   images_.reset();
-  // The instance's directory goes on a thread while its cgroups go here.
   std::thread remove_dir([this] {
     if (!instance_dir_.empty()) RemoveTree(instance_dir_);
   });
-  int killed = 0, removed = 0;
-  if (cgroups_ && !cgroup_group_.empty()) {
-    cgroups_->RemoveGroup(cgroup_group_, &killed, &removed);
-    // The last runtime of a prefix takes the empty parent away, unless it is kept for the next.
-    if (!options_.keep_cgroup_prefix) cgroups_->RemoveIfEmpty(options_.cgroup_prefix);
-  }
+  // The last runtime of a prefix takes the empty parent away, unless it is kept for the next.
+  if (cgroups_ && !options_.keep_cgroup_prefix) cgroups_->RemoveIfEmpty(options_.cgroup_prefix);
   remove_dir.join();
+  if (spawner_.joinable()) spawner_.join();
+}
+
+std::string RuntimeImpl::CgroupName(const std::string& id) const { return instance_ + "." + id; }
+
+void RuntimeImpl::MakeSpareCgroup() {
+  std::string id = NewId("sbx");
+  auto made = cgroups_->Make(options_.cgroup_prefix, CgroupName(id));
+  std::lock_guard<std::mutex> lock(spare_mu_);
+  if (made.ok() && spare_cgroup_ == nullptr) {
+    spare_id_ = std::move(id);
+    spare_cgroup_ = std::move(*made);
+  }
+}
+
+std::unique_ptr<SandboxCgroup> RuntimeImpl::TakeSpareCgroup(std::string* id) {
+  std::unique_lock<std::mutex> lock(spare_mu_);
+  // One on its way is ready sooner than a new one would be.
+  spare_cv_.wait(lock, [&] { return !spare_making_ || spare_cgroup_ != nullptr; });
+  if (spare_cgroup_ == nullptr) return nullptr;
+  *id = std::move(spare_id_);
+  return std::move(spare_cgroup_);
+}
+
+void RuntimeImpl::PreparerLoop() {
+  std::unique_lock<std::mutex> lock(spare_mu_);
+  for (;;) {
+    spare_cv_.wait(lock, [&] { return spare_stop_ || (spare_wanted_ && spare_cgroup_ == nullptr); });
+    if (spare_stop_) return;
+    spare_wanted_ = false;
+    spare_making_ = true;
+    lock.unlock();
+    MakeSpareCgroup();
+    lock.lock();
+    spare_making_ = false;
+    spare_cv_.notify_all();
+  }
 }
 
 absl::StatusOr<Zygote::Spawned> RuntimeImpl::Spawn(const InitPlan& plan) {
@@ -304,7 +347,10 @@ absl::StatusOr<std::shared_ptr<Sandbox>> RuntimeImpl::FindRunning(const std::str
 
 absl::StatusOr<CreateResult> RuntimeImpl::Create(const SandboxOptions& options) {
   Stopwatch watch;
-  std::string id = options.id.empty() ? NewId("sbx") : options.id;
+  // A runtime-chosen id takes the cgroups made ahead for it, when there are some.
+  std::string id = options.id;
+  std::unique_ptr<SandboxCgroup> spare = id.empty() ? TakeSpareCgroup(&id) : nullptr;
+  if (id.empty()) id = NewId("sbx");
   if (!IsSafeId(id)) return absl::InvalidArgumentError("id: bad sandbox id '" + id + "'");
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -337,7 +383,12 @@ absl::StatusOr<CreateResult> RuntimeImpl::Create(const SandboxOptions& options) 
     CgroupLimits cl{.memory_bytes = sb->limits.memory_bytes, .pids = sb->limits.pids,
                     .cpu_weight = sb->limits.cpu_weight, .cpu_quota_millicores = sb->limits.cpu_quota_millicores,
                     .cpus = sb->limits.cpus, .mems = sb->limits.mems};
-    ASSIGN_OR_RETURN(sb->cgroup, cgroups_->Create(cgroup_group_, id, cl));
+    if (spare != nullptr) {
+      sb->cgroup = std::move(spare);
+      RETURN_IF_ERROR(cgroups_->Limit(*sb->cgroup, cl));
+    } else {
+      ASSIGN_OR_RETURN(sb->cgroup, cgroups_->Create(options_.cgroup_prefix, CgroupName(id), cl));
+    }
     return Start(*sb, image);
   }();
   if (!s.ok()) {
@@ -483,7 +534,14 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image) {
   sb.pidfd = std::move(spawned.pidfd);
   child_end.Reset();
   RETURN_IF_ERROR(WaitReady(sb));
-  if (options_.prepare_ahead) PrepareNext();
+  if (options_.prepare_ahead) {
+    PrepareNext();
+    {
+      std::lock_guard<std::mutex> lock(spare_mu_);
+      spare_wanted_ = true;
+    }
+    spare_cv_.notify_all();
+  }
   sb.layer_fd_in_init = spawned.layer_fd_in_init;
   sb.layer.Reset();
   return sb.enforcement->AfterStart(sb.cgroup->unified_dir());

@@ -4,9 +4,11 @@
 // themselves (one at a time, under zygote_mu_); a spawner thread forks the zygote at Open
 // (each init's parent-death signal is tied to that thread, which lives as long as the runtime)
 // and starts a new one when it dies; a monitor thread reaps inits (pidfds in epoll), enforces
-// sandbox wall-clock limits and reports crashes. Locks: mu_ guards the sandbox map; each
+// sandbox wall-clock limits and reports crashes; with prepare_ahead, a preparer thread makes
+// the next sandbox's cgroups. Locks: mu_ guards the sandbox map; each
 // Sandbox guards its own state; watch_mu_ guards subscribers (held while a callback runs, so
-// unsubscribing waits for it); zygote_mu_ is taken before spawn_mu_, never after.
+// unsubscribing waits for it); zygote_mu_ is taken before spawn_mu_, never after; spare_mu_
+// guards the cgroups made ahead.
 #pragma once
 
 #include <sys/types.h>
@@ -114,6 +116,13 @@ class RuntimeImpl final : public Runtime {
   absl::StatusOr<Zygote::Spawned> Spawn(const InitPlan& plan);
   // Has the zygote make the next init's network namespace now (RuntimeOptions::prepare_ahead).
   void PrepareNext();
+  // The cgroup directory name of sandbox `id`.
+  std::string CgroupName(const std::string& id) const;
+  // Makes a sandbox's cgroups (no limits yet) for a runtime-chosen id, kept for the next
+  // Create that lets the runtime choose; TakeSpareCgroup hands them out (null: none).
+  void MakeSpareCgroup();
+  std::unique_ptr<SandboxCgroup> TakeSpareCgroup(std::string* id);
+  void PreparerLoop();
   void SpawnerLoop();
   void MonitorLoop();
   void WatchInit(const std::shared_ptr<Sandbox>& sb);
@@ -125,7 +134,7 @@ class RuntimeImpl final : public Runtime {
   std::unique_ptr<CgroupDriver> cgroups_;
   std::string instance_;      // "i<pid>-<hex>"
   std::string instance_dir_;  // <state>/run/<instance>
-  std::string cgroup_group_;  // <prefix>/<instance>
+  // A sandbox's cgroups are "<prefix>/<instance>.<sandbox id>" in each hierarchy.
   UniqueFd userns_;
   std::unique_ptr<ImageStore> images_;
   std::unique_ptr<PolicyEnforcement> enforcement_;
@@ -146,6 +155,17 @@ class RuntimeImpl final : public Runtime {
   absl::Status zygote_started_ = absl::UnknownError("starting");  // guarded by spawn_mu_
   bool zygote_known_ = false;                                      // guarded by spawn_mu_
   std::thread spawner_;
+
+  // The next sandbox's cgroups, made ahead: the first during Open, the next ones (with
+  // RuntimeOptions::prepare_ahead) by the preparer thread once each sandbox has started.
+  std::mutex spare_mu_;
+  std::condition_variable spare_cv_;
+  std::string spare_id_;                         // guarded by spare_mu_
+  std::unique_ptr<SandboxCgroup> spare_cgroup_;  // guarded by spare_mu_
+  bool spare_wanted_ = false;                    // guarded by spare_mu_
+  bool spare_making_ = false;                    // guarded by spare_mu_
+  bool spare_stop_ = false;                      // guarded by spare_mu_
+  std::thread preparer_;
 
   // Monitor.
   UniqueFd epoll_;

@@ -80,6 +80,20 @@ TEST_F(SandboxCliTest, ExitStatusIsTheCommands) {
   for (const auto& e : std::filesystem::directory_iterator(state() + "/run", ec)) ADD_FAILURE() << e.path();
 }
 
+// The cgroups of runtime `instance`'s sandboxes ("<instance>.<sandbox id>") under the
+// "flotilla" prefix of hierarchy `root`; with `running`, only those with a process in them.
+std::vector<std::string> SandboxCgroupsOf(const std::string& root, const std::string& instance, bool running = false) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& c : std::filesystem::directory_iterator(root + "/flotilla", ec)) {
+    if (!c.is_directory(ec) || !absl::StartsWith(c.path().filename().string(), instance + ".")) continue;
+    std::ifstream procs(c.path() / "cgroup.procs");
+    std::string first;
+    if (!running || std::getline(procs, first)) out.push_back(c.path().string());
+  }
+  return out;
+}
+
 TEST_F(SandboxCliTest, LeftoversOfAKilledRunAreCleanedAtStart) {
   pid_t pid = ::fork();
   if (pid == 0) {
@@ -93,10 +107,9 @@ TEST_F(SandboxCliTest, LeftoversOfAKilledRunAreCleanedAtStart) {
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(state() + "/run", ec)) {
       std::string name = e.path().filename().string();
-      std::string cg = "/sys/fs/cgroup/memory/flotilla/" + name;
-      if (!std::filesystem::exists(cg, ec)) cg = "/sys/fs/cgroup/flotilla/" + name;
-      for (const auto& c : std::filesystem::directory_iterator(cg, ec)) {
-        if (c.is_directory(ec)) instance = name;
+      if (!SandboxCgroupsOf("/sys/fs/cgroup/memory", name, true).empty() ||
+          !SandboxCgroupsOf("/sys/fs/cgroup", name, true).empty()) {
+        instance = name;
       }
     }
     if (instance.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -106,15 +119,15 @@ TEST_F(SandboxCliTest, LeftoversOfAKilledRunAreCleanedAtStart) {
   ::kill(pid, SIGKILL);
   int st;
   ::waitpid(pid, &st, 0);
-  EXPECT_TRUE(std::filesystem::exists("/sys/fs/cgroup/memory/flotilla/" + instance) ||
-              std::filesystem::exists("/sys/fs/cgroup/flotilla/" + instance));
+  EXPECT_FALSE(SandboxCgroupsOf("/sys/fs/cgroup/memory", instance).empty() &&
+               SandboxCgroupsOf("/sys/fs/cgroup", instance).empty());
   RuntimeOptions o;
   o.state_dir = state();
   auto rt = Runtime::Open(o);  // cleans up at start
   ASSERT_TRUE(rt.ok()) << rt.status();
   EXPECT_FALSE(std::filesystem::exists(state() + "/run/" + instance));
-  EXPECT_FALSE(std::filesystem::exists("/sys/fs/cgroup/memory/flotilla/" + instance));
-  EXPECT_FALSE(std::filesystem::exists("/sys/fs/cgroup/unified/flotilla/" + instance));
+  EXPECT_EQ(SandboxCgroupsOf("/sys/fs/cgroup/memory", instance), std::vector<std::string>{});
+  EXPECT_EQ(SandboxCgroupsOf("/sys/fs/cgroup/unified", instance), std::vector<std::string>{});
   std::ifstream mi("/proc/self/mountinfo");
   std::string mounts(std::istreambuf_iterator<char>(mi), {});
   EXPECT_FALSE(absl::StrContains(mounts, instance));

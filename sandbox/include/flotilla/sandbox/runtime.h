@@ -164,7 +164,8 @@ struct CleanupReport {
 
 struct RuntimeOptions {
   std::string state_dir = "/var/lib/flotilla";  // layers, images, per-sandbox dirs
-  // Cgroups are "<cgroup_prefix>/<instance>/<sandbox id>". The last runtime of a prefix removes
+  // Cgroups are "<cgroup_prefix>/<instance>.<sandbox id>" (the instance names the runtime
+  // process, so that a later runtime can tell a dead one's leftovers). The last runtime of a prefix removes
   // the empty "<cgroup_prefix>" parent at close, unless keep_cgroup_prefix: then it stays for
   // the next runtime (one-shot CLI runs skip making and removing it each time) until
   // RemoveNodeSharedState.
