@@ -1,8 +1,9 @@
-// Runtime::CleanupLeftovers: what a crashed earlier runtime left behind. Each runtime instance
-// owns <state>/run/<instance>/ and its sandboxes' cgroups <prefix>/<instance>.<sandbox id>
-// (before: <prefix>/<instance>/<sandbox id>), where the instance name holds the owner's pid and
-// start time; an instance whose owner is gone is removed: its processes are killed, its
-// cgroups and mounts removed, its directory deleted.
+// Runtime::CleanupLeftovers: what a crashed earlier runtime left behind. A runtime instance owns
+// its sandboxes' cgroups <prefix>/<instance>.<sandbox id>, where the instance name holds the
+// owner's pid and start time; an instance whose owner is gone is removed: its processes are
+// killed and its cgroups removed. (Its image layers were detached mounts held by descriptors:
+// they went with the process.) Older runtimes also kept <prefix>/<instance>/<sandbox id> and a
+// directory <state>/run/<instance>/ with mounts; those are removed the same way.
 #include <sys/mount.h>
 #include <unistd.h>
 

@@ -150,6 +150,37 @@ void HideCommandLine() {
   end[-1] = '\0';
 }
 
+// Mount data with its layer marks (InitStep::kLayerFdMark) replaced by /proc/self/fd/<n>,
+// in a static buffer. Null when a mark names no layer or the result does not fit.
+const char* ExpandLayerFds(const InitPlanView& p, const char* data) {
+  static char out[64 * 1024];
+  size_t n = 0;
+  auto put = [&](char c) {
+    if (n + 1 >= sizeof(out)) return false;
+    out[n++] = c;
+    return true;
+  };
+  for (const char* s = data; *s; ++s) {
+    if (*s != InitStep::kLayerFdMark) {
+      if (!put(*s)) return nullptr;
+      continue;
+    }
+    const int i = static_cast<unsigned char>(*++s) - 1;
+    if (i < 0 || i >= p.layer_fd_count()) return nullptr;
+    for (const char* q = "/proc/self/fd/"; *q; ++q) {
+      if (!put(*q)) return nullptr;
+    }
+    char digits[12];
+    int k = 0;
+    for (unsigned v = static_cast<unsigned>(p.layer_fd(i)); k == 0 || v != 0; v /= 10) digits[k++] = static_cast<char>('0' + v % 10);
+    while (k > 0) {
+      if (!put(digits[--k])) return nullptr;
+    }
+  }
+  out[n] = '\0';
+  return out;
+}
+
 void SetUp(const InitPlanView& p) {
   const int ctl = p.control_fd();
   CloseInherited(p);
@@ -175,6 +206,10 @@ void SetUp(const InitPlanView& p) {
     int rc = 0;
     switch (static_cast<InitStep::Kind>(m.kind)) {
       case InitStep::Kind::kMount:
+        if (std::strchr(data, InitStep::kLayerFdMark) != nullptr) {
+          data = ExpandLayerFds(p, data);
+          if (data == nullptr) Fail(ctl, target, EINVAL);
+        }
         rc = ::mount(*source ? source : nullptr, target, *fstype ? fstype : nullptr, m.flags, *data ? data : nullptr);
         break;
       case InitStep::Kind::kMkdir:
@@ -192,6 +227,8 @@ void SetUp(const InitPlanView& p) {
     }
     if (rc != 0 && !m.optional) Fail(ctl, target, errno);
   }
+  // The overlays hold their lower layers now.
+  for (int i = 0; i < p.layer_fd_count(); ++i) ::close(p.layer_fd(i));
   if (*p.hostname() && ::sethostname(p.hostname(), std::strlen(p.hostname())) != 0) Fail(ctl, "sethostname", errno);
   BringLoopbackUp();
   if (::chdir(p.root_dir()) != 0) Fail(ctl, "chdir root", errno);

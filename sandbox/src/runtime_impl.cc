@@ -145,9 +145,17 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
   // The enforcers load on threads of their own (the eBPF programs, the default policy) while
   // the rest of Open runs.
   ASSIGN_OR_RETURN(rt->enforcement_, PolicyEnforcement::Create(options));
-  std::error_code ec;
-  std::filesystem::create_directories(options.state_dir + "/run", ec);
-  if (ec) return absl::InternalError("creating " + options.state_dir + "/run: " + ec.message());
+  // The two directories every sandbox mounts its layers on, each in its own mount namespace:
+  // made once per state dir, shared by every runtime on it.
+  rt->layer_dir_ = options.state_dir + "/mnt/layer";
+  rt->root_dir_ = options.state_dir + "/mnt/root";
+  struct stat st;
+  if (::stat(rt->root_dir_.c_str(), &st) != 0 || ::stat(rt->layer_dir_.c_str(), &st) != 0) {
+    std::error_code ec;
+    std::filesystem::create_directories(rt->layer_dir_, ec);
+    std::filesystem::create_directories(rt->root_dir_, ec);
+    if (ec) return absl::InternalError("creating " + options.state_dir + "/mnt: " + ec.message());
+  }
   if (options.cleanup_leftovers) {
     auto report = rt->CleanupLeftovers();
     if (!report.ok()) FLOG(warn, "leftover cleanup failed", {{"error", std::string(report.status().message())}});
@@ -155,10 +163,6 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
   // "i<pid>-<start time>-<n>": whether its owner still runs can be told from the name alone.
   static std::atomic<int> instances{0};
   rt->instance_ = absl::StrCat("i", ::getpid(), "-", OwnStartTime(), "-", instances.fetch_add(1));
-  rt->instance_dir_ = options.state_dir + "/run/" + rt->instance_;
-  std::filesystem::create_directories(rt->instance_dir_ + "/layer", ec);
-  std::filesystem::create_directories(rt->instance_dir_ + "/root", ec);
-  if (ec) return absl::InternalError("creating " + rt->instance_dir_ + ": " + ec.message());
   // The prefix group and the first sandbox's cgroups are made meanwhile on a thread.
   absl::Status groups_made;
   std::thread groups([&] {
@@ -182,7 +186,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
     rt->spawn_cv_.wait(lock, [&] { return rt->zygote_known_; });
     RETURN_IF_ERROR(rt->zygote_started_);
   }
-  auto images = ImageStore::Open(options.state_dir, rt->instance_dir_, rt->userns_.get(), options.host_uid_base);
+  auto images = ImageStore::Open(options.state_dir, rt->userns_.get(), options.host_uid_base);
   if (!images.ok()) return images.status();
   rt->images_ = std::move(*images);
   // Probe id-mapped mounts now, so that a host without them fails at Open, not at Create.
@@ -227,18 +231,13 @@ RuntimeImpl::~RuntimeImpl() {
     uint64_t one = 1;
     (void)!::write(wake_.get(), &one, sizeof(one));
   }
-  // The spawner thread reaps the zygote while the rest goes here; the instance's directory
-  // goes on a thread of its own.
+  // The spawner thread reaps the zygote meanwhile.
   if (monitor_.joinable()) monitor_.join();
   if (preparer_.joinable()) preparer_.join();
   spare_cgroup_.reset();
   images_.reset();
-  std::thread remove_dir([this] {
-    if (!instance_dir_.empty()) RemoveTree(instance_dir_);
-  });
   // The last runtime of a prefix takes the empty parent away, unless it is kept for the next.
   if (cgroups_ && !options_.keep_cgroup_prefix) cgroups_->RemoveIfEmpty(options_.cgroup_prefix);
-  remove_dir.join();
   if (spawner_.joinable()) spawner_.join();
 }
 
@@ -418,8 +417,9 @@ absl::StatusOr<CreateResult> RuntimeImpl::Create(const SandboxOptions& options) 
 
 absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image) {
   // Every sandbox mounts its layers on the same two directories, each in its own mount
-  // namespace: nothing per sandbox is created on the host's filesystem.
-  const std::string rw = instance_dir_ + "/layer", root = instance_dir_ + "/root";
+  // namespace: nothing per sandbox (or per runtime) is created on the host's filesystem.
+  const std::string& rw = layer_dir_;
+  const std::string& root = root_dir_;
   // The writable layer: a size-limited tmpfs, created detached so it never shows in the host's
   // mount table; init attaches it inside its own mount namespace.
   {
@@ -450,6 +450,17 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image) {
   InitPlan plan;
   plan.control_fd = child_end.get();
   plan.tmpfs_fd = sb.layer.get();
+  // The image's layers are detached mounts: init names them by its descriptors for them.
+  auto lowers = [&plan](const std::vector<int>& fds) {
+    std::string dirs;
+    for (int fd : fds) {
+      if (!dirs.empty()) dirs += ':';
+      dirs += InitStep::kLayerFdMark;
+      dirs += static_cast<char>(plan.layer_fds.size() + 1);
+      plan.layer_fds.push_back(fd);
+    }
+    return dirs;
+  };
   plan.rw_dir = rw;
   plan.root_dir = root;
   plan.cgroup_procs = sb.cgroup->procs_files();
@@ -479,11 +490,11 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image) {
   };
   const unsigned long nosuid = MS_NOSUID | MS_NODEV;
   mount("overlay", root, "overlay", nosuid,
-        absl::StrCat("lowerdir=", absl::StrJoin(image.root_lowers, ":"), ",upperdir=", rw, "/upper,workdir=", rw,
+        absl::StrCat("lowerdir=", lowers(image.root_lowers), ",upperdir=", rw, "/upper,workdir=", rw,
                      "/work,xino=off,index=off,redirect_dir=off,metacopy=off"));
   if (!image.usr_lowers.empty()) {
     mount("overlay", root + "/usr", "overlay", nosuid,
-          absl::StrCat("lowerdir=", absl::StrJoin(image.usr_lowers, ":"), ",upperdir=", rw, "/usr-upper,workdir=",
+          absl::StrCat("lowerdir=", lowers(image.usr_lowers), ",upperdir=", rw, "/usr-upper,workdir=",
                        rw, "/usr-work,xino=off,index=off,redirect_dir=off,metacopy=off"));
   }
   mkdir(root + "/proc", 0555);

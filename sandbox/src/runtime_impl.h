@@ -133,7 +133,7 @@ class RuntimeImpl final : public Runtime {
   HostFeatures features_;
   std::unique_ptr<CgroupDriver> cgroups_;
   std::string instance_;      // "i<pid>-<hex>"
-  std::string instance_dir_;  // <state>/run/<instance>
+  std::string layer_dir_, root_dir_;  // <state>/mnt/{layer,root}: every sandbox's mount points
   // A sandbox's cgroups are "<prefix>/<instance>.<sandbox id>" in each hierarchy.
   UniqueFd userns_;
   std::unique_ptr<ImageStore> images_;

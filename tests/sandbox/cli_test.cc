@@ -86,7 +86,11 @@ std::vector<std::string> SandboxCgroupsOf(const std::string& root, const std::st
   std::vector<std::string> out;
   std::error_code ec;
   for (const auto& c : std::filesystem::directory_iterator(root + "/flotilla", ec)) {
-    if (!c.is_directory(ec) || !absl::StartsWith(c.path().filename().string(), instance + ".")) continue;
+    const std::string name = c.path().filename().string();
+    // `instance` may also be a prefix ending in '-' ("i<pid>-").
+    if (!c.is_directory(ec) || !absl::StartsWith(name, absl::EndsWith(instance, "-") ? instance : instance + ".")) {
+      continue;
+    }
     std::ifstream procs(c.path() / "cgroup.procs");
     std::string first;
     if (!running || std::getline(procs, first)) out.push_back(c.path().string());
@@ -101,15 +105,14 @@ TEST_F(SandboxCliTest, LeftoversOfAKilledRunAreCleanedAtStart) {
     ::execl(bin.c_str(), bin.c_str(), "sandbox", "run", "--state-dir", st.c_str(), "--", "/bin/sleep", "100", nullptr);
     ::_exit(126);
   }
-  // Wait until its sandbox runs, then kill the CLI without a chance to clean up.
+  // Wait until its sandbox runs, then kill the CLI without a chance to clean up. Its runtime
+  // instance is named "i<pid>-...".
   std::string instance;
   for (int i = 0; i < 1000 && instance.empty(); ++i) {
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(state() + "/run", ec)) {
-      std::string name = e.path().filename().string();
-      if (!SandboxCgroupsOf("/sys/fs/cgroup/memory", name, true).empty() ||
-          !SandboxCgroupsOf("/sys/fs/cgroup", name, true).empty()) {
-        instance = name;
+    for (const char* root : {"/sys/fs/cgroup/memory", "/sys/fs/cgroup"}) {
+      for (const std::string& cg : SandboxCgroupsOf(root, "i" + std::to_string(pid) + "-", true)) {
+        std::string name = std::filesystem::path(cg).filename().string();
+        instance = name.substr(0, name.find('.'));
       }
     }
     if (instance.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));

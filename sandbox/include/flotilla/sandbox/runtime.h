@@ -163,7 +163,7 @@ struct CleanupReport {
 };
 
 struct RuntimeOptions {
-  std::string state_dir = "/var/lib/flotilla";  // layers, images, per-sandbox dirs
+  std::string state_dir = "/var/lib/flotilla";  // layers, images, the sandboxes' mount points
   // Cgroups are "<cgroup_prefix>/<instance>.<sandbox id>" (the instance names the runtime
   // process, so that a later runtime can tell a dead one's leftovers). The last runtime of a prefix removes
   // the empty "<cgroup_prefix>" parent at close, unless keep_cgroup_prefix: then it stays for
