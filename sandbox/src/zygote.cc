@@ -54,16 +54,8 @@ int g_netns[kNetnsPool];
 int g_netns_count = 0;
 int g_own_netns = -1;
 
-// The zygote's own scheduling policy, restored after each refill (inits inherit it).
-int g_own_policy = -1;
-struct sched_param g_own_param {};
-
 void FillNetnsPool() {
   if (g_own_netns < 0 || g_netns_count >= kNetnsPool) return;
-  // At SCHED_IDLE the refill takes only CPU time no sandbox wants, not even a best-effort one.
-  // (Both switches need CAP_SYS_NICE, which the zygote has.)
-  struct sched_param idle {};
-  const bool lowered = g_own_policy >= 0 && ::sched_setscheduler(0, SCHED_IDLE, &idle) == 0;
   bool moved = false;
   while (g_netns_count < kNetnsPool) {
     if (::unshare(CLONE_NEWNET) != 0) break;
@@ -74,8 +66,6 @@ void FillNetnsPool() {
     g_netns[g_netns_count++] = fd;
   }
   if (moved && ::setns(g_own_netns, CLONE_NEWNET) != 0) ::_exit(1);  // never clone into a pooled one
-  // Never clone an init at SCHED_IDLE: it would keep it.
-  if (lowered && ::sched_setscheduler(0, g_own_policy, &g_own_param) != 0) ::_exit(1);
 }
 
 // Sends `reply`, with `fd` attached when it is >= 0. Returns false when the channel is gone.
@@ -104,8 +94,6 @@ bool SendReply(int channel, const ZygoteReply& reply, int fd) {
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   g_own_netns = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-  g_own_policy = ::sched_getscheduler(0);
-  if (g_own_policy < 0 || ::sched_getparam(0, &g_own_param) != 0) g_own_policy = -1;
   FillNetnsPool();
   for (;;) {
     int fds[kInitPlanMaxFds];
