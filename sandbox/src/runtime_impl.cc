@@ -211,15 +211,11 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
 }
 
 RuntimeImpl::~RuntimeImpl() {
-  std::vector<std::string> ids;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [id, sb] : sandboxes_) ids.push_back(id);
-  }
-  for (const std::string& id : ids) (void)Destroy(id);
+  // The zygote and the preparer go first: the spawner thread reaps the zygote, and the
+  // preparer finishes, while the sandboxes are torn down here.
   {
     std::lock_guard<std::mutex> lock(spawn_mu_);
-    stopping_ = true;
+    zygote_closing_ = true;
   }
   spawn_cv_.notify_all();
   {
@@ -227,11 +223,24 @@ RuntimeImpl::~RuntimeImpl() {
     spare_stop_ = true;
   }
   spare_cv_.notify_all();
+  std::vector<std::shared_ptr<Sandbox>> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, sb] : sandboxes_) left.push_back(sb);
+  }
+  // Every init is killed before the first teardown waits: their exits overlap.
+  for (const auto& sb : left) {
+    if (sb->pidfd.valid()) ::syscall(SYS_pidfd_send_signal, sb->pidfd.get(), SIGKILL, nullptr, 0);
+  }
+  for (const auto& sb : left) (void)Destroy(sb->id);
+  {
+    std::lock_guard<std::mutex> lock(spawn_mu_);
+    stopping_ = true;
+  }
   if (wake_.valid()) {
     uint64_t one = 1;
     (void)!::write(wake_.get(), &one, sizeof(one));
   }
-  // The spawner thread reaps the zygote meanwhile.
   if (monitor_.joinable()) monitor_.join();
   if (preparer_.joinable()) preparer_.join();
   spare_cgroup_.reset();
@@ -309,7 +318,7 @@ void RuntimeImpl::SpawnerLoop() {
   if (zygote.ok()) zygote_ = std::move(*zygote);
   spawn_cv_.notify_all();
   for (;;) {
-    spawn_cv_.wait(lock, [&] { return stopping_ || restart_zygote_; });
+    spawn_cv_.wait(lock, [&] { return zygote_closing_ || restart_zygote_; });
     if (!restart_zygote_) break;
     lock.unlock();
     zygote_.reset();

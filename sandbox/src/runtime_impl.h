@@ -150,7 +150,8 @@ class RuntimeImpl final : public Runtime {
   std::unique_ptr<Zygote> zygote_;
   std::mutex spawn_mu_;
   std::condition_variable spawn_cv_;
-  bool stopping_ = false;                                          // guarded by spawn_mu_
+  bool zygote_closing_ = false;                                    // guarded by spawn_mu_
+  bool stopping_ = false;  // the monitor's end (guarded by spawn_mu_)
   bool restart_zygote_ = false;                                    // guarded by spawn_mu_
   absl::Status zygote_started_ = absl::UnknownError("starting");  // guarded by spawn_mu_
   bool zygote_known_ = false;                                      // guarded by spawn_mu_
