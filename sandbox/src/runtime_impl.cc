@@ -553,6 +553,8 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image) {
   sb.pid = spawned.pid;
   sb.pidfd = std::move(spawned.pidfd);
   child_end.Reset();
+  // While init sets itself up: it runs no command before it reports ready.
+  RETURN_IF_ERROR(sb.enforcement->AttachToCgroup(sb.cgroup->unified_dir()));
   RETURN_IF_ERROR(WaitReady(sb));
   if (options_.prepare_ahead) {
     PrepareNext();
@@ -564,7 +566,7 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image) {
   }
   sb.layer_fd_in_init = spawned.layer_fd_in_init;
   sb.layer.Reset();
-  return sb.enforcement->AfterStart(sb.cgroup->unified_dir());
+  return sb.enforcement->AfterStart();
 }
 
 absl::Status RuntimeImpl::WaitReady(Sandbox& sb) {
