@@ -410,6 +410,7 @@ absl::StatusOr<CreateResult> RuntimeImpl::Create(const SandboxOptions& options) 
   {
     std::lock_guard<std::mutex> lock(mu_);
     creating_.erase(id);
+    sb->registered = true;  // the monitor reaps it from now on (WatchInit, just below)
     sandboxes_[id] = sb;
   }
   WatchInit(sb);
@@ -594,25 +595,28 @@ void RuntimeImpl::Teardown(Sandbox& sb) {
   }
   if (sb.cgroup) sb.cgroup->KillAll();
   if (sb.pidfd.valid()) {
-    // Reaped either by the monitor (registered sandboxes) or here (failed creates).
-    std::unique_lock<std::mutex> lock(sb.mu);
-    bool watched;
-    {
-      std::lock_guard<std::mutex> mlock(monitor_mu_);
-      watched = watched_.count(sb.pidfd.get()) > 0;
-    }
-    if (watched) {
-      sb.cv.wait_for(lock, std::chrono::seconds(10), [&] { return sb.dead; });
-    } else {
-      lock.unlock();
-      siginfo_t info;
-      ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(sb.pidfd.get()), &info, WEXITED);
+    // The pidfd turns readable once init has exited: its pid namespace is empty by then and
+    // it has left its cgroups. The monitor reaps it meanwhile (registered sandboxes), while the
+    // programs are detached and the cgroups removed here.
+    struct pollfd exited {sb.pidfd.get(), POLLIN, 0};
+    while (::poll(&exited, 1, 10000) < 0 && errno == EINTR) {
     }
   }
   sb.enforcement.reset();
   if (sb.cgroup) {
     absl::Status s = sb.cgroup->Remove();
     if (!s.ok()) FLOG(warn, "sandbox cgroup removal failed", {{"id", sb.id}, {"error", std::string(s.message())}});
+  }
+  if (sb.pidfd.valid()) {
+    // Reaped by the monitor (registered sandboxes, which it answers for once registered) or
+    // here (failed creates); either way before the pidfd closes.
+    if (sb.registered) {
+      std::unique_lock<std::mutex> lock(sb.mu);
+      sb.cv.wait_for(lock, std::chrono::seconds(10), [&] { return sb.dead; });
+    } else {
+      siginfo_t info;
+      ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(sb.pidfd.get()), &info, WEXITED);
+    }
   }
   sb.control.Reset();
   sb.layer.Reset();

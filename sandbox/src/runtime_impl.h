@@ -62,6 +62,7 @@ struct Sandbox {
   std::atomic<bool> paused{false};
   std::atomic<bool> broken{false};
   std::atomic<bool> timed_out{false};
+  std::atomic<bool> registered{false};  // in the sandbox map: the monitor reaps init
 
   std::mutex mu;
   std::condition_variable cv;
