@@ -119,9 +119,12 @@ void CloseInherited(const InitPlanView& p) {
 
 // Replaces the command line this copy of the runtime inherited (host paths, flags) with
 // "flotilla-init": overwrites the argv area named by /proc/self/stat fields 48-49.
-void HideCommandLine() {
-  static const char kName[] = "flotilla-init";
-  (void)::prctl(PR_SET_NAME, reinterpret_cast<unsigned long>(kName), 0, 0, 0);
+// The argv area (/proc/self/stat fields 48-49), found once by the zygote: every init is a
+// clone of it, with the same addresses.
+char* g_argv_start = nullptr;
+char* g_argv_end = nullptr;
+
+void FindCommandLine() {
   static char stat[4096];
   int fd = ::open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
@@ -141,8 +144,16 @@ void HideCommandLine() {
     if (*p == ' ') ++p;
   }
   if (idx < 47) return;
-  char* start = reinterpret_cast<char*>(fields[45]);
-  char* end = reinterpret_cast<char*>(fields[46]);
+  g_argv_start = reinterpret_cast<char*>(fields[45]);
+  g_argv_end = reinterpret_cast<char*>(fields[46]);
+}
+
+void HideCommandLine() {
+  static const char kName[] = "flotilla-init";
+  (void)::prctl(PR_SET_NAME, reinterpret_cast<unsigned long>(kName), 0, 0, 0);
+  if (g_argv_start == nullptr) FindCommandLine();  // a zygote that did not look
+  char* start = g_argv_start;
+  char* end = g_argv_end;
   if (start == nullptr || end <= start) return;
   std::memset(start, 0, static_cast<size_t>(end - start));
   size_t len = std::min(sizeof(kName), static_cast<size_t>(end - start));
@@ -433,6 +444,8 @@ void Reap() {
 }
 
 }  // namespace
+
+void PrepareInitsInZygote() { FindCommandLine(); }
 
 uint64_t DefaultKeptCapabilities() {
   uint64_t m = 0;

@@ -68,6 +68,10 @@ struct InitPlan {
 // other inherited descriptor is closed) and the user namespace to enter.
 [[noreturn]] void RunInit(const InitPlanView& plan);
 
+// Called once by the zygote, before it clones any init: finds what every init would otherwise
+// look up again (the argv area it overwrites to hide the runtime's command line).
+void PrepareInitsInZygote();
+
 // Sets the loopback interface of the caller's network namespace up (no allocation).
 void BringLoopbackUp();
 

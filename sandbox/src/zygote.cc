@@ -94,6 +94,7 @@ bool SendReply(int channel, const ZygoteReply& reply, int fd) {
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   g_own_netns = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  PrepareInitsInZygote();
   FillNetnsPool();
   for (;;) {
     int fds[kInitPlanMaxFds];
