@@ -274,22 +274,15 @@ std::unique_ptr<SandboxCgroup> RuntimeImpl::TakeSpareCgroup(std::string* id) {
 void RuntimeImpl::PreparerLoop() {
   std::unique_lock<std::mutex> lock(spare_mu_);
   for (;;) {
-    spare_cv_.wait(lock, [&] { return spare_stop_ || spare_wanted_; });
+    spare_cv_.wait(lock, [&] { return spare_stop_ || (spare_wanted_ && spare_cgroup_ == nullptr); });
     if (spare_stop_) return;
     spare_wanted_ = false;
-    if (spare_cgroup_ == nullptr) {
-      spare_making_ = true;
-      lock.unlock();
-      MakeSpareCgroup();
-      lock.lock();
-      spare_making_ = false;
-      spare_cv_.notify_all();
-    }
-    // Then the network namespace, not both at once: the two would take both CPUs of a small
-    // node from the sandbox's first command (a best-effort one runs SCHED_IDLE).
+    spare_making_ = true;
     lock.unlock();
-    PrepareNext();
+    MakeSpareCgroup();
     lock.lock();
+    spare_making_ = false;
+    spare_cv_.notify_all();
   }
 }
 
@@ -565,6 +558,7 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image) {
   RETURN_IF_ERROR(sb.enforcement->AttachToCgroup(sb.cgroup->unified_dir()));
   RETURN_IF_ERROR(WaitReady(sb));
   if (options_.prepare_ahead) {
+    PrepareNext();
     {
       std::lock_guard<std::mutex> lock(spare_mu_);
       spare_wanted_ = true;

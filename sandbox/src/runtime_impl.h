@@ -159,8 +159,7 @@ class RuntimeImpl final : public Runtime {
   std::thread spawner_;
 
   // The next sandbox's cgroups, made ahead: the first during Open, the next ones (with
-  // RuntimeOptions::prepare_ahead) by the preparer thread once each sandbox has started,
-  // which then asks the zygote for the next network namespace.
+  // RuntimeOptions::prepare_ahead) by the preparer thread once each sandbox has started.
   std::mutex spare_mu_;
   std::condition_variable spare_cv_;
   std::string spare_id_;                         // guarded by spare_mu_
