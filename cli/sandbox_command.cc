@@ -97,6 +97,7 @@ int RunCommand(const RunFlags& f) {
   RuntimeOptions ro;
   ro.state_dir = f.state_dir;
   ro.keep_cgroup_prefix = true;  // the node's own prefix, shared by every run
+  ro.prepare_ahead = false;      // one sandbox: nothing to prepare for a second
   auto rt = Runtime::Open(ro);
   if (!rt.ok()) return fail(rt.status().ToString());
   auto created = (*rt)->Create(so);
@@ -104,7 +105,8 @@ int RunCommand(const RunFlags& f) {
   auto r = (*rt)->Exec(created->id, eo, [](OutputStream s, std::string_view d) {
     WriteAll(s == OutputStream::kStdout ? 1 : 2, d);
   });
-  (void)(*rt)->Destroy(created->id);
+  // Closing the runtime destroys the sandbox (nothing of it stays) while the zygote exits.
+  rt->reset();
   if (!r.ok()) return fail(r.status().ToString());
   if (r->reason != StopReason::kNone) {
     std::cerr << "flotilla: sandbox stopped the command: " << flotilla::sandbox::StopReasonName(r->reason)

@@ -38,11 +38,15 @@ endfunction()
 # flotilla_link_archives(TARGET LIBS first-party-libraries... [KEEP_TARGETS targets...])
 # Links TARGET with the first-party static libraries' archives and every third-party C or C++
 # dependency they have from its static archive (absl, libbpf, libelf, zlib, libseccomp,
-# yaml-cpp, libcrypto), leaving only libstdc++, libc, spdlog and fmt as shared objects. A
-# process that starts often (the small `flotilla` binary) then maps six shared objects instead
-# of forty: the dynamic loader's work was the largest part of starting it. KEEP_TARGETS are
-# linked as they are (header-only or shared: CLI11, spdlog). Where the system lacks one of the
-# archives the target links the usual way.
+# yaml-cpp, libcrypto), and the C++ runtime too (libstdc++, libgcc; spdlog and fmt, which the
+# system ships only as shared objects, compiled in from their headers: spdlog_fmt_static.cc),
+# leaving only glibc's shared objects. A process that starts often (the small `flotilla`
+# binary) then maps libc and libm and nothing else: the dynamic loader's work was the largest
+# part of starting it. glibc itself stays shared on purpose: a fully static glibc would load
+# the NSS modules of the host's glibc at run time for getaddrinfo (the policies' deny-list
+# lookups), which only works when the two glibc versions match. KEEP_TARGETS are linked as
+# they are (header-only: CLI11; spdlog::spdlog only for its headers when its sources are
+# compiled in). Where the system lacks one of the archives the target links the usual way.
 function(flotilla_link_archives target)
   cmake_parse_arguments(ARG "" "" "LIBS;KEEP_TARGETS" ${ARGN})
   set(libdir /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE})
@@ -69,8 +73,25 @@ function(flotilla_link_archives target)
     list(APPEND first_party $<TARGET_FILE:${lib}>)
     add_dependencies(${target} ${lib})
   endforeach()
+  # The C++ runtime from its archives, where the compiler has them (GCC and Clang with
+  # libstdc++); spdlog and fmt then come in as sources, since a static libstdc++ must not
+  # meet a shared library built against the shared one.
+  set(keep ${ARG_KEEP_TARGETS})
+  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.a
+                  OUTPUT_VARIABLE libstdcxx_archive OUTPUT_STRIP_TRAILING_WHITESPACE)
+  get_target_property(spdlog_defs spdlog::spdlog INTERFACE_COMPILE_DEFINITIONS)
+  if(IS_ABSOLUTE "${libstdcxx_archive}" AND EXISTS "${libstdcxx_archive}" AND
+     "SPDLOG_FMT_EXTERNAL" IN_LIST spdlog_defs AND "SPDLOG_COMPILED_LIB" IN_LIST spdlog_defs)
+    list(REMOVE_ITEM keep spdlog::spdlog)
+    target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/cmake/spdlog_fmt_static.cc)
+    target_include_directories(${target} PRIVATE $<TARGET_PROPERTY:spdlog::spdlog,INTERFACE_INCLUDE_DIRECTORIES>)
+    target_compile_definitions(${target} PRIVATE SPDLOG_COMPILED_LIB SPDLOG_FMT_EXTERNAL)
+    target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc)
+  else()
+    message(STATUS "${target}: no static libstdc++ or an spdlog with its own fmt; the C++ runtime stays shared")
+  endif()
   # One group: the archives refer to each other in every direction (absl's especially).
   target_link_libraries(${target} PRIVATE
     -Wl,--start-group ${first_party} ${absl_archives} ${archives} -Wl,--end-group
-    ${FLOTILLA_ZSTD_LIB} ${ARG_KEEP_TARGETS} Threads::Threads ${CMAKE_DL_LIBS})
+    ${FLOTILLA_ZSTD_LIB} ${keep} Threads::Threads ${CMAKE_DL_LIBS})
 endfunction()

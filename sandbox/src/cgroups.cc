@@ -166,23 +166,38 @@ absl::Status CgroupDriver::EnsureCpusetGroup(const std::string& group) const {
 
 absl::StatusOr<std::unique_ptr<SandboxCgroup>> CgroupDriver::Create(const std::string& group, const std::string& name,
                                                                     const CgroupLimits& limits) const {
+  ASSIGN_OR_RETURN(std::unique_ptr<SandboxCgroup> cg, Make(group, name));
+  RETURN_IF_ERROR(Limit(*cg, limits));
+  return cg;
+}
+
+absl::StatusOr<std::unique_ptr<SandboxCgroup>> CgroupDriver::Make(const std::string& group,
+                                                                  const std::string& name) const {
   std::unique_ptr<SandboxCgroup> cg(new SandboxCgroup());
   cg->pure_v2_ = pure_v2_;
+  cg->group_ = group;
+  cg->rel_ = "/" + group + "/" + name;
+  if (pure_v2_) {
+    ASSIGN_OR_RETURN(std::string dir, cg->MakeIn(v2_));
+    cg->unified_dir_ = cg->memory_dir_ = cg->pids_dir_ = cg->freezer_dir_ = dir;
+    return cg;
+  }
+  ASSIGN_OR_RETURN(cg->memory_dir_, cg->MakeIn(memory_));
+  ASSIGN_OR_RETURN(cg->pids_dir_, cg->MakeIn(pids_));
+  ASSIGN_OR_RETURN(cg->freezer_dir_, cg->MakeIn(freezer_));
+  if (!unified_.empty()) {
+    ASSIGN_OR_RETURN(cg->unified_dir_, cg->MakeIn(unified_));
+  }
+  return cg;
+}
+
+absl::Status CgroupDriver::Limit(SandboxCgroup& cg, const CgroupLimits& limits) const {
   const bool pin = !limits.cpus.empty() || !limits.mems.empty();
   if (pin && !has_cpuset()) {
     return absl::FailedPreconditionError("resources.cpus: this host has no cpuset cgroup controller to pin with");
   }
-  std::string rel = "/" + group + "/" + name;
-  auto make = [&](const std::string& root) -> absl::StatusOr<std::string> {
-    std::string dir = root + rel;
-    if (::mkdir(dir.c_str(), 0755) != 0) return ErrnoStatus("mkdir cgroup " + dir);
-    cg->dirs_.push_back(dir);
-    cg->procs_files_.push_back(dir + "/cgroup.procs");
-    return dir;
-  };
   if (pure_v2_) {
-    ASSIGN_OR_RETURN(std::string dir, make(v2_));
-    cg->unified_dir_ = cg->memory_dir_ = cg->pids_dir_ = cg->freezer_dir_ = dir;
+    const std::string& dir = cg.memory_dir_;
     if (limits.memory_bytes) RETURN_IF_ERROR(WriteSmallFile(dir + "/memory.max", absl::StrCat(limits.memory_bytes)));
     (void)WriteSmallFile(dir + "/memory.swap.max", "0");
     if (limits.pids) RETURN_IF_ERROR(WriteSmallFile(dir + "/pids.max", absl::StrCat(limits.pids)));
@@ -193,17 +208,14 @@ absl::StatusOr<std::unique_ptr<SandboxCgroup>> CgroupDriver::Create(const std::s
       (void)WriteSmallFile(dir + "/cpu.max", absl::StrCat(limits.cpu_quota_millicores * 100, " 100000"));
     }
     if (pin) RETURN_IF_ERROR(PinCpuset(dir, "", limits));
-    return cg;
+    return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(cg->memory_dir_, make(memory_));
-  ASSIGN_OR_RETURN(cg->pids_dir_, make(pids_));
-  ASSIGN_OR_RETURN(cg->freezer_dir_, make(freezer_));
   if (limits.memory_bytes) {
-    RETURN_IF_ERROR(WriteSmallFile(cg->memory_dir_ + "/memory.limit_in_bytes", absl::StrCat(limits.memory_bytes)));
+    RETURN_IF_ERROR(WriteSmallFile(cg.memory_dir_ + "/memory.limit_in_bytes", absl::StrCat(limits.memory_bytes)));
   }
-  if (limits.pids) RETURN_IF_ERROR(WriteSmallFile(cg->pids_dir_ + "/pids.max", absl::StrCat(limits.pids)));
+  if (limits.pids) RETURN_IF_ERROR(WriteSmallFile(cg.pids_dir_ + "/pids.max", absl::StrCat(limits.pids)));
   if (!cpu_.empty() && ((limits.cpu_weight && limits.cpu_weight != 100) || limits.cpu_quota_millicores)) {
-    ASSIGN_OR_RETURN(std::string cpu, make(cpu_));
+    ASSIGN_OR_RETURN(std::string cpu, cg.MakeIn(cpu_));
     if (limits.cpu_weight && limits.cpu_weight != 100) {
       // v2 weight 100 == v1 shares 1024.
       RETURN_IF_ERROR(WriteSmallFile(cpu + "/cpu.shares", absl::StrCat(std::max<uint64_t>(2, limits.cpu_weight * 1024ull / 100))));
@@ -213,14 +225,11 @@ absl::StatusOr<std::unique_ptr<SandboxCgroup>> CgroupDriver::Create(const std::s
     }
   }
   if (pin) {
-    RETURN_IF_ERROR(EnsureCpusetGroup(group));
-    ASSIGN_OR_RETURN(std::string dir, make(cpuset_));
-    RETURN_IF_ERROR(PinCpuset(dir, cpuset_ + "/" + group, limits));
+    RETURN_IF_ERROR(EnsureCpusetGroup(cg.group_));
+    ASSIGN_OR_RETURN(std::string dir, cg.MakeIn(cpuset_));
+    RETURN_IF_ERROR(PinCpuset(dir, cpuset_ + "/" + cg.group_, limits));
   }
-  if (!unified_.empty()) {
-    ASSIGN_OR_RETURN(cg->unified_dir_, make(unified_));
-  }
-  return cg;
+  return absl::OkStatus();
 }
 
 void CgroupDriver::RemoveGroup(const std::string& group, int* killed, int* removed) const {
@@ -258,6 +267,14 @@ std::vector<std::string> CgroupDriver::ListGroupAt(const std::string& dir) {
 
 std::vector<std::string> CgroupDriver::ListGroup(const std::string& group) const {
   return ListGroupAt((pure_v2_ ? v2_ : memory_) + "/" + group);
+}
+
+absl::StatusOr<std::string> SandboxCgroup::MakeIn(const std::string& root) {
+  std::string dir = root + rel_;
+  if (::mkdir(dir.c_str(), 0755) != 0) return ErrnoStatus("mkdir cgroup " + dir);
+  dirs_.push_back(dir);
+  procs_files_.push_back(dir + "/cgroup.procs");
+  return dir;
 }
 
 SandboxCgroup::~SandboxCgroup() {

@@ -50,10 +50,17 @@ class CgroupDriver {
 
   // Creates (if needed) the group directory `group` (e.g. "flotilla/i1234") everywhere.
   absl::Status EnsureGroup(const std::string& group) const;
-  // Creates <group>/<name> with limits. Takes a few mkdir and writes.
+  // Creates <group>/<name> with limits: Make, then Limit.
   absl::StatusOr<std::unique_ptr<SandboxCgroup>> Create(const std::string& group, const std::string& name,
                                                        const CgroupLimits& limits) const;
-  // Kills every process under <group> (recursively) and removes the directories. Returns the
+  // Creates <group>/<name> in every hierarchy a sandbox always joins (v1: memory, pids,
+  // freezer and the unified v2 one; else the v2 one), with no limits yet: a few mkdirs, the
+  // dearest part of a sandbox's cgroups, which a runtime can do ahead of the Create.
+  absl::StatusOr<std::unique_ptr<SandboxCgroup>> Make(const std::string& group, const std::string& name) const;
+  // Sets `limits` on a group from Make (adding the v1 cpu and cpuset groups when they ask for
+  // them). On failure the caller drops the group, which removes it.
+  absl::Status Limit(SandboxCgroup& cgroup, const CgroupLimits& limits) const;
+  // Kills every process in <group> and its sub-groups and removes the directories. Returns the
   // number of processes killed and cgroups removed.
   void RemoveGroup(const std::string& group, int* killed, int* removed) const;
   // Removes <group> in every hierarchy where it is empty; one in use (by another runtime
@@ -107,7 +114,10 @@ class SandboxCgroup {
  private:
   friend class CgroupDriver;
   SandboxCgroup() = default;
+  // Makes <root><rel_> and records it.
+  absl::StatusOr<std::string> MakeIn(const std::string& root);
   bool pure_v2_ = false;
+  std::string group_, rel_;  // "<group>", "/<group>/<name>"
   std::vector<std::string> dirs_;  // every directory, removed in reverse order
   std::vector<std::string> procs_files_;
   std::string unified_dir_, memory_dir_, pids_dir_, freezer_dir_;

@@ -1,12 +1,15 @@
-// Runtime::CleanupLeftovers: what a crashed earlier runtime left behind. Each runtime instance
-// owns <state>/run/<instance>/ and the cgroups <prefix>/<instance>, where the instance name
-// holds the owner's pid and start time; an instance whose owner is gone is removed: its
-// processes are killed, its cgroups and mounts removed, its directory deleted.
+// Runtime::CleanupLeftovers: what a crashed earlier runtime left behind. A runtime instance owns
+// its sandboxes' cgroups <prefix>/<instance>.<sandbox id>, where the instance name holds the
+// owner's pid and start time; an instance whose owner is gone is removed: its processes are
+// killed and its cgroups removed. (Its image layers were detached mounts held by descriptors:
+// they went with the process.) Older runtimes also kept <prefix>/<instance>/<sandbox id> and a
+// directory <state>/run/<instance>/ with mounts; those are removed the same way.
 #include <sys/mount.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -59,19 +62,26 @@ absl::StatusOr<CleanupReport> RuntimeImpl::CleanupLeftovers() {
     if (name == instance_ || !e.is_directory(ec)) continue;
     if (!OwnerAlive(name)) dead.push_back(name);
   }
-  // Cgroups of dead instances (of any state dir: the name says whose they are).
+  // Cgroups of dead instances (of any state dir: the name says whose they are): a sandbox's
+  // "<instance>.<id>", or an older runtime's "<instance>" group holding its sandboxes.
+  std::map<std::string, bool> alive;  // by instance
   for (const std::string& name : cgroups_->ListGroup(options_.cgroup_prefix)) {
-    if (name == instance_ || std::find(dead.begin(), dead.end(), name) != dead.end()) continue;
-    if (!OwnerAlive(name)) dead.push_back(name);
-  }
-  for (const std::string& name : dead) {
-    const std::string dir = run + "/" + name;
-    // Sandboxes of the instance: its cgroups (one directory per sandbox).
-    report.sandboxes += static_cast<int>(cgroups_->ListGroup(options_.cgroup_prefix + "/" + name).size());
+    const size_t dot = name.find('.');
+    const std::string owner = name.substr(0, dot);
+    if (owner == instance_) continue;
+    auto [it, fresh] = alive.try_emplace(owner, true);
+    if (fresh) it->second = std::find(dead.begin(), dead.end(), owner) == dead.end() && OwnerAlive(owner);
+    if (it->second) continue;
+    report.sandboxes += dot != std::string::npos
+                            ? 1
+                            : static_cast<int>(cgroups_->ListGroup(options_.cgroup_prefix + "/" + name).size());
     int killed = 0, removed = 0;
     cgroups_->RemoveGroup(options_.cgroup_prefix + "/" + name, &killed, &removed);
     report.processes += killed;
     report.cgroups += removed;
+  }
+  for (const std::string& name : dead) {
+    const std::string dir = run + "/" + name;
     for (const std::string& mp : MountsUnder(dir)) {
       if (::umount2(mp.c_str(), MNT_DETACH) == 0) ++report.mounts;
     }

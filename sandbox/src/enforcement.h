@@ -35,9 +35,11 @@ class SandboxEnforcement {
   virtual ~SandboxEnforcement() = default;
   // Adds the hooks init runs on itself (Landlock, seccomp) to `plan`. Called before clone.
   virtual void AddChildHooks(InitPlan* plan) = 0;
-  // After init reported ready: attaches what lives outside the sandbox (BPF programs on the v2
-  // cgroup `cgroup_v2_dir`, the seccomp listener).
-  virtual absl::Status AfterStart(const std::string& cgroup_v2_dir) = 0;
+  // Once init is cloned, while it sets itself up (and before any command can run): attaches the
+  // BPF programs to the sandbox's v2 cgroup `cgroup_v2_dir` (empty: none on this host).
+  virtual absl::Status AttachToCgroup(const std::string& cgroup_v2_dir) = 0;
+  // After init reported ready: takes the seccomp listener init installed.
+  virtual absl::Status AfterStart() = 0;
   // Denials counted so far by every enforcer (seccomp calls, network connects).
   [[nodiscard]] virtual uint64_t Violations() const = 0;
   virtual const std::vector<std::string>& active() const = 0;

@@ -45,18 +45,15 @@ bool IsHexId(std::string_view s) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ImageStore>> ImageStore::Open(const std::string& state_dir,
-                                                             const std::string& instance_dir, int userns_fd,
+absl::StatusOr<std::unique_ptr<ImageStore>> ImageStore::Open(const std::string& state_dir, int userns_fd,
                                                              uint32_t uid_base) {
   std::unique_ptr<ImageStore> s(new ImageStore());
   s->state_dir_ = state_dir;
-  s->instance_dir_ = instance_dir;
   s->userns_fd_ = userns_fd;
   s->uid_base_ = uid_base;
   std::error_code ec;
   fs::create_directories(state_dir + "/layers", ec);
   fs::create_directories(state_dir + "/images", ec);
-  fs::create_directories(instance_dir + "/mnt", ec);
   if (ec) return absl::InternalError("creating " + state_dir + ": " + ec.message());
   fs::create_directories(state_dir + "/base", ec);
   // Layers hold files owned by host root (root inside): only root may reach them.
@@ -65,12 +62,7 @@ absl::StatusOr<std::unique_ptr<ImageStore>> ImageStore::Open(const std::string& 
   return s;
 }
 
-ImageStore::~ImageStore() {
-  for (const auto& [src, target] : mounts_) {
-    ::umount2(target.c_str(), MNT_DETACH);
-    ::rmdir(target.c_str());
-  }
-}
+ImageStore::~ImageStore() = default;
 
 absl::Status ImageStore::BuildSkeleton() {
   // Shared by every runtime on this state dir and rebuilt only when its inputs change.
@@ -133,11 +125,9 @@ absl::Status ImageStore::BuildSkeleton() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ImageStore::MountLayer(const std::string& src) {
+absl::StatusOr<int> ImageStore::MountLayer(const std::string& src) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (auto it = mounts_.find(src); it != mounts_.end()) return it->second;
-  std::string target = absl::StrCat(instance_dir_, "/mnt/", next_mount_++);
-  if (::mkdir(target.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoStatus("mkdir " + target);
+  if (auto it = mounts_.find(src); it != mounts_.end()) return it->second.get();
   UniqueFd tree(::open_tree(AT_FDCWD, src.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
   if (!tree.valid()) return ErrnoStatus("open_tree " + src);
   struct mount_attr attr {};
@@ -146,11 +136,9 @@ absl::StatusOr<std::string> ImageStore::MountLayer(const std::string& src) {
   if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH, &attr, sizeof(attr)) != 0) {
     return ErrnoStatus("id-mapped mount of " + src);
   }
-  if (::move_mount(tree.get(), "", AT_FDCWD, target.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) {
-    return ErrnoStatus("attach " + target);
-  }
-  mounts_[src] = target;
-  return target;
+  const int fd = tree.get();
+  mounts_[src] = std::move(tree);
+  return fd;
 }
 
 absl::StatusOr<ResolvedImage> ImageStore::Resolve(const std::string& image) {
@@ -176,14 +164,14 @@ absl::StatusOr<ResolvedImage> ImageStore::Resolve(const std::string& image) {
   std::string cur = top;
   for (int depth = 0; depth < 64; ++depth) {
     if (cur == "default") {
-      ASSIGN_OR_RETURN(std::string sk, MountLayer(skeleton_));
-      ASSIGN_OR_RETURN(std::string usr, MountLayer("/usr"));
+      ASSIGN_OR_RETURN(int sk, MountLayer(skeleton_));
+      ASSIGN_OR_RETURN(int usr, MountLayer("/usr"));
       r.root_lowers.push_back(sk);
       r.usr_lowers.push_back(usr);
       return r;
     }
     if (absl::StartsWith(cur, "dir:")) {
-      ASSIGN_OR_RETURN(std::string m, MountLayer(cur.substr(4)));
+      ASSIGN_OR_RETURN(int m, MountLayer(cur.substr(4)));
       r.root_lowers.push_back(m);
       r.usr_lowers.clear();
       return r;
@@ -194,11 +182,11 @@ absl::StatusOr<ResolvedImage> ImageStore::Resolve(const std::string& image) {
     std::string dir = state_dir_ + "/layers/" + cur.substr(7);
     auto parent = ReadSmallFile(dir + "/parent");
     if (!parent.ok()) return absl::NotFoundError("image: no layer " + cur);
-    ASSIGN_OR_RETURN(std::string root, MountLayer(dir + "/root"));
+    ASSIGN_OR_RETURN(int root, MountLayer(dir + "/root"));
     r.root_lowers.push_back(root);
     std::error_code ec;
     if (fs::is_directory(dir + "/usr", ec)) {
-      ASSIGN_OR_RETURN(std::string usr, MountLayer(dir + "/usr"));
+      ASSIGN_OR_RETURN(int usr, MountLayer(dir + "/usr"));
       r.usr_lowers.push_back(usr);
     }
     cur = std::string(absl::StripAsciiWhitespace(*parent));

@@ -6,15 +6,15 @@
 //   images/<name>/layer                       or: a name for a layer ("sha256:<hex>")
 //   base/skeleton-<hash>/                     the default image's root (links into /usr, /etc),
 //                                             rebuilt when the host files it copies change
-// and under the runtime instance's own dir:
-//   mnt/<n>/                                  id-mapped read-only mounts of the above and /usr
 //
-// Every lower layer is mounted through an id-mapped mount so that files owned by host root
-// appear as owned by root inside the sandbox (host uid base): `rm -rf /usr/bin` inside then
-// succeeds in the sandbox's own upper layer while the host's /usr stays untouched.
+// Every lower layer is an id-mapped, read-only mount of one of the above (or of /usr), so that
+// files owned by host root appear as owned by root inside the sandbox (host uid base):
+// `rm -rf /usr/bin` inside then succeeds in the sandbox's own upper layer while the host's
+// /usr stays untouched. The mounts are detached (never attached anywhere on the host), held as
+// descriptors: an init is given them and names them /proc/self/fd/<n> in its overlays.
 //
-// Thread-safety: all methods may be called concurrently. The store owns its mounts and
-// detaches them when destroyed.
+// Thread-safety: all methods may be called concurrently. The store owns its mounts; they go
+// with their descriptors when it is destroyed.
 #pragma once
 
 #include <map>
@@ -25,25 +25,26 @@
 
 #include "absl/status/statusor.h"
 #include "flotilla/sandbox/runtime.h"
+#include "unique_fd.h"
 
 namespace flotilla::sandbox {
 
 struct ResolvedImage {
-  std::vector<std::string> root_lowers;  // mounted paths, topmost first
-  std::vector<std::string> usr_lowers;   // empty when the image is a full root filesystem
-  std::string top;                       // the layer id or base a snapshot records as parent
+  std::vector<int> root_lowers;  // layer mounts (the store's descriptors), topmost first
+  std::vector<int> usr_lowers;   // empty when the image is a full root filesystem
+  std::string top;               // the layer id or base a snapshot records as parent
 };
 
 class ImageStore {
  public:
-  static absl::StatusOr<std::unique_ptr<ImageStore>> Open(const std::string& state_dir,
-                                                          const std::string& instance_dir, int userns_fd,
+  static absl::StatusOr<std::unique_ptr<ImageStore>> Open(const std::string& state_dir, int userns_fd,
                                                           uint32_t uid_base);
   ~ImageStore();
   ImageStore(const ImageStore&) = delete;
   ImageStore& operator=(const ImageStore&) = delete;
 
-  // "" / "default", "sha256:<hex>", an image name, or an absolute directory.
+  // "" / "default", "sha256:<hex>", an image name, or an absolute directory. The descriptors
+  // stay valid as long as the store.
   absl::StatusOr<ResolvedImage> Resolve(const std::string& image);
 
   // Commits an upper layer (`root_fd`, and `usr_fd` or -1) on top of `parent` as a new
@@ -52,16 +53,15 @@ class ImageStore {
 
  private:
   ImageStore() = default;
-  absl::StatusOr<std::string> MountLayer(const std::string& src);  // cached by src
+  absl::StatusOr<int> MountLayer(const std::string& src);  // cached by src
   absl::Status BuildSkeleton();
 
-  std::string state_dir_, instance_dir_;
+  std::string state_dir_;
   std::string skeleton_;  // <state>/base/skeleton-<inputs hash>
   int userns_fd_ = -1;
   uint32_t uid_base_ = 0;
   std::mutex mu_;
-  std::map<std::string, std::string> mounts_;  // source -> mount point
-  int next_mount_ = 0;
+  std::map<std::string, UniqueFd> mounts_;  // source -> detached id-mapped mount
 };
 
 }  // namespace flotilla::sandbox

@@ -83,6 +83,7 @@ int RunChildHook(uint32_t kind, const char* data, size_t len, int fd) noexcept {
 absl::StatusOr<EncodedInitPlan> EncodeInitPlan(const InitPlan& plan) {
   EncodedInitPlan enc;
   enc.fds = {plan.control_fd, plan.tmpfs_fd};
+  enc.fds.insert(enc.fds.end(), plan.layer_fds.begin(), plan.layer_fds.end());
   Builder b;
   b.out().assign(sizeof(InitPlanWireHeader), '\0');
   InitPlanWireHeader h{};
@@ -137,6 +138,7 @@ absl::StatusOr<EncodedInitPlan> EncodeInitPlan(const InitPlan& plan) {
   h.flags = (plan.sched_idle ? 1u : 0u) | (plan.core_sched ? 2u : 0u);
   h.keep_caps = plan.keep_caps;
   h.n_fds = static_cast<uint32_t>(enc.fds.size());
+  h.n_layer_fds = static_cast<uint32_t>(plan.layer_fds.size());
   h.total = b.Size();
   std::memcpy(b.out().data(), &h, sizeof(h));
   if (b.out().size() > kInitPlanMaxBytes) {
@@ -158,6 +160,7 @@ bool InitPlanView::Decode(const char* data, size_t len, const int* fds, int nfds
   std::memcpy(&h_, data, sizeof(h_));
   if (h_.magic != kInitPlanMagic || h_.total != len) return false;
   if (h_.n_fds != static_cast<uint32_t>(nfds) || nfds < 2 || nfds > kInitPlanMaxFds) return false;
+  if (h_.n_layer_fds > static_cast<uint32_t>(nfds - 2)) return false;
   auto in = [&](uint64_t off, uint64_t size) { return off <= len && size <= len - off; };
   if (!in(h_.steps, uint64_t{h_.n_steps} * sizeof(InitPlanWireStep)) ||
       !in(h_.hooks, uint64_t{h_.n_hooks} * sizeof(InitPlanWireHook)) || h_.hooks % 8 != 0) {

@@ -4,7 +4,8 @@
 //
 // Layout: a WireHeader, the WireStep and WireHook arrays, then NUL-terminated strings and
 // 8-byte aligned hook data, all addressed by byte offsets from the start; the buffer ends
-// with a NUL. Descriptors: [0] control socket, [1] writable-layer tmpfs, [2..] hook fds.
+// with a NUL. Descriptors: [0] control socket, [1] writable-layer tmpfs, [2, 2 + n_layer_fds)
+// the image layers, then hook fds.
 #pragma once
 
 #include <cstddef>
@@ -21,7 +22,7 @@ namespace flotilla::sandbox {
 
 inline constexpr uint32_t kInitPlanMagic = 0x46505031;  // "FPP1"
 inline constexpr size_t kInitPlanMaxBytes = 256 * 1024;
-inline constexpr int kInitPlanMaxFds = 8;
+inline constexpr int kInitPlanMaxFds = 160;  // a snapshot chain of 64 layers takes 128
 
 struct InitPlanWireStep {
   uint32_t kind, source, target, fstype, data, mode, optional, pad;
@@ -42,7 +43,7 @@ struct InitPlanWireHeader {
   uint32_t n_steps, steps;
   uint32_t n_hooks, hooks;
   uint32_t flags;  // bit 0: sched_idle, bit 1: core_sched
-  uint32_t n_fds, pad;
+  uint32_t n_fds, n_layer_fds;
   uint64_t keep_caps;
 };
 
@@ -71,6 +72,8 @@ class InitPlanView {
 
   int control_fd() const { return fds_[0]; }
   int tmpfs_fd() const { return fds_[1]; }
+  int layer_fd_count() const { return static_cast<int>(h_.n_layer_fds); }
+  int layer_fd(int i) const { return fds_[2 + i]; }
   int userns_fd() const { return userns_fd_; }
   const int* fds() const { return fds_; }
   int nfds() const { return nfds_; }

@@ -119,9 +119,12 @@ void CloseInherited(const InitPlanView& p) {
 
 // Replaces the command line this copy of the runtime inherited (host paths, flags) with
 // "flotilla-init": overwrites the argv area named by /proc/self/stat fields 48-49.
-void HideCommandLine() {
-  static const char kName[] = "flotilla-init";
-  (void)::prctl(PR_SET_NAME, reinterpret_cast<unsigned long>(kName), 0, 0, 0);
+// The argv area (/proc/self/stat fields 48-49), found once by the zygote: every init is a
+// clone of it, with the same addresses.
+char* g_argv_start = nullptr;
+char* g_argv_end = nullptr;
+
+void FindCommandLine() {
   static char stat[4096];
   int fd = ::open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
@@ -141,13 +144,52 @@ void HideCommandLine() {
     if (*p == ' ') ++p;
   }
   if (idx < 47) return;
-  char* start = reinterpret_cast<char*>(fields[45]);
-  char* end = reinterpret_cast<char*>(fields[46]);
+  g_argv_start = reinterpret_cast<char*>(fields[45]);
+  g_argv_end = reinterpret_cast<char*>(fields[46]);
+}
+
+void HideCommandLine() {
+  static const char kName[] = "flotilla-init";
+  (void)::prctl(PR_SET_NAME, reinterpret_cast<unsigned long>(kName), 0, 0, 0);
+  if (g_argv_start == nullptr) FindCommandLine();  // a zygote that did not look
+  char* start = g_argv_start;
+  char* end = g_argv_end;
   if (start == nullptr || end <= start) return;
   std::memset(start, 0, static_cast<size_t>(end - start));
   size_t len = std::min(sizeof(kName), static_cast<size_t>(end - start));
   std::memcpy(start, kName, len);
   end[-1] = '\0';
+}
+
+// Mount data with its layer marks (InitStep::kLayerFdMark) replaced by /proc/self/fd/<n>,
+// in a static buffer. Null when a mark names no layer or the result does not fit.
+const char* ExpandLayerFds(const InitPlanView& p, const char* data) {
+  static char out[64 * 1024];
+  size_t n = 0;
+  auto put = [&](char c) {
+    if (n + 1 >= sizeof(out)) return false;
+    out[n++] = c;
+    return true;
+  };
+  for (const char* s = data; *s; ++s) {
+    if (*s != InitStep::kLayerFdMark) {
+      if (!put(*s)) return nullptr;
+      continue;
+    }
+    const int i = static_cast<unsigned char>(*++s) - 1;
+    if (i < 0 || i >= p.layer_fd_count()) return nullptr;
+    for (const char* q = "/proc/self/fd/"; *q; ++q) {
+      if (!put(*q)) return nullptr;
+    }
+    char digits[12];
+    int k = 0;
+    for (unsigned v = static_cast<unsigned>(p.layer_fd(i)); k == 0 || v != 0; v /= 10) digits[k++] = static_cast<char>('0' + v % 10);
+    while (k > 0) {
+      if (!put(digits[--k])) return nullptr;
+    }
+  }
+  out[n] = '\0';
+  return out;
 }
 
 void SetUp(const InitPlanView& p) {
@@ -175,6 +217,10 @@ void SetUp(const InitPlanView& p) {
     int rc = 0;
     switch (static_cast<InitStep::Kind>(m.kind)) {
       case InitStep::Kind::kMount:
+        if (std::strchr(data, InitStep::kLayerFdMark) != nullptr) {
+          data = ExpandLayerFds(p, data);
+          if (data == nullptr) Fail(ctl, target, EINVAL);
+        }
         rc = ::mount(*source ? source : nullptr, target, *fstype ? fstype : nullptr, m.flags, *data ? data : nullptr);
         break;
       case InitStep::Kind::kMkdir:
@@ -192,6 +238,8 @@ void SetUp(const InitPlanView& p) {
     }
     if (rc != 0 && !m.optional) Fail(ctl, target, errno);
   }
+  // The overlays hold their lower layers now.
+  for (int i = 0; i < p.layer_fd_count(); ++i) ::close(p.layer_fd(i));
   if (*p.hostname() && ::sethostname(p.hostname(), std::strlen(p.hostname())) != 0) Fail(ctl, "sethostname", errno);
   BringLoopbackUp();
   if (::chdir(p.root_dir()) != 0) Fail(ctl, "chdir root", errno);
@@ -396,6 +444,8 @@ void Reap() {
 }
 
 }  // namespace
+
+void PrepareInitsInZygote() { FindCommandLine(); }
 
 uint64_t DefaultKeptCapabilities() {
   uint64_t m = 0;

@@ -19,6 +19,10 @@ class InitPlanView;
 // One step of the root filesystem set-up, run in order before pivot_root.
 struct InitStep {
   enum class Kind : uint32_t { kMount = 1, kMkdir = 2, kMknod = 3, kSymlink = 4 };
+  // In a kMount step's data, kLayerFdMark followed by one byte i + 1 stands for the path of
+  // layer_fds[i] in init ("/proc/self/fd/<init's number>"): how an overlay names lower
+  // layers that are detached mounts, held only as descriptors.
+  static constexpr char kLayerFdMark = '\x01';
   Kind kind = Kind::kMount;
   std::string source;  // mount source; symlink target
   std::string target;  // absolute path in the child's mount namespace
@@ -46,6 +50,8 @@ struct ChildHook {
 struct InitPlan {
   int control_fd = -1;  // init's end of the control socket
   int tmpfs_fd = -1;    // detached writable-layer tmpfs, attached at rw_dir
+  std::vector<int> layer_fds;  // detached image layer mounts, named in mount data (kLayerFdMark);
+                               // init closes them once the steps have run
   std::string rw_dir;   // where the writable layer is attached (in the child's mount ns)
   std::string root_dir; // the merged root
   std::vector<std::string> cgroup_procs;  // files init writes "0" into
@@ -61,6 +67,10 @@ struct InitPlan {
 // Runs in the cloned child; never returns. `plan` holds init's descriptor numbers (every
 // other inherited descriptor is closed) and the user namespace to enter.
 [[noreturn]] void RunInit(const InitPlanView& plan);
+
+// Called once by the zygote, before it clones any init: finds what every init would otherwise
+// look up again (the argv area it overwrites to hide the runtime's command line).
+void PrepareInitsInZygote();
 
 // Sets the loopback interface of the caller's network namespace up (no allocation).
 void BringLoopbackUp();

@@ -149,13 +149,17 @@ class PoliciesSandboxEnforcement final : public SandboxEnforcement {
     if (program_) plan->last.push_back(ChildHook{ChildHookKind::kSeccomp, seccomp_data_, listener_child_.get()});
   }
 
-  absl::Status AfterStart(const std::string& cgroup_v2_dir) override {
+  absl::Status AfterStart() override {
     listener_child_.Reset();
     if (listener_parent_.valid() && host_->supervisor) {
       ASSIGN_OR_RETURN(pol::UniqueFd fd, pol::ReceiveListenerFd(listener_parent_.get()));
       ASSIGN_OR_RETURN(seccomp_watch_, host_->supervisor->Watch(id_, std::move(fd)));
       listener_parent_.Reset();
     }
+    return absl::OkStatus();
+  }
+
+  absl::Status AttachToCgroup(const std::string& cgroup_v2_dir) override {
     std::string why_not;
     pol::NetworkEnforcer* network = host_->Network(&why_not);
     if (network == nullptr) inactive_.push_back(why_not);

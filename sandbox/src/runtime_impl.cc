@@ -145,9 +145,17 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
   // The enforcers load on threads of their own (the eBPF programs, the default policy) while
   // the rest of Open runs.
   ASSIGN_OR_RETURN(rt->enforcement_, PolicyEnforcement::Create(options));
-  std::error_code ec;
-  std::filesystem::create_directories(options.state_dir + "/run", ec);
-  if (ec) return absl::InternalError("creating " + options.state_dir + "/run: " + ec.message());
+  // The two directories every sandbox mounts its layers on, each in its own mount namespace:
+  // made once per state dir, shared by every runtime on it.
+  rt->layer_dir_ = options.state_dir + "/mnt/layer";
+  rt->root_dir_ = options.state_dir + "/mnt/root";
+  struct stat st;
+  if (::stat(rt->root_dir_.c_str(), &st) != 0 || ::stat(rt->layer_dir_.c_str(), &st) != 0) {
+    std::error_code ec;
+    std::filesystem::create_directories(rt->layer_dir_, ec);
+    std::filesystem::create_directories(rt->root_dir_, ec);
+    if (ec) return absl::InternalError("creating " + options.state_dir + "/mnt: " + ec.message());
+  }
   if (options.cleanup_leftovers) {
     auto report = rt->CleanupLeftovers();
     if (!report.ok()) FLOG(warn, "leftover cleanup failed", {{"error", std::string(report.status().message())}});
@@ -155,14 +163,12 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
   // "i<pid>-<start time>-<n>": whether its owner still runs can be told from the name alone.
   static std::atomic<int> instances{0};
   rt->instance_ = absl::StrCat("i", ::getpid(), "-", OwnStartTime(), "-", instances.fetch_add(1));
-  rt->instance_dir_ = options.state_dir + "/run/" + rt->instance_;
-  std::filesystem::create_directories(rt->instance_dir_ + "/layer", ec);
-  std::filesystem::create_directories(rt->instance_dir_ + "/root", ec);
-  if (ec) return absl::InternalError("creating " + rt->instance_dir_ + ": " + ec.message());
-  rt->cgroup_group_ = options.cgroup_prefix + "/" + rt->instance_;
-  // The instance's cgroups (a few mkdirs in each hierarchy) are made meanwhile on a thread.
+  // The prefix group and the first sandbox's cgroups are made meanwhile on a thread.
   absl::Status groups_made;
-  std::thread groups([&] { groups_made = driver.EnsureGroup(rt->cgroup_group_); });
+  std::thread groups([&] {
+    groups_made = driver.EnsureGroup(options.cgroup_prefix);
+    if (groups_made.ok()) rt->MakeSpareCgroup();
+  });
   struct Joiner {
     std::thread& t;
     ~Joiner() {
@@ -180,7 +186,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
     rt->spawn_cv_.wait(lock, [&] { return rt->zygote_known_; });
     RETURN_IF_ERROR(rt->zygote_started_);
   }
-  auto images = ImageStore::Open(options.state_dir, rt->instance_dir_, rt->userns_.get(), options.host_uid_base);
+  auto images = ImageStore::Open(options.state_dir, rt->userns_.get(), options.host_uid_base);
   if (!images.ok()) return images.status();
   rt->images_ = std::move(*images);
   // Probe id-mapped mounts now, so that a host without them fails at Open, not at Create.
@@ -200,52 +206,108 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
   ev.data.fd = rt->wake_.get();
   ::epoll_ctl(rt->epoll_.get(), EPOLL_CTL_ADD, rt->wake_.get(), &ev);
   rt->monitor_ = std::thread([raw] { raw->MonitorLoop(); });
+  if (options.prepare_ahead) rt->preparer_ = std::thread([raw] { raw->PreparerLoop(); });
   return std::unique_ptr<Runtime>(std::move(rt));
 }
 
 RuntimeImpl::~RuntimeImpl() {
-  std::vector<std::string> ids;
+  // The zygote and the preparer go first: the spawner thread reaps the zygote, and the
+  // preparer finishes, while the sandboxes are torn down here.
+  {
+    std::lock_guard<std::mutex> lock(spawn_mu_);
+    zygote_closing_ = true;
+  }
+  spawn_cv_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(spare_mu_);
+    spare_stop_ = true;
+  }
+  spare_cv_.notify_all();
+  std::vector<std::shared_ptr<Sandbox>> left;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [id, sb] : sandboxes_) ids.push_back(id);
+    for (const auto& [id, sb] : sandboxes_) left.push_back(sb);
   }
-  for (const std::string& id : ids) (void)Destroy(id);
+  // Every init is killed before the first teardown waits: their exits overlap.
+  for (const auto& sb : left) {
+    if (sb->pidfd.valid()) ::syscall(SYS_pidfd_send_signal, sb->pidfd.get(), SIGKILL, nullptr, 0);
+  }
+  for (const auto& sb : left) (void)Destroy(sb->id);
   {
     std::lock_guard<std::mutex> lock(spawn_mu_);
     stopping_ = true;
   }
-  spawn_cv_.notify_all();
   if (wake_.valid()) {
     uint64_t one = 1;
     (void)!::write(wake_.get(), &one, sizeof(one));
   }
-  if (spawner_.joinable()) spawner_.join();
   if (monitor_.joinable()) monitor_.join();
+  if (preparer_.joinable()) preparer_.join();
+  spare_cgroup_.reset();
   images_.reset();
-  // The instance's directory goes on a thread while its cgroups go here.
-  std::thread remove_dir([this] {
-    if (!instance_dir_.empty()) RemoveTree(instance_dir_);
-  });
-  int killed = 0, removed = 0;
-  if (cgroups_ && !cgroup_group_.empty()) {
-    cgroups_->RemoveGroup(cgroup_group_, &killed, &removed);
-    // The last runtime of a prefix takes the empty parent away, unless it is kept for the next.
-    if (!options_.keep_cgroup_prefix) cgroups_->RemoveIfEmpty(options_.cgroup_prefix);
+  // The last runtime of a prefix takes the empty parent away, unless it is kept for the next.
+  if (cgroups_ && !options_.keep_cgroup_prefix) cgroups_->RemoveIfEmpty(options_.cgroup_prefix);
+  if (spawner_.joinable()) spawner_.join();
+}
+
+std::string RuntimeImpl::CgroupName(const std::string& id) const { return instance_ + "." + id; }
+
+void RuntimeImpl::MakeSpareCgroup() {
+  std::string id = NewId("sbx");
+  auto made = cgroups_->Make(options_.cgroup_prefix, CgroupName(id));
+  std::lock_guard<std::mutex> lock(spare_mu_);
+  if (made.ok() && spare_cgroup_ == nullptr) {
+    spare_id_ = std::move(id);
+    spare_cgroup_ = std::move(*made);
   }
-  remove_dir.join();
+}
+
+std::unique_ptr<SandboxCgroup> RuntimeImpl::TakeSpareCgroup(std::string* id) {
+  std::unique_lock<std::mutex> lock(spare_mu_);
+  // One on its way is ready sooner than a new one would be.
+  spare_cv_.wait(lock, [&] { return !spare_making_ || spare_cgroup_ != nullptr; });
+  if (spare_cgroup_ == nullptr) return nullptr;
+  *id = std::move(spare_id_);
+  return std::move(spare_cgroup_);
+}
+
+void RuntimeImpl::PreparerLoop() {
+  std::unique_lock<std::mutex> lock(spare_mu_);
+  for (;;) {
+    spare_cv_.wait(lock, [&] { return spare_stop_ || (spare_wanted_ && spare_cgroup_ == nullptr); });
+    if (spare_stop_) return;
+    spare_wanted_ = false;
+    spare_making_ = true;
+    lock.unlock();
+    MakeSpareCgroup();
+    lock.lock();
+    spare_making_ = false;
+    spare_cv_.notify_all();
+  }
 }
 
 absl::StatusOr<Zygote::Spawned> RuntimeImpl::Spawn(const InitPlan& plan) {
-  SpawnJob job{&plan};
-  {
+  std::lock_guard<std::mutex> zlock(zygote_mu_);
+  if (zygote_ == nullptr) {
     std::lock_guard<std::mutex> lock(spawn_mu_);
-    if (stopping_) return absl::UnavailableError("the runtime is closing");
-    spawn_queue_.push_back(&job);
+    return zygote_started_;
   }
-  spawn_cv_.notify_all();
-  std::unique_lock<std::mutex> lock(spawn_mu_);
-  spawn_cv_.wait(lock, [&] { return job.done; });
-  return std::move(job.result);
+  absl::StatusOr<Zygote::Spawned> result = zygote_->Spawn(plan);
+  if (absl::IsUnavailable(result.status())) {
+    // The zygote is gone (killed from outside). This Create fails (its plan may have reached
+    // an init already); the next one gets a new zygote, forked by the spawner thread.
+    std::unique_lock<std::mutex> lock(spawn_mu_);
+    restart_zygote_ = true;
+    spawn_cv_.notify_all();
+    spawn_cv_.wait(lock, [&] { return !restart_zygote_; });
+  }
+  return result;
+}
+
+void RuntimeImpl::PrepareNext() {
+  std::lock_guard<std::mutex> zlock(zygote_mu_);
+  // A zygote that is gone is replaced by the next Spawn.
+  if (zygote_ != nullptr) (void)zygote_->Prepare();
 }
 
 void RuntimeImpl::SpawnerLoop() {
@@ -256,27 +318,18 @@ void RuntimeImpl::SpawnerLoop() {
   if (zygote.ok()) zygote_ = std::move(*zygote);
   spawn_cv_.notify_all();
   for (;;) {
-    spawn_cv_.wait(lock, [&] { return stopping_ || !spawn_queue_.empty(); });
-    if (spawn_queue_.empty()) break;
-    SpawnJob* job = spawn_queue_.front();
-    spawn_queue_.pop_front();
+    spawn_cv_.wait(lock, [&] { return zygote_closing_ || restart_zygote_; });
+    if (!restart_zygote_) break;
     lock.unlock();
-    absl::StatusOr<Zygote::Spawned> result =
-        zygote_ ? zygote_->Spawn(*job->plan) : absl::StatusOr<Zygote::Spawned>(zygote_started_);
-    if (zygote_ && absl::IsUnavailable(result.status())) {
-      // The zygote is gone (killed from outside). This Create fails (its plan may have reached
-      // an init already); the next one gets a new zygote.
-      zygote_.reset();
-      auto again = Zygote::Start(userns_.get(), options_.zygote_binary);
-      if (again.ok()) {
-        zygote_ = std::move(*again);
-      } else {
-        zygote_started_ = again.status();
-      }
-    }
+    zygote_.reset();
+    auto again = Zygote::Start(userns_.get(), options_.zygote_binary);
     lock.lock();
-    job->result = std::move(result);
-    job->done = true;
+    if (again.ok()) {
+      zygote_ = std::move(*again);
+    } else {
+      zygote_started_ = again.status();
+    }
+    restart_zygote_ = false;
     spawn_cv_.notify_all();
   }
   lock.unlock();
@@ -302,7 +355,10 @@ absl::StatusOr<std::shared_ptr<Sandbox>> RuntimeImpl::FindRunning(const std::str
 
 absl::StatusOr<CreateResult> RuntimeImpl::Create(const SandboxOptions& options) {
   Stopwatch watch;
-  std::string id = options.id.empty() ? NewId("sbx") : options.id;
+  // A runtime-chosen id takes the cgroups made ahead for it, when there are some.
+  std::string id = options.id;
+  std::unique_ptr<SandboxCgroup> spare = id.empty() ? TakeSpareCgroup(&id) : nullptr;
+  if (id.empty()) id = NewId("sbx");
   if (!IsSafeId(id)) return absl::InvalidArgumentError("id: bad sandbox id '" + id + "'");
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -335,7 +391,12 @@ absl::StatusOr<CreateResult> RuntimeImpl::Create(const SandboxOptions& options) 
     CgroupLimits cl{.memory_bytes = sb->limits.memory_bytes, .pids = sb->limits.pids,
                     .cpu_weight = sb->limits.cpu_weight, .cpu_quota_millicores = sb->limits.cpu_quota_millicores,
                     .cpus = sb->limits.cpus, .mems = sb->limits.mems};
-    ASSIGN_OR_RETURN(sb->cgroup, cgroups_->Create(cgroup_group_, id, cl));
+    if (spare != nullptr) {
+      sb->cgroup = std::move(spare);
+      RETURN_IF_ERROR(cgroups_->Limit(*sb->cgroup, cl));
+    } else {
+      ASSIGN_OR_RETURN(sb->cgroup, cgroups_->Create(options_.cgroup_prefix, CgroupName(id), cl));
+    }
     return Start(*sb, image);
   }();
   if (!s.ok()) {
@@ -349,6 +410,7 @@ absl::StatusOr<CreateResult> RuntimeImpl::Create(const SandboxOptions& options) 
   {
     std::lock_guard<std::mutex> lock(mu_);
     creating_.erase(id);
+    sb->registered = true;  // the monitor reaps it from now on (WatchInit, just below)
     sandboxes_[id] = sb;
   }
   WatchInit(sb);
@@ -365,8 +427,9 @@ absl::StatusOr<CreateResult> RuntimeImpl::Create(const SandboxOptions& options) 
 
 absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image) {
   // Every sandbox mounts its layers on the same two directories, each in its own mount
-  // namespace: nothing per sandbox is created on the host's filesystem.
-  const std::string rw = instance_dir_ + "/layer", root = instance_dir_ + "/root";
+  // namespace: nothing per sandbox (or per runtime) is created on the host's filesystem.
+  const std::string& rw = layer_dir_;
+  const std::string& root = root_dir_;
   // The writable layer: a size-limited tmpfs, created detached so it never shows in the host's
   // mount table; init attaches it inside its own mount namespace.
   {
@@ -397,6 +460,17 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image) {
   InitPlan plan;
   plan.control_fd = child_end.get();
   plan.tmpfs_fd = sb.layer.get();
+  // The image's layers are detached mounts: init names them by its descriptors for them.
+  auto lowers = [&plan](const std::vector<int>& fds) {
+    std::string dirs;
+    for (int fd : fds) {
+      if (!dirs.empty()) dirs += ':';
+      dirs += InitStep::kLayerFdMark;
+      dirs += static_cast<char>(plan.layer_fds.size() + 1);
+      plan.layer_fds.push_back(fd);
+    }
+    return dirs;
+  };
   plan.rw_dir = rw;
   plan.root_dir = root;
   plan.cgroup_procs = sb.cgroup->procs_files();
@@ -426,11 +500,11 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image) {
   };
   const unsigned long nosuid = MS_NOSUID | MS_NODEV;
   mount("overlay", root, "overlay", nosuid,
-        absl::StrCat("lowerdir=", absl::StrJoin(image.root_lowers, ":"), ",upperdir=", rw, "/upper,workdir=", rw,
+        absl::StrCat("lowerdir=", lowers(image.root_lowers), ",upperdir=", rw, "/upper,workdir=", rw,
                      "/work,xino=off,index=off,redirect_dir=off,metacopy=off"));
   if (!image.usr_lowers.empty()) {
     mount("overlay", root + "/usr", "overlay", nosuid,
-          absl::StrCat("lowerdir=", absl::StrJoin(image.usr_lowers, ":"), ",upperdir=", rw, "/usr-upper,workdir=",
+          absl::StrCat("lowerdir=", lowers(image.usr_lowers), ",upperdir=", rw, "/usr-upper,workdir=",
                        rw, "/usr-work,xino=off,index=off,redirect_dir=off,metacopy=off"));
   }
   mkdir(root + "/proc", 0555);
@@ -480,10 +554,20 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image) {
   sb.pid = spawned.pid;
   sb.pidfd = std::move(spawned.pidfd);
   child_end.Reset();
+  // While init sets itself up: it runs no command before it reports ready.
+  RETURN_IF_ERROR(sb.enforcement->AttachToCgroup(sb.cgroup->unified_dir()));
   RETURN_IF_ERROR(WaitReady(sb));
+  if (options_.prepare_ahead) {
+    PrepareNext();
+    {
+      std::lock_guard<std::mutex> lock(spare_mu_);
+      spare_wanted_ = true;
+    }
+    spare_cv_.notify_all();
+  }
   sb.layer_fd_in_init = spawned.layer_fd_in_init;
   sb.layer.Reset();
-  return sb.enforcement->AfterStart(sb.cgroup->unified_dir());
+  return sb.enforcement->AfterStart();
 }
 
 absl::Status RuntimeImpl::WaitReady(Sandbox& sb) {
@@ -511,25 +595,28 @@ void RuntimeImpl::Teardown(Sandbox& sb) {
   }
   if (sb.cgroup) sb.cgroup->KillAll();
   if (sb.pidfd.valid()) {
-    // Reaped either by the monitor (registered sandboxes) or here (failed creates).
-    std::unique_lock<std::mutex> lock(sb.mu);
-    bool watched;
-    {
-      std::lock_guard<std::mutex> mlock(monitor_mu_);
-      watched = watched_.count(sb.pidfd.get()) > 0;
-    }
-    if (watched) {
-      sb.cv.wait_for(lock, std::chrono::seconds(10), [&] { return sb.dead; });
-    } else {
-      lock.unlock();
-      siginfo_t info;
-      ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(sb.pidfd.get()), &info, WEXITED);
+    // The pidfd turns readable once init has exited: its pid namespace is empty by then and
+    // it has left its cgroups. The monitor reaps it meanwhile (registered sandboxes), while the
+    // programs are detached and the cgroups removed here.
+    struct pollfd exited {sb.pidfd.get(), POLLIN, 0};
+    while (::poll(&exited, 1, 10000) < 0 && errno == EINTR) {
     }
   }
   sb.enforcement.reset();
   if (sb.cgroup) {
     absl::Status s = sb.cgroup->Remove();
     if (!s.ok()) FLOG(warn, "sandbox cgroup removal failed", {{"id", sb.id}, {"error", std::string(s.message())}});
+  }
+  if (sb.pidfd.valid()) {
+    // Reaped by the monitor (registered sandboxes, which it answers for once registered) or
+    // here (failed creates); either way before the pidfd closes.
+    if (sb.registered) {
+      std::unique_lock<std::mutex> lock(sb.mu);
+      sb.cv.wait_for(lock, std::chrono::seconds(10), [&] { return sb.dead; });
+    } else {
+      siginfo_t info;
+      ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(sb.pidfd.get()), &info, WEXITED);
+    }
   }
   sb.control.Reset();
   sb.layer.Reset();

@@ -1,17 +1,20 @@
 // RuntimeImpl: the Runtime behind runtime.h. Private.
 //
-// Threads: the caller's threads run Create/Exec/Destroy...; a spawner thread forks the zygote
-// at Open and sends it every init plan (each init's parent-death signal is tied to that
-// thread, which lives as long as the runtime); a monitor thread reaps inits (pidfds in epoll), enforces sandbox wall-clock limits
-// and reports crashes. Locks: mu_ guards the sandbox map; each Sandbox guards its own state;
-// watch_mu_ guards subscribers (held while a callback runs, so unsubscribing waits for it).
+// Threads: the caller's threads run Create/Exec/Destroy... and send init plans to the zygote
+// themselves (one at a time, under zygote_mu_); a spawner thread forks the zygote at Open
+// (each init's parent-death signal is tied to that thread, which lives as long as the runtime)
+// and starts a new one when it dies; a monitor thread reaps inits (pidfds in epoll), enforces
+// sandbox wall-clock limits and reports crashes; with prepare_ahead, a preparer thread makes
+// the next sandbox's cgroups. Locks: mu_ guards the sandbox map; each
+// Sandbox guards its own state; watch_mu_ guards subscribers (held while a callback runs, so
+// unsubscribing waits for it); zygote_mu_ is taken before spawn_mu_, never after; spare_mu_
+// guards the cgroups made ahead.
 #pragma once
 
 #include <sys/types.h>
 
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -59,6 +62,7 @@ struct Sandbox {
   std::atomic<bool> paused{false};
   std::atomic<bool> broken{false};
   std::atomic<bool> timed_out{false};
+  std::atomic<bool> registered{false};  // in the sandbox map: the monitor reaps init
 
   std::mutex mu;
   std::condition_variable cv;
@@ -108,8 +112,18 @@ class RuntimeImpl final : public Runtime {
   absl::Status Start(Sandbox& sb, const ResolvedImage& image);
   absl::Status WaitReady(Sandbox& sb);
   void Teardown(Sandbox& sb);
-  // Spawner: has the zygote clone an init that runs `plan` (from the spawner thread).
+  // Has the zygote clone an init that runs `plan` (on the calling thread; a zygote that died
+  // is replaced by the spawner thread, and this call fails).
   absl::StatusOr<Zygote::Spawned> Spawn(const InitPlan& plan);
+  // Has the zygote make the next init's network namespace now (RuntimeOptions::prepare_ahead).
+  void PrepareNext();
+  // The cgroup directory name of sandbox `id`.
+  std::string CgroupName(const std::string& id) const;
+  // Makes a sandbox's cgroups (no limits yet) for a runtime-chosen id, kept for the next
+  // Create that lets the runtime choose; TakeSpareCgroup hands them out (null: none).
+  void MakeSpareCgroup();
+  std::unique_ptr<SandboxCgroup> TakeSpareCgroup(std::string* id);
+  void PreparerLoop();
   void SpawnerLoop();
   void MonitorLoop();
   void WatchInit(const std::shared_ptr<Sandbox>& sb);
@@ -120,8 +134,8 @@ class RuntimeImpl final : public Runtime {
   HostFeatures features_;
   std::unique_ptr<CgroupDriver> cgroups_;
   std::string instance_;      // "i<pid>-<hex>"
-  std::string instance_dir_;  // <state>/run/<instance>
-  std::string cgroup_group_;  // <prefix>/<instance>
+  std::string layer_dir_, root_dir_;  // <state>/mnt/{layer,root}: every sandbox's mount points
+  // A sandbox's cgroups are "<prefix>/<instance>.<sandbox id>" in each hierarchy.
   UniqueFd userns_;
   std::unique_ptr<ImageStore> images_;
   std::unique_ptr<PolicyEnforcement> enforcement_;
@@ -130,20 +144,30 @@ class RuntimeImpl final : public Runtime {
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
   std::map<std::string, bool> creating_;
 
-  // Spawner.
-  struct SpawnJob {
-    const InitPlan* plan;
-    absl::StatusOr<Zygote::Spawned> result = absl::UnknownError("not run");
-    bool done = false;
-  };
+  // The zygote and its spawner thread. zygote_ is used under zygote_mu_; the spawner thread
+  // replaces it (a restart) only while the holder of zygote_mu_ waits for that, and at the
+  // end, when no Create runs any more.
+  std::mutex zygote_mu_;
+  std::unique_ptr<Zygote> zygote_;
   std::mutex spawn_mu_;
   std::condition_variable spawn_cv_;
-  std::deque<SpawnJob*> spawn_queue_;
-  bool stopping_ = false;
+  bool zygote_closing_ = false;                                    // guarded by spawn_mu_
+  bool stopping_ = false;  // the monitor's end (guarded by spawn_mu_)
+  bool restart_zygote_ = false;                                    // guarded by spawn_mu_
   absl::Status zygote_started_ = absl::UnknownError("starting");  // guarded by spawn_mu_
   bool zygote_known_ = false;                                      // guarded by spawn_mu_
-  std::unique_ptr<Zygote> zygote_;  // used by the spawner thread only
   std::thread spawner_;
+
+  // The next sandbox's cgroups, made ahead: the first during Open, the next ones (with
+  // RuntimeOptions::prepare_ahead) by the preparer thread once each sandbox has started.
+  std::mutex spare_mu_;
+  std::condition_variable spare_cv_;
+  std::string spare_id_;                         // guarded by spare_mu_
+  std::unique_ptr<SandboxCgroup> spare_cgroup_;  // guarded by spare_mu_
+  bool spare_wanted_ = false;                    // guarded by spare_mu_
+  bool spare_making_ = false;                    // guarded by spare_mu_
+  bool spare_stop_ = false;                      // guarded by spare_mu_
+  std::thread preparer_;
 
   // Monitor.
   UniqueFd epoll_;

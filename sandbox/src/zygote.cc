@@ -38,19 +38,24 @@ struct ZygoteReply {
   int32_t rejected;  // 1: the message was not a whole plan
 };
 
+// The one-byte request to make the next init's namespaces ahead (an init plan is longer).
+constexpr char kPrepareRequest = 'P';
+
 // Static: the zygote is a fork of a multi-threaded process and never allocates.
 alignas(8) char g_plan[kInitPlanMaxBytes];
 
-// Network namespaces made ahead, loopback up, while the zygote has nothing else to do: a new
-// one takes the kernel over half a millisecond, which an init then does not wait for. They
-// belong to the host's user namespace, like one made by the clone would.
-constexpr int kNetnsPool = 1;  // one ahead: a one-shot CLI run would throw away any more
+// Network namespaces made ahead, loopback up: a new one takes the kernel over half a
+// millisecond, which an init then does not wait for. One is made when the zygote starts; the
+// next when the runtime asks (kPrepareRequest), once the last init has set itself up: made
+// right after a clone, it would hold the CPU the new init is about to run on. They belong to
+// the host's user namespace, like one made by the clone would.
+constexpr int kNetnsPool = 1;
 int g_netns[kNetnsPool];
 int g_netns_count = 0;
 int g_own_netns = -1;
 
 void FillNetnsPool() {
-  if (g_own_netns < 0) return;
+  if (g_own_netns < 0 || g_netns_count >= kNetnsPool) return;
   bool moved = false;
   while (g_netns_count < kNetnsPool) {
     if (::unshare(CLONE_NEWNET) != 0) break;
@@ -89,14 +94,19 @@ bool SendReply(int channel, const ZygoteReply& reply, int fd) {
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   g_own_netns = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  PrepareInitsInZygote();
+  FillNetnsPool();
   for (;;) {
-    FillNetnsPool();
     int fds[kInitPlanMaxFds];
     int nfds = 0;
     bool truncated = false;
     ssize_t n = RecvWithFds(channel, g_plan, sizeof(g_plan), fds, kInitPlanMaxFds, &nfds, &truncated);
     if (n == 0) ::_exit(0);  // the runtime closed the channel
     if (n < 0) ::_exit(1);
+    if (n == 1 && nfds == 0 && g_plan[0] == kPrepareRequest) {
+      FillNetnsPool();  // no answer
+      continue;
+    }
     ZygoteReply reply{};
     InitPlanView plan;
     int pidfd = -1;
@@ -209,6 +219,14 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Start(int userns_fd, const std::
                                   (binary.empty() ? std::string() : " (" + binary + ")"));
   }
   return z;
+}
+
+absl::Status Zygote::Prepare() {
+  if (::send(channel_.get(), &kPrepareRequest, 1, MSG_NOSIGNAL) != 1) {
+    if (errno == EPIPE || errno == ECONNRESET) return absl::UnavailableError("the sandbox zygote is gone");
+    return ErrnoStatus("asking the sandbox zygote to prepare");
+  }
+  return absl::OkStatus();
 }
 
 Zygote::~Zygote() {

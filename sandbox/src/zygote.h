@@ -11,8 +11,8 @@
 // the init's pid, its pidfd (SCM_RIGHTS) and the number of the writable layer's descriptor
 // inside the init.
 //
-// Not thread-safe: one thread (the runtime's spawner) starts it and sends every request; that
-// thread must outlive every init. The zygote exits when the channel closes or the thread that
+// Not thread-safe: the caller serializes Spawn and Prepare (the runtime under a mutex, from
+// whichever thread creates a sandbox); the thread that starts it must outlive every init. The zygote exits when the channel closes or the thread that
 // forked it dies; destruction closes the channel and reaps it.
 #pragma once
 
@@ -46,6 +46,10 @@ class Zygote {
   // Clones an init that runs `plan` in new mount, pid, net, uts and ipc namespaces.
   // Unavailable when the zygote is gone; the clone's errno otherwise.
   absl::StatusOr<Spawned> Spawn(const InitPlan& plan);
+  // Asks the zygote to make the next init's network namespace now (one is made when it starts;
+  // after that only on request, so that the work never lands while an init is being cloned
+  // and set up). Does not wait. Unavailable when the zygote is gone.
+  absl::Status Prepare();
 
   [[nodiscard]] pid_t pid() const { return pid_; }
 

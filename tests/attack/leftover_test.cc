@@ -80,7 +80,7 @@ std::vector<std::string> HierarchyRoots() {
   return roots;
 }
 
-// A runtime keeps its cgroups under "<prefix>/<instance>/<sandbox id>" of each hierarchy.
+// A runtime keeps its sandboxes' cgroups under "<prefix>/<instance>.<sandbox id>" of each hierarchy.
 // Left over is anything below a flotilla* group, and any flotilla* group with processes; an
 // empty top-level flotilla* group is the runtime's own parent (shared by its instances).
 TEST(LeftoverTest, NoSandboxCgroupRemains) {

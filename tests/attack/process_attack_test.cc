@@ -14,14 +14,15 @@
 namespace flotilla::attack {
 namespace {
 
-// True when a /proc/<pid>/cgroup line names the sandbox's own cgroup: the runtime nests each
-// sandbox's cgroup, named by its id, under "<cgroup prefix>/<runtime instance>/".
+// True when a /proc/<pid>/cgroup line names the sandbox's own cgroup: the runtime names each
+// sandbox's cgroup "<runtime instance>.<sandbox id>", under "<cgroup prefix>/".
 bool InSandboxCgroup(const std::string& line, const std::string& prefix, const std::string& id) {
-  return line.find("/" + prefix + "/") != std::string::npos && line.ends_with("/" + id);
+  return line.find("/" + prefix + "/") != std::string::npos && line.ends_with("." + id);
 }
 
-// Directories named `name` anywhere under /sys/fs/cgroup (every hierarchy), depth-limited.
-std::vector<std::string> CgroupDirsNamed(const std::string& name) {
+// A sandbox's cgroup directories ("<runtime instance>.<id>") anywhere under /sys/fs/cgroup
+// (every hierarchy), depth-limited.
+std::vector<std::string> CgroupDirsNamed(const std::string& id) {
   std::vector<std::string> found;
   std::vector<std::pair<std::string, int>> stack = {{"/sys/fs/cgroup", 0}};
   while (!stack.empty()) {
@@ -32,7 +33,7 @@ std::vector<std::string> CgroupDirsNamed(const std::string& name) {
     while (dirent* e = ::readdir(d)) {
       std::string n = e->d_name;
       if (e->d_type != DT_DIR || n == "." || n == "..") continue;
-      if (n == name) found.push_back(dir + "/" + n);
+      if (n.ends_with("." + id)) found.push_back(dir + "/" + n);
       if (depth < 6) stack.push_back({dir + "/" + n, depth + 1});
     }
     ::closedir(d);
@@ -145,7 +146,7 @@ TEST_F(AttackTest, NoProcessOrResourceIsLeftAfterDestroy) {
   ASSERT_NO_FATAL_FAILURE(InstallHelper(id));
   InsideView view;
   ASSERT_TRUE(VerifyIsolated(id, &view));
-  const std::string cgroup_name = "/" + id;
+  const std::string cgroup_name = "." + id;  // "<prefix>/<runtime instance>.<id>"
   RunOutput r = Attack(id, std::string("exec ") + kHelperPath + " daemon 600");
   ASSERT_TRUE(r.exec_ok) << r.error;
   ASSERT_EQ(LinesStartingWith(r.out, "daemon pid=").size(), 1u) << r.out << r.err;

@@ -80,6 +80,24 @@ TEST_F(SandboxCliTest, ExitStatusIsTheCommands) {
   for (const auto& e : std::filesystem::directory_iterator(state() + "/run", ec)) ADD_FAILURE() << e.path();
 }
 
+// The cgroups of runtime `instance`'s sandboxes ("<instance>.<sandbox id>") under the
+// "flotilla" prefix of hierarchy `root`; with `running`, only those with a process in them.
+std::vector<std::string> SandboxCgroupsOf(const std::string& root, const std::string& instance, bool running = false) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& c : std::filesystem::directory_iterator(root + "/flotilla", ec)) {
+    const std::string name = c.path().filename().string();
+    // `instance` may also be a prefix ending in '-' ("i<pid>-").
+    if (!c.is_directory(ec) || !absl::StartsWith(name, absl::EndsWith(instance, "-") ? instance : instance + ".")) {
+      continue;
+    }
+    std::ifstream procs(c.path() / "cgroup.procs");
+    std::string first;
+    if (!running || std::getline(procs, first)) out.push_back(c.path().string());
+  }
+  return out;
+}
+
 TEST_F(SandboxCliTest, LeftoversOfAKilledRunAreCleanedAtStart) {
   pid_t pid = ::fork();
   if (pid == 0) {
@@ -87,16 +105,14 @@ TEST_F(SandboxCliTest, LeftoversOfAKilledRunAreCleanedAtStart) {
     ::execl(bin.c_str(), bin.c_str(), "sandbox", "run", "--state-dir", st.c_str(), "--", "/bin/sleep", "100", nullptr);
     ::_exit(126);
   }
-  // Wait until its sandbox runs, then kill the CLI without a chance to clean up.
+  // Wait until its sandbox runs, then kill the CLI without a chance to clean up. Its runtime
+  // instance is named "i<pid>-...".
   std::string instance;
   for (int i = 0; i < 1000 && instance.empty(); ++i) {
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(state() + "/run", ec)) {
-      std::string name = e.path().filename().string();
-      std::string cg = "/sys/fs/cgroup/memory/flotilla/" + name;
-      if (!std::filesystem::exists(cg, ec)) cg = "/sys/fs/cgroup/flotilla/" + name;
-      for (const auto& c : std::filesystem::directory_iterator(cg, ec)) {
-        if (c.is_directory(ec)) instance = name;
+    for (const char* root : {"/sys/fs/cgroup/memory", "/sys/fs/cgroup"}) {
+      for (const std::string& cg : SandboxCgroupsOf(root, "i" + std::to_string(pid) + "-", true)) {
+        std::string name = std::filesystem::path(cg).filename().string();
+        instance = name.substr(0, name.find('.'));
       }
     }
     if (instance.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -106,15 +122,15 @@ TEST_F(SandboxCliTest, LeftoversOfAKilledRunAreCleanedAtStart) {
   ::kill(pid, SIGKILL);
   int st;
   ::waitpid(pid, &st, 0);
-  EXPECT_TRUE(std::filesystem::exists("/sys/fs/cgroup/memory/flotilla/" + instance) ||
-              std::filesystem::exists("/sys/fs/cgroup/flotilla/" + instance));
+  EXPECT_FALSE(SandboxCgroupsOf("/sys/fs/cgroup/memory", instance).empty() &&
+               SandboxCgroupsOf("/sys/fs/cgroup", instance).empty());
   RuntimeOptions o;
   o.state_dir = state();
   auto rt = Runtime::Open(o);  // cleans up at start
   ASSERT_TRUE(rt.ok()) << rt.status();
   EXPECT_FALSE(std::filesystem::exists(state() + "/run/" + instance));
-  EXPECT_FALSE(std::filesystem::exists("/sys/fs/cgroup/memory/flotilla/" + instance));
-  EXPECT_FALSE(std::filesystem::exists("/sys/fs/cgroup/unified/flotilla/" + instance));
+  EXPECT_EQ(SandboxCgroupsOf("/sys/fs/cgroup/memory", instance), std::vector<std::string>{});
+  EXPECT_EQ(SandboxCgroupsOf("/sys/fs/cgroup/unified", instance), std::vector<std::string>{});
   std::ifstream mi("/proc/self/mountinfo");
   std::string mounts(std::istreambuf_iterator<char>(mi), {});
   EXPECT_FALSE(absl::StrContains(mounts, instance));

@@ -69,6 +69,24 @@ bool DecodeCopy(const std::string& bytes, std::vector<uint64_t>* storage, InitPl
                       static_cast<int>(fds.size()), 7);
 }
 
+TEST(InitPlanTest, LayerDescriptorsComeRightAfterTheControlAndTmpfsOnes) {
+  InitPlan p = SamplePlan();
+  p.layer_fds = {50, 51};
+  auto enc = EncodeInitPlan(p);
+  ASSERT_TRUE(enc.ok()) << enc.status();
+  EXPECT_EQ(enc->fds, (std::vector<int>{40, 41, 50, 51, 42}));
+  std::vector<uint64_t> storage;
+  InitPlanView v;
+  ASSERT_TRUE(DecodeCopy(enc->bytes, &storage, &v, {5, 6, 11, 12, 9}));
+  ASSERT_EQ(v.layer_fd_count(), 2);
+  EXPECT_EQ(v.layer_fd(0), 11);
+  EXPECT_EQ(v.layer_fd(1), 12);
+  // The seccomp hook's descriptor still resolves past them.
+  EXPECT_EQ(Hooks(v, reinterpret_cast<const char*>(storage.data())), "0:1:abc:-1:0;1:2:x\0y:9:0;"s);
+  // A count of layer descriptors the message does not carry is not a plan.
+  EXPECT_FALSE(DecodeCopy(enc->bytes, &storage, &v, {5, 6, 11}));
+}
+
 TEST(InitPlanTest, RoundTripsEveryField) {
   auto enc = EncodeInitPlan(SamplePlan());
   ASSERT_TRUE(enc.ok()) << enc.status();

@@ -41,7 +41,8 @@ std::vector<std::string> CgroupDirsNamed(const std::string& id) {
     std::string root = std::string("/sys/fs/cgroup/") + h;
     for (auto it = std::filesystem::recursive_directory_iterator(root, ec); !ec && it != std::filesystem::end(it);
          it.increment(ec)) {
-      if (it->path().filename() == id) out.push_back(it->path().string());
+      // "<runtime instance>.<sandbox id>"
+      if (absl::EndsWith(it->path().filename().string(), "." + id)) out.push_back(it->path().string());
       if (it.depth() > 3) it.disable_recursion_pending();
     }
   }

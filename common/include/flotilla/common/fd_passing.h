@@ -14,7 +14,7 @@
 
 namespace flotilla {
 
-inline constexpr int kMaxPassedFds = 16;
+inline constexpr int kMaxPassedFds = 253;  // the kernel's SCM_MAX_FD
 
 // Sends `iov` (one message) with `fds` (0..kMaxPassedFds of them) attached; MSG_NOSIGNAL.
 // Returns the bytes sent, or -1 with errno (EINVAL for too many descriptors).

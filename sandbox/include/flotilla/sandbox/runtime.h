@@ -163,8 +163,9 @@ struct CleanupReport {
 };
 
 struct RuntimeOptions {
-  std::string state_dir = "/var/lib/flotilla";  // layers, images, per-sandbox dirs
-  // Cgroups are "<cgroup_prefix>/<instance>/<sandbox id>". The last runtime of a prefix removes
+  std::string state_dir = "/var/lib/flotilla";  // layers, images, the sandboxes' mount points
+  // Cgroups are "<cgroup_prefix>/<instance>.<sandbox id>" (the instance names the runtime
+  // process, so that a later runtime can tell a dead one's leftovers). The last runtime of a prefix removes
   // the empty "<cgroup_prefix>" parent at close, unless keep_cgroup_prefix: then it stays for
   // the next runtime (one-shot CLI runs skip making and removing it each time) until
   // RemoveNodeSharedState.
@@ -190,6 +191,12 @@ struct RuntimeOptions {
   // without it every sandbox start waits out an RCU grace period (5-20 ms) when its init joins
   // its cgroups; with it fork and exit get slightly dearer everywhere on the host.
   bool favor_cgroup_migrations = true;
+  // Prepare the next sandbox's kernel objects ahead (a network namespace, its cgroup
+  // directories) once each sandbox has started, while the caller runs its commands: the next
+  // Create then finds them made. The first sandbox's are made during Open either way. False for
+  // a runtime that creates one sandbox and closes (`flotilla sandbox run`), which would only
+  // make and remove a second set.
+  bool prepare_ahead = true;
 };
 
 // What the host supports, detected when the runtime opens.
