@@ -17,7 +17,11 @@ using sandbox::StopReason;
 class ResourceAttackTest : public AttackTest {};
 
 TEST_F(ResourceAttackTest, ForkBombIsBoundedByThePidsLimit) {
-  std::string id = NewSandbox();
+  // Latency-sensitive: the bomb forks at normal priority (a best-effort sandbox's SCHED_IDLE
+  // bomb barely runs while the machine is busy, which would leave the pids limit untested).
+  sandbox::SandboxOptions options = SmallOptions();
+  options.execution_class = sandbox::ExecutionClass::kLatencySensitive;
+  std::string id = NewSandbox(options);
   ASSERT_FALSE(id.empty());
   InsideView view;
   ASSERT_TRUE(VerifyIsolated(id, &view));
@@ -33,7 +37,10 @@ TEST_F(ResourceAttackTest, ForkBombIsBoundedByThePidsLimit) {
   done = true;
   sampler.join();
   ASSERT_TRUE(r.exec_ok) << r.error;
-  EXPECT_TRUE(r.result.reason == StopReason::kPids || r.result.reason == StopReason::kTimeout)
+  // Stopped at the pids limit, or at the memory limit when the shells' memory runs out first
+  // (a busy machine changes which comes first), or still bounded at the timeout.
+  EXPECT_TRUE(r.result.reason == StopReason::kPids || r.result.reason == StopReason::kOom ||
+              r.result.reason == StopReason::kTimeout)
       << sandbox::StopReasonName(r.result.reason) << ": " << r.result.detail;
   EXPECT_LT(r.host_wall_ms, 4000 + 1000 + 2000) << "Exec overran its timeout";
   EXPECT_GT(most, 8u) << "the bomb never ran";
