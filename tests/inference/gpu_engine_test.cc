@@ -266,6 +266,25 @@ TEST(GpuSamplingTest, DeviceDrawsMatchHostSampler) {
 namespace flotilla::inference {
 namespace {
 
+// The dispatch plan of `chosen` (rows x top_k expert ids) made on the host: each expert's
+// first place, then every place in row order (src: the row at a place; inv: an entry's place).
+struct HostPlan {
+  std::vector<int32_t> offsets, src, inv;
+};
+HostPlan PlanOnHost(const std::vector<int32_t>& chosen, int n_experts, int top_k) {
+  const size_t n = chosen.size();
+  HostPlan p{std::vector<int32_t>(n_experts + 1, 0), std::vector<int32_t>(n), std::vector<int32_t>(n)};
+  for (int32_t e : chosen) ++p.offsets[e + 1];
+  for (int e = 0; e < n_experts; ++e) p.offsets[e + 1] += p.offsets[e];
+  std::vector<int32_t> fill(p.offsets.begin(), p.offsets.end() - 1);
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t place = fill[chosen[i]]++;
+    p.src[place] = static_cast<int32_t>(i / top_k);
+    p.inv[i] = place;
+  }
+  return p;
+}
+
 // The device's dispatch plan against a host reference over several of its 1024-entry chunks:
 // each expert's places in row order, every entry's place, and the grouped product's pointers.
 TEST(GpuMoePlanTest, MatchesHostPlanAcrossChunks) {
@@ -281,15 +300,7 @@ TEST(GpuMoePlanTest, MatchesHostPlanAcrossChunks) {
     chosen[r * top_k] = a;
     chosen[r * top_k + 1] = b;
   }
-  std::vector<int32_t> offsets(E + 1, 0), src(n), inv(n);
-  for (int32_t e : chosen) ++offsets[e + 1];
-  for (int e = 0; e < E; ++e) offsets[e + 1] += offsets[e];
-  std::vector<int32_t> fill(offsets.begin(), offsets.end() - 1);
-  for (size_t i = 0; i < n; ++i) {
-    const int32_t place = fill[chosen[i]]++;
-    src[place] = static_cast<int32_t>(i / top_k);
-    inv[i] = place;
-  }
+  const auto [offsets, src, inv] = PlanOnHost(chosen, E, top_k);
   int32_t* dev = nullptr;
   void** ptrs = nullptr;
   ASSERT_EQ(cudaMalloc(&dev, (n + E + 1 + 2 * n) * 4), cudaSuccess);
@@ -324,12 +335,6 @@ TEST(GpuMoePlanTest, MatchesHostPlanAcrossChunks) {
   EXPECT_EQ(g, E - 2);
   EXPECT_EQ(got_ptrs[6 * E - 1], nullptr);  // past the active groups: untouched
 }
-
-}  // namespace
-}  // namespace flotilla::inference
-
-namespace flotilla::inference {
-namespace {
 
 uint16_t Bf16Bits(float f) {
   uint32_t u;
@@ -444,15 +449,7 @@ TEST_P(GpuMoeRouteTest, MatchesHostReference) {
   }
   EXPECT_GT(checked, rows * 9 / 10);
   // The plan from the device's choices: places in row order within each expert.
-  std::vector<int32_t> offsets(E + 1, 0), src(N), inv(N);
-  for (int32_t e : ex) ++offsets[e + 1];
-  for (int e = 0; e < E; ++e) offsets[e + 1] += offsets[e];
-  std::vector<int32_t> fill(offsets.begin(), offsets.end() - 1);
-  for (size_t i = 0; i < N; ++i) {
-    const int32_t place = fill[ex[i]]++;
-    src[place] = static_cast<int32_t>(i / K);
-    inv[i] = place;
-  }
+  const auto [offsets, src, inv] = PlanOnHost(ex, E, K);
   EXPECT_EQ(std::vector<int32_t>(plan.begin(), plan.begin() + E + 1), offsets);
   EXPECT_EQ(std::vector<int32_t>(plan.begin() + E + 1, plan.begin() + E + 1 + N), src);
   EXPECT_EQ(std::vector<int32_t>(plan.begin() + E + 1 + N, plan.end()), inv);
