@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -50,11 +51,13 @@ std::function<void(int)> Progress(const std::string& what, int n) {
   };
 }
 
-// create -> exec /bin/true -> destroy, the figure the scheduler pays per rollout.
-absl::Status SandboxCycle(sandbox::Runtime& runtime) {
+// create -> exec /bin/true -> destroy, the figure the scheduler pays per rollout. Counts the
+// Creates that were handed a sandbox started ahead in `started_ahead`.
+absl::Status SandboxCycle(sandbox::Runtime& runtime, std::atomic<int>* started_ahead) {
   sandbox::SandboxOptions options;
   options.policy_name = "default";
   ASSIGN_OR_RETURN(sandbox::CreateResult created, runtime.Create(options));
+  if (created.started_ahead) started_ahead->fetch_add(1);
   sandbox::ExecOptions exec;
   exec.argv = {"/bin/true"};
   absl::StatusOr<sandbox::ExecResult> result = runtime.Exec(created.id, exec, nullptr);
@@ -68,18 +71,23 @@ absl::Status SandboxCycle(sandbox::Runtime& runtime) {
 }
 
 // Sequential, then each concurrency level; prints <prefix>.* lines and returns the sequential
-// summary and the last (highest) concurrency level's.
+// summary and the last (highest) concurrency level's. `after_mode` (may be null) runs after
+// each mode with that mode's prefix ("sandbox", "sandbox.c2", ...) and its cycle count.
 absl::Status MeasureModes(const std::string& prefix, const SandboxBenchOptions& o,
                           const std::function<absl::Status(int worker, int i)>& op, LatencySummary* sequential,
-                          LatencySummary* concurrent) {
+                          LatencySummary* concurrent,
+                          const std::function<void(const std::string&, int)>& after_mode = nullptr) {
   LatencySummary warm;
   RETURN_IF_ERROR(RunTimed(kWarmup, 1, op, &warm));
+  if (after_mode) after_mode("", 0);
   RETURN_IF_ERROR(RunTimed(o.n, 1, op, sequential, Progress(prefix + " sequential", o.n)));
   PrintSummary(prefix, *sequential);
+  if (after_mode) after_mode(prefix, o.n);
   for (int c : o.concurrency) {
     LatencySummary s;
     RETURN_IF_ERROR(RunTimed(o.n, c, op, &s, Progress(absl::StrCat(prefix, " concurrency ", c), o.n)));
     PrintSummary(absl::StrCat(prefix, ".c", c), s);
+    if (after_mode) after_mode(absl::StrCat(prefix, ".c", c), o.n);
     *concurrent = s;
   }
   std::printf("%s.per_s_concurrent=%.1f\n", prefix.c_str(), concurrent->per_s);
@@ -138,9 +146,31 @@ absl::Status RunSandboxBench(const SandboxBenchOptions& o) {
     std::printf("sandbox.enforcers_inactive=%s\n", absl::StrJoin(probe.enforcers_inactive, "; ").c_str());
   }
 
+  // The runtime as a node runs it: with a sandbox started ahead for the options asked for
+  // (RuntimeOptions::start_ahead); how many Creates were handed one is printed per mode.
   LatencySummary sandbox_seq, sandbox_conc;
+  std::atomic<int> started_ahead{0};
   RETURN_IF_ERROR(MeasureModes(
-      "sandbox", o, [&](int, int) { return SandboxCycle(*runtime); }, &sandbox_seq, &sandbox_conc));
+      "sandbox", o, [&](int, int) { return SandboxCycle(*runtime, &started_ahead); }, &sandbox_seq, &sandbox_conc,
+      [&](const std::string& mode, int n) {
+        if (n > 0) std::printf("%s.started_ahead_frac=%.3f\n", mode.c_str(), started_ahead.load() / double(n));
+        started_ahead = 0;
+      }));
+  // The same cycle with nothing started ahead: every Create starts its sandbox.
+  LatencySummary cold_seq;
+  {
+    sandbox::RuntimeOptions cold_options = runtime_options;
+    cold_options.state_dir = (scratch.path() / "state-cold").string();
+    cold_options.cgroup_prefix = "flotilla-bench-cold";
+    cold_options.start_ahead = false;
+    ASSIGN_OR_RETURN(std::unique_ptr<sandbox::Runtime> cold, sandbox::Runtime::Open(cold_options));
+    std::atomic<int> none{0};
+    auto cycle = [&](int, int) { return SandboxCycle(*cold, &none); };
+    LatencySummary warm;
+    RETURN_IF_ERROR(RunTimed(kWarmup, 1, cycle, &warm));
+    RETURN_IF_ERROR(RunTimed(o.n, 1, cycle, &cold_seq, Progress("sandbox cold sequential", o.n)));
+    PrintSummary("sandbox.cold", cold_seq);
+  }
 
   std::string runc = o.runc ? FindProgram("runc") : "";
   LatencySummary runc_seq, runc_conc;
@@ -167,6 +197,7 @@ absl::Status RunSandboxBench(const SandboxBenchOptions& o) {
         "runc", o, [&](int w, int i) { return bundles[w]->Run(absl::StrCat(run_tag, "-", w, "-", i)); },
         &runc_seq, &runc_conc));
     std::printf("sandbox.p50_vs_runc=%.3f\n", sandbox_seq.p50_ms / runc_seq.p50_ms);
+    std::printf("sandbox.cold.p50_vs_runc=%.3f\n", cold_seq.p50_ms / runc_seq.p50_ms);
     std::printf("sandbox.per_s_concurrent_vs_runc=%.2f\n", sandbox_conc.per_s / runc_conc.per_s);
   }
   std::fflush(stdout);

@@ -129,6 +129,7 @@ class NodeAgentImpl final : public NodeAgent, public v1::NodeAgent::Service {
     for (const std::string& s : created->enforcers_active) resp->add_enforcers_active(s);
     for (const std::string& s : created->enforcers_inactive) resp->add_enforcers_inactive(s);
     resp->set_create_ms(created->create_ms);
+    resp->set_started_ahead(created->started_ahead);
     return grpc::Status::OK;
   }
 

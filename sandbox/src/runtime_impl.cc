@@ -211,18 +211,14 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
 }
 
 RuntimeImpl::~RuntimeImpl() {
-  // The zygote and the preparer go first: the spawner thread reaps the zygote, and the
-  // preparer finishes, while the sandboxes are torn down here.
+  // The preparer goes first (a sandbox it is starting needs the zygote), then the zygote: the
+  // spawner thread reaps it while the sandboxes are torn down here.
+  StopPreparer();
   {
     std::lock_guard<std::mutex> lock(spawn_mu_);
     zygote_closing_ = true;
   }
   spawn_cv_.notify_all();
-  {
-    std::lock_guard<std::mutex> lock(spare_mu_);
-    spare_stop_ = true;
-  }
-  spare_cv_.notify_all();
   std::vector<std::shared_ptr<Sandbox>> left;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -242,7 +238,6 @@ RuntimeImpl::~RuntimeImpl() {
     (void)!::write(wake_.get(), &one, sizeof(one));
   }
   if (monitor_.joinable()) monitor_.join();
-  if (preparer_.joinable()) preparer_.join();
   spare_cgroup_.reset();
   images_.reset();
   // The last runtime of a prefix takes the empty parent away, unless it is kept for the next.
@@ -251,40 +246,6 @@ RuntimeImpl::~RuntimeImpl() {
 }
 
 std::string RuntimeImpl::CgroupName(const std::string& id) const { return instance_ + "." + id; }
-
-void RuntimeImpl::MakeSpareCgroup() {
-  std::string id = NewId("sbx");
-  auto made = cgroups_->Make(options_.cgroup_prefix, CgroupName(id));
-  std::lock_guard<std::mutex> lock(spare_mu_);
-  if (made.ok() && spare_cgroup_ == nullptr) {
-    spare_id_ = std::move(id);
-    spare_cgroup_ = std::move(*made);
-  }
-}
-
-std::unique_ptr<SandboxCgroup> RuntimeImpl::TakeSpareCgroup(std::string* id) {
-  std::unique_lock<std::mutex> lock(spare_mu_);
-  // One on its way is ready sooner than a new one would be.
-  spare_cv_.wait(lock, [&] { return !spare_making_ || spare_cgroup_ != nullptr; });
-  if (spare_cgroup_ == nullptr) return nullptr;
-  *id = std::move(spare_id_);
-  return std::move(spare_cgroup_);
-}
-
-void RuntimeImpl::PreparerLoop() {
-  std::unique_lock<std::mutex> lock(spare_mu_);
-  for (;;) {
-    spare_cv_.wait(lock, [&] { return spare_stop_ || (spare_wanted_ && spare_cgroup_ == nullptr); });
-    if (spare_stop_) return;
-    spare_wanted_ = false;
-    spare_making_ = true;
-    lock.unlock();
-    MakeSpareCgroup();
-    lock.lock();
-    spare_making_ = false;
-    spare_cv_.notify_all();
-  }
-}
 
 absl::StatusOr<Zygote::Spawned> RuntimeImpl::Spawn(const InitPlan& plan) {
   std::lock_guard<std::mutex> zlock(zygote_mu_);
@@ -355,16 +316,52 @@ absl::StatusOr<std::shared_ptr<Sandbox>> RuntimeImpl::FindRunning(const std::str
 
 absl::StatusOr<CreateResult> RuntimeImpl::Create(const SandboxOptions& options) {
   Stopwatch watch;
-  // A runtime-chosen id takes the cgroups made ahead for it, when there are some.
-  std::string id = options.id;
-  std::unique_ptr<SandboxCgroup> spare = id.empty() ? TakeSpareCgroup(&id) : nullptr;
-  if (id.empty()) id = NewId("sbx");
-  if (!IsSafeId(id)) return absl::InvalidArgumentError("id: bad sandbox id '" + id + "'");
+  std::shared_ptr<Sandbox> sb = options.id.empty() ? TakeStartedAhead(options) : nullptr;
+  const bool started_ahead = sb != nullptr;
+  if (sb == nullptr) {
+    // A runtime-chosen id takes the cgroups made ahead for it, when there are some.
+    std::string id = options.id;
+    std::unique_ptr<SandboxCgroup> spare = id.empty() ? TakeSpareCgroup(&id) : nullptr;
+    if (id.empty()) id = NewId("sbx");
+    if (!IsSafeId(id)) return absl::InvalidArgumentError("id: bad sandbox id '" + id + "'");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (sandboxes_.count(id) || creating_.count(id)) return absl::AlreadyExistsError("sandbox '" + id + "' exists");
+      creating_[id] = true;
+    }
+    auto built = Build(options, id, std::move(spare));
+    if (!built.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      creating_.erase(id);
+      return built.status();
+    }
+    sb = std::move(*built);
+  }
+  sb->options = options;  // a sandbox started ahead takes this call's labels
+  sb->created_unix_ms = SystemClock::Get().WallMillis();
+  if (sb->limits.timeout_ms) sb->deadline_ns = NowNs() + int64_t{sb->limits.timeout_ms} * 1'000'000;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (sandboxes_.count(id) || creating_.count(id)) return absl::AlreadyExistsError("sandbox '" + id + "' exists");
-    creating_[id] = true;
+    creating_.erase(sb->id);
+    sb->registered = true;  // the monitor reaps it from now on (WatchInit, just below)
+    sandboxes_[sb->id] = sb;
   }
+  WatchInit(sb);
+  WantAhead(options);
+  CreateResult result;
+  result.id = sb->id;
+  result.enforcers_active = sb->enforcement->active();
+  result.enforcers_inactive = sb->enforcement->inactive();
+  result.core_scheduling = features_.core_scheduling;
+  if (!features_.core_scheduling) result.enforcers_inactive.push_back("core-scheduling: not supported by this kernel");
+  result.started_ahead = started_ahead;
+  result.create_ms = watch.ElapsedMillis();
+  Emit(MakeEvent(sb->id, SandboxEvent::Kind::kCreated));
+  return result;
+}
+
+absl::StatusOr<std::shared_ptr<Sandbox>> RuntimeImpl::Build(const SandboxOptions& options, const std::string& id,
+                                                            std::unique_ptr<SandboxCgroup> cgroup) {
   auto sb = std::make_shared<Sandbox>();
   sb->id = id;
   sb->options = options;
@@ -391,8 +388,8 @@ absl::StatusOr<CreateResult> RuntimeImpl::Create(const SandboxOptions& options) 
     CgroupLimits cl{.memory_bytes = sb->limits.memory_bytes, .pids = sb->limits.pids,
                     .cpu_weight = sb->limits.cpu_weight, .cpu_quota_millicores = sb->limits.cpu_quota_millicores,
                     .cpus = sb->limits.cpus, .mems = sb->limits.mems};
-    if (spare != nullptr) {
-      sb->cgroup = std::move(spare);
+    if (cgroup != nullptr) {
+      sb->cgroup = std::move(cgroup);
       RETURN_IF_ERROR(cgroups_->Limit(*sb->cgroup, cl));
     } else {
       ASSIGN_OR_RETURN(sb->cgroup, cgroups_->Create(options_.cgroup_prefix, CgroupName(id), cl));
@@ -401,28 +398,9 @@ absl::StatusOr<CreateResult> RuntimeImpl::Create(const SandboxOptions& options) 
   }();
   if (!s.ok()) {
     Teardown(*sb);
-    std::lock_guard<std::mutex> lock(mu_);
-    creating_.erase(id);
     return s;
   }
-  sb->created_unix_ms = SystemClock::Get().WallMillis();
-  if (sb->limits.timeout_ms) sb->deadline_ns = NowNs() + int64_t{sb->limits.timeout_ms} * 1'000'000;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    creating_.erase(id);
-    sb->registered = true;  // the monitor reaps it from now on (WatchInit, just below)
-    sandboxes_[id] = sb;
-  }
-  WatchInit(sb);
-  CreateResult result;
-  result.id = id;
-  result.enforcers_active = sb->enforcement->active();
-  result.enforcers_inactive = sb->enforcement->inactive();
-  result.core_scheduling = features_.core_scheduling;
-  if (!features_.core_scheduling) result.enforcers_inactive.push_back("core-scheduling: not supported by this kernel");
-  result.create_ms = watch.ElapsedMillis();
-  Emit(MakeEvent(id, SandboxEvent::Kind::kCreated));
-  return result;
+  return sb;
 }
 
 absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image) {
@@ -557,14 +535,7 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image) {
   // While init sets itself up: it runs no command before it reports ready.
   RETURN_IF_ERROR(sb.enforcement->AttachToCgroup(sb.cgroup->unified_dir()));
   RETURN_IF_ERROR(WaitReady(sb));
-  if (options_.prepare_ahead) {
-    PrepareNext();
-    {
-      std::lock_guard<std::mutex> lock(spare_mu_);
-      spare_wanted_ = true;
-    }
-    spare_cv_.notify_all();
-  }
+  if (options_.prepare_ahead) PrepareNext();
   sb.layer_fd_in_init = spawned.layer_fd_in_init;
   sb.layer.Reset();
   return sb.enforcement->AfterStart();
@@ -589,6 +560,14 @@ absl::Status RuntimeImpl::WaitReady(Sandbox& sb) {
 }
 
 void RuntimeImpl::Teardown(Sandbox& sb) {
+  if (sb.pidfd.valid() && sb.execution_class == ExecutionClass::kBestEffort) {
+    // init's exit takes its namespaces down (mount tree, pid namespace): at normal priority,
+    // not behind every other runnable task as SCHED_IDLE would. Only while init is unreaped,
+    // so that its pid names it.
+    std::lock_guard<std::mutex> lock(sb.mu);
+    struct sched_param normal {};
+    if (!sb.reaped) (void)::sched_setscheduler(sb.pid, SCHED_OTHER, &normal);
+  }
   if (sb.pidfd.valid()) {
     if (sb.paused.load() && sb.cgroup) (void)sb.cgroup->Freeze(false);
     ::syscall(SYS_pidfd_send_signal, sb.pidfd.get(), SIGKILL, nullptr, 0);
@@ -614,8 +593,10 @@ void RuntimeImpl::Teardown(Sandbox& sb) {
       std::unique_lock<std::mutex> lock(sb.mu);
       sb.cv.wait_for(lock, std::chrono::seconds(10), [&] { return sb.dead; });
     } else {
+      std::lock_guard<std::mutex> lock(sb.mu);
       siginfo_t info;
       ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(sb.pidfd.get()), &info, WEXITED);
+      sb.reaped = true;
     }
   }
   sb.control.Reset();
@@ -702,7 +683,11 @@ void RuntimeImpl::MonitorLoop() {
 
 void RuntimeImpl::OnInitExit(const std::shared_ptr<Sandbox>& sb) {
   siginfo_t info{};
-  ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(sb->pidfd.get()), &info, WEXITED);
+  {
+    std::lock_guard<std::mutex> lock(sb->mu);
+    ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(sb->pidfd.get()), &info, WEXITED);
+    sb->reaped = true;
+  }
   StopReason reason = StopReason::kSandboxDied;
   std::string detail = absl::StrCat("init exited (", info.si_code == CLD_EXITED ? "status " : "signal ",
                                     info.si_status, ")");

@@ -5,10 +5,11 @@
 // (each init's parent-death signal is tied to that thread, which lives as long as the runtime)
 // and starts a new one when it dies; a monitor thread reaps inits (pidfds in epoll), enforces
 // sandbox wall-clock limits and reports crashes; with prepare_ahead, a preparer thread makes
-// the next sandbox's cgroups. Locks: mu_ guards the sandbox map; each
-// Sandbox guards its own state; watch_mu_ guards subscribers (held while a callback runs, so
-// unsubscribing waits for it); zygote_mu_ is taken before spawn_mu_, never after; spare_mu_
-// guards the cgroups made ahead.
+// the next sandbox's cgroups, and with start_ahead it starts the next sandbox (start_ahead.cc).
+// Locks: mu_ guards the sandbox map; each Sandbox guards its own state; watch_mu_ guards
+// subscribers (held while a callback runs, so unsubscribing waits for it); zygote_mu_ is taken
+// before spawn_mu_, never after; spare_mu_ guards what is made ahead, and is never held while
+// taking another.
 #pragma once
 
 #include <sys/types.h>
@@ -66,7 +67,8 @@ struct Sandbox {
 
   std::mutex mu;
   std::condition_variable cv;
-  bool dead = false;  // init reaped (guarded by mu)
+  bool reaped = false;  // init reaped: `pid` may name another process now (guarded by mu)
+  bool dead = false;    // init reaped and its end recorded (guarded by mu)
   StopReason death_reason = StopReason::kNone;
   std::string death_detail;
 };
@@ -109,6 +111,10 @@ class RuntimeImpl final : public Runtime {
   RuntimeImpl() = default;
   absl::StatusOr<std::shared_ptr<Sandbox>> Find(const std::string& id) const;
   absl::StatusOr<std::shared_ptr<Sandbox>> FindRunning(const std::string& id) const;
+  // Resolves `options` and starts sandbox `id` (with cgroups made ahead, or null); the failed
+  // part is torn down on error. Not registered yet.
+  absl::StatusOr<std::shared_ptr<Sandbox>> Build(const SandboxOptions& options, const std::string& id,
+                                                 std::unique_ptr<SandboxCgroup> cgroup);
   absl::Status Start(Sandbox& sb, const ResolvedImage& image);
   absl::Status WaitReady(Sandbox& sb);
   void Teardown(Sandbox& sb);
@@ -123,6 +129,14 @@ class RuntimeImpl final : public Runtime {
   // Create that lets the runtime choose; TakeSpareCgroup hands them out (null: none).
   void MakeSpareCgroup();
   std::unique_ptr<SandboxCgroup> TakeSpareCgroup(std::string* id);
+  // The sandbox started ahead for `options`, reserved under its id in creating_; null when
+  // there is none for these options (or it died, or its image changed since).
+  std::shared_ptr<Sandbox> TakeStartedAhead(const SandboxOptions& options);
+  // After a Create: has the preparer make the next sandbox's parts (and, for the options of
+  // runtime-id Creates, start the next sandbox).
+  void WantAhead(const SandboxOptions& options);
+  // Stops the preparer and destroys what it made.
+  void StopPreparer();
   void PreparerLoop();
   void SpawnerLoop();
   void MonitorLoop();
@@ -167,6 +181,14 @@ class RuntimeImpl final : public Runtime {
   bool spare_wanted_ = false;                    // guarded by spare_mu_
   bool spare_making_ = false;                    // guarded by spare_mu_
   bool spare_stop_ = false;                      // guarded by spare_mu_
+  // The sandbox started ahead (RuntimeOptions::start_ahead), for `ahead_spec_`, and the
+  // options of the last runtime-id Creates (`spec_repeats_` in a row asked for them).
+  std::shared_ptr<Sandbox> ahead_;  // guarded by spare_mu_
+  SandboxOptions ahead_spec_;       // guarded by spare_mu_
+  bool ahead_making_ = false;       // guarded by spare_mu_
+  bool ahead_promised_ = false;     // a Create waits for the one being made (guarded by spare_mu_)
+  SandboxOptions last_spec_;        // guarded by spare_mu_
+  int spec_repeats_ = 0;            // guarded by spare_mu_
   std::thread preparer_;
 
   // Monitor.

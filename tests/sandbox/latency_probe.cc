@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   RuntimeOptions o;
   o.state_dir = dir.path().string();
   o.cgroup_prefix = "flotilla-probe";
+  if (const char* z = std::getenv("FLOTILLA_PROBE_ZYGOTE")) o.zygote_binary = z;  // e.g. the `flotilla` binary
   flotilla::Stopwatch open_watch;
   auto rt = Runtime::Open(o);
   if (!rt.ok()) {
@@ -62,7 +63,9 @@ int main(int argc, char** argv) {
   std::vector<double> c, e, e2, d, t;
   for (int i = 0; i < n; ++i) {
     SandboxOptions so;
-    so.execution_class = ExecutionClass::kLatencySensitive;
+    // "best-effort" as the third argument: the bench's class (SCHED_IDLE).
+    so.execution_class = argc > 2 && std::string(argv[2]) == "best-effort" ? ExecutionClass::kBestEffort
+                                                                           : ExecutionClass::kLatencySensitive;
     flotilla::Stopwatch w;
     auto cr = (*rt)->Create(so);
     if (!cr.ok()) {

@@ -90,6 +90,7 @@ struct CreateResult {
   std::vector<std::string> enforcers_inactive;  // "apparmor: not enabled on this host"
   bool core_scheduling = false;                 // PR_SCHED_CORE cookie set for the sandbox
   double create_ms = 0;
+  bool started_ahead = false;  // handed a sandbox started ahead (RuntimeOptions::start_ahead)
 };
 
 struct ExecOptions {
@@ -197,6 +198,16 @@ struct RuntimeOptions {
   // a runtime that creates one sandbox and closes (`flotilla sandbox run`), which would only
   // make and remove a second set.
   bool prepare_ahead = true;
+  // Start a whole sandbox ahead (with prepare_ahead): once two Creates in a row that let the
+  // runtime choose the id asked for the same sandbox (same options, labels aside), one more
+  // sandbox with those options is started in the background and the next such Create is
+  // handed it (CreateResult::started_ahead) instead of waiting for a start; another is then
+  // started behind it. A sandbox started ahead is the same as one started on demand (its own
+  // id, cgroups, namespaces, fresh writable layer, every enforcer applied); until it is handed
+  // out it is not listed and has no events, and its wall-clock limit and creation time count
+  // from the Create that takes it. It is destroyed when the runtime closes or when the options
+  // asked for change. Costs one idle sandbox (about 0.9 MiB of host memory) per runtime.
+  bool start_ahead = true;
 };
 
 // What the host supports, detected when the runtime opens.

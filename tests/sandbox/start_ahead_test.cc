@@ -1,0 +1,231 @@
+// Sandboxes started ahead (RuntimeOptions::start_ahead): handed out only for the options they
+// were made for, alive, with the caller's labels and a wall clock that starts at the handover;
+// destroyed with the runtime.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "flotilla/common/ids.h"
+#include "flotilla/sandbox/runtime.h"
+#include "gtest/gtest.h"
+#include "testing/temp_dir.h"
+
+namespace flotilla::sandbox {
+namespace {
+
+std::string ReadHost(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Host pid -> sandbox id, for every process in a cgroup "<prefix>/<instance>.<id>" of any
+// hierarchy (v1 or v2).
+std::map<int, std::string> SandboxProcesses(const std::string& prefix) {
+  std::map<int, std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::string name = e.path().filename().string();
+    if (name.empty() || !absl::ascii_isdigit(name[0])) continue;
+    for (absl::string_view line : absl::StrSplit(ReadHost(e.path().string() + "/cgroup"), '\n')) {
+      size_t at = line.find("/" + prefix + "/");
+      if (at == absl::string_view::npos) continue;
+      absl::string_view leaf = line.substr(at + prefix.size() + 2);
+      leaf = leaf.substr(0, leaf.find('/'));
+      size_t dot = leaf.find('.');
+      if (dot != absl::string_view::npos) out[std::stoi(name)] = std::string(leaf.substr(dot + 1));
+    }
+  }
+  return out;
+}
+
+class StartAheadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RuntimeOptions o;
+    o.state_dir = dir_.path().string();
+    prefix_ = "flotilla-ahead-" + std::to_string(::getpid());
+    o.cgroup_prefix = prefix_;
+    o.default_memory_bytes = 256ull << 20;
+    o.default_disk_bytes = 64ull << 20;
+    auto rt = Runtime::Open(o);
+    if (!rt.ok()) GTEST_SKIP() << "sandbox runtime unavailable: " << rt.status();
+    rt_ = std::move(*rt);
+  }
+
+  // The ids of the processes' sandboxes that the runtime does not list: started ahead.
+  std::set<std::string> UnlistedSandboxes() {
+    std::set<std::string> listed, out;
+    for (const SandboxInfo& i : rt_->List()) listed.insert(i.id);
+    for (const auto& [pid, id] : SandboxProcesses(prefix_)) {
+      if (!listed.count(id)) out.insert(id);
+    }
+    return out;
+  }
+
+  // Creates and destroys sandboxes with `o` until one is started ahead for them (bounded).
+  bool WaitStartedAhead(const SandboxOptions& o) {
+    for (int i = 0; i < 2; ++i) {
+      auto c = rt_->Create(o);
+      if (!c.ok()) return false;
+      (void)rt_->Destroy(c->id);
+    }
+    for (int i = 0; i < 500; ++i) {
+      if (!UnlistedSandboxes().empty()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
+  ExecResult Run(const std::string& id, const std::string& script, std::string* out) {
+    ExecOptions e;
+    e.argv = {"/bin/sh", "-c", script};
+    auto r = rt_->Exec(id, e, [&](OutputStream s, std::string_view d) {
+      if (s == OutputStream::kStdout) out->append(d);
+    });
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : ExecResult{};
+  }
+
+  flotilla::testing::TempDir dir_;
+  std::string prefix_;
+  std::unique_ptr<Runtime> rt_;
+};
+
+TEST_F(StartAheadTest, RepeatedOptionsAreHandedTheSandboxStartedAheadWithTheirLabels) {
+  SandboxOptions o;
+  o.resources.memory_bytes = 96ull << 20;
+  ASSERT_TRUE(WaitStartedAhead(o));
+  const std::string ahead = *UnlistedSandboxes().begin();
+  std::vector<SandboxEvent> events;
+  std::mutex mu;
+  auto watch = rt_->WatchEvents("", [&](const SandboxEvent& e) {
+    std::lock_guard<std::mutex> lock(mu);
+    events.push_back(e);
+  });
+  o.labels = {{"task", "t-17"}};
+  auto c = rt_->Create(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->started_ahead);
+  EXPECT_EQ(c->id, ahead);
+  EXPECT_FALSE(c->enforcers_active.empty());
+  auto info = rt_->Info(c->id);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->labels.at("task"), "t-17");
+  EXPECT_EQ(info->resources.memory_bytes, 96ull << 20);
+  std::string out;
+  ExecResult r = Run(c->id, "hostname; touch /fresh && ls /fresh", &out);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(out, c->id + "\n/fresh\n");
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_EQ(events[0].kind, SandboxEvent::Kind::kCreated);
+    EXPECT_EQ(events[0].sandbox_id, c->id);
+  }
+  ASSERT_TRUE(rt_->Destroy(c->id).ok());
+  for (const auto& [pid, id] : SandboxProcesses(prefix_)) EXPECT_NE(id, c->id);
+}
+
+TEST_F(StartAheadTest, OtherOptionsStartTheirOwnSandbox) {
+  SandboxOptions o;
+  o.resources.memory_bytes = 96ull << 20;
+  ASSERT_TRUE(WaitStartedAhead(o));
+  const std::string ahead = *UnlistedSandboxes().begin();
+  SandboxOptions other = o;
+  other.resources.memory_bytes = 128ull << 20;
+  auto c = rt_->Create(other);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->started_ahead);
+  EXPECT_NE(c->id, ahead);
+  EXPECT_EQ(rt_->Info(c->id)->resources.memory_bytes, 128ull << 20);
+  // A caller-chosen id never takes one either.
+  SandboxOptions named = o;
+  named.id = "named-" + NewId("t");
+  auto n = rt_->Create(named);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_FALSE(n->started_ahead);
+  EXPECT_EQ(n->id, named.id);
+  EXPECT_TRUE(UnlistedSandboxes().count(ahead));
+  EXPECT_TRUE(rt_->Destroy(c->id).ok());
+  EXPECT_TRUE(rt_->Destroy(n->id).ok());
+}
+
+TEST_F(StartAheadTest, ItsWallClockStartsWhenItIsHandedOut) {
+  SandboxOptions o;
+  o.resources.timeout_ms = 1500;
+  ASSERT_TRUE(WaitStartedAhead(o));
+  // Idle longer than its limit before anyone takes it: the limit has not run yet.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1800));
+  auto c = rt_->Create(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->started_ahead);
+  std::string out;
+  EXPECT_EQ(Run(c->id, "echo alive", &out).exit_code, 0);
+  EXPECT_EQ(out, "alive\n");
+  ExecOptions e;
+  e.argv = {"/bin/sleep", "30"};
+  auto r = rt_->Exec(c->id, e, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->reason, StopReason::kTimeout);
+  EXPECT_TRUE(rt_->Destroy(c->id).ok());
+}
+
+TEST_F(StartAheadTest, ADeadOneIsNotHandedOutAndLeavesNothing) {
+  SandboxOptions o;
+  ASSERT_TRUE(WaitStartedAhead(o));
+  const std::string ahead = *UnlistedSandboxes().begin();
+  int init = 0;
+  for (const auto& [pid, id] : SandboxProcesses(prefix_)) {
+    if (id == ahead) init = pid;
+  }
+  ASSERT_GT(init, 0);
+  ASSERT_EQ(::kill(init, SIGKILL), 0);
+  // Dead before the next Create looks: a zombie nobody reaped yet, or gone (killed while it
+  // was still being set up, and reaped by the failed start).
+  auto state = [&] {
+    std::string stat = ReadHost("/proc/" + std::to_string(init) + "/stat");
+    size_t p = stat.rfind(')');
+    return p == std::string::npos || p + 2 >= stat.size() ? 'X' : stat[p + 2];
+  };
+  for (int i = 0; i < 500 && state() != 'Z' && state() != 'X'; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(state() == 'Z' || state() == 'X') << state();
+  auto c = rt_->Create(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->started_ahead);
+  EXPECT_NE(c->id, ahead);
+  std::string out;
+  EXPECT_EQ(Run(c->id, "echo ok", &out).exit_code, 0);
+  EXPECT_EQ(out, "ok\n");
+  EXPECT_TRUE(rt_->Destroy(c->id).ok());
+  for (const char* h : {"memory", "pids", "unified", ""}) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(std::string("/sys/fs/cgroup/") + h + "/" + prefix_, ec)) {
+      EXPECT_FALSE(absl::EndsWith(e.path().filename().string(), "." + ahead)) << e.path();
+    }
+  }
+}
+
+TEST_F(StartAheadTest, ClosingTheRuntimeDestroysTheOneStartedAhead) {
+  SandboxOptions o;
+  ASSERT_TRUE(WaitStartedAhead(o));
+  ASSERT_FALSE(SandboxProcesses(prefix_).empty());
+  rt_.reset();
+  EXPECT_TRUE(SandboxProcesses(prefix_).empty());
+  for (const char* h : {"memory", "pids", "unified", ""}) {
+    std::error_code ec;
+    EXPECT_FALSE(std::filesystem::exists(std::string("/sys/fs/cgroup/") + h + "/" + prefix_, ec)) << h;
+  }
+}
+
+}  // namespace
+}  // namespace flotilla::sandbox
