@@ -181,14 +181,20 @@ class RuntimeImpl final : public Runtime {
   bool spare_wanted_ = false;                    // guarded by spare_mu_
   bool spare_making_ = false;                    // guarded by spare_mu_
   bool spare_stop_ = false;                      // guarded by spare_mu_
-  // The sandbox started ahead (RuntimeOptions::start_ahead), for `ahead_spec_`, and the
-  // options of the last runtime-id Creates (`spec_repeats_` in a row asked for them).
-  std::shared_ptr<Sandbox> ahead_;  // guarded by spare_mu_
-  SandboxOptions ahead_spec_;       // guarded by spare_mu_
-  bool ahead_making_ = false;       // guarded by spare_mu_
-  bool ahead_promised_ = false;     // a Create waits for the one being made (guarded by spare_mu_)
-  SandboxOptions last_spec_;        // guarded by spare_mu_
-  int spec_repeats_ = 0;            // guarded by spare_mu_
+  // Sandboxes started ahead (RuntimeOptions::start_ahead), one per kind of options, and the
+  // options of the last runtime-id Creates (newest last, labels cleared). All guarded by
+  // spare_mu_.
+  struct StartedAhead {
+    SandboxOptions options;
+    std::shared_ptr<Sandbox> sandbox;
+  };
+  std::vector<StartedAhead> ahead_;
+  std::vector<SandboxOptions> recent_;
+  SandboxOptions ahead_making_for_;  // what the preparer is starting now, when ahead_making_
+  bool ahead_making_ = false;
+  bool ahead_promised_ = false;  // a Create waits for the one being started
+  // The options to keep a sandbox started for, most recently asked for first.
+  std::vector<SandboxOptions> WantedAheadLocked() const;
   std::thread preparer_;
 
   // Monitor.

@@ -1,7 +1,12 @@
 // What the runtime makes ahead of the next Create (RuntimeOptions::prepare_ahead and
-// start_ahead): the next sandbox's cgroups, and a whole sandbox for the options the last
-// runtime-id Creates asked for. One preparer thread makes both, one thing at a time.
+// start_ahead): the next sandbox's cgroups, and whole sandboxes for the options that recent
+// runtime-id Creates asked for repeatedly. One preparer thread makes them, one at a time.
+#include <signal.h>
 #include <sys/poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include "flotilla/common/ids.h"
 #include "flotilla/common/logging.h"
@@ -50,20 +55,40 @@ std::unique_ptr<SandboxCgroup> RuntimeImpl::TakeSpareCgroup(std::string* id) {
   return std::move(spare_cgroup_);
 }
 
+std::vector<SandboxOptions> RuntimeImpl::WantedAheadLocked() const {
+  std::vector<SandboxOptions> wanted;
+  const size_t kinds = static_cast<size_t>(std::max(0, options_.start_ahead_kinds));
+  for (size_t i = recent_.size(); i-- > 0 && wanted.size() < kinds;) {
+    const SandboxOptions& o = recent_[i];
+    if (std::any_of(wanted.begin(), wanted.end(), [&](const SandboxOptions& w) { return SameSandbox(w, o); })) {
+      continue;
+    }
+    if (std::count_if(recent_.begin(), recent_.end(), [&](const SandboxOptions& r) { return SameSandbox(r, o); }) >= 2) {
+      wanted.push_back(o);
+    }
+  }
+  return wanted;
+}
+
 std::shared_ptr<Sandbox> RuntimeImpl::TakeStartedAhead(const SandboxOptions& options) {
   if (!options_.prepare_ahead || !options_.start_ahead) return nullptr;
   std::shared_ptr<Sandbox> sb;
   {
     std::unique_lock<std::mutex> lock(spare_mu_);
+    auto find = [&] {
+      return std::find_if(ahead_.begin(), ahead_.end(), [&](const StartedAhead& a) { return SameSandbox(a.options, options); });
+    };
     // One being started for these options is ready sooner than a new one would be: one Create
     // waits for it, any other starts its own.
-    if (ahead_ == nullptr && ahead_making_ && !ahead_promised_ && SameSandbox(ahead_spec_, options)) {
+    if (find() == ahead_.end() && ahead_making_ && !ahead_promised_ && SameSandbox(ahead_making_for_, options)) {
       ahead_promised_ = true;
       spare_cv_.wait(lock, [&] { return !ahead_making_; });
       ahead_promised_ = false;
     }
-    if (ahead_ == nullptr || !SameSandbox(ahead_spec_, options)) return nullptr;
-    sb = std::move(ahead_);
+    auto it = find();
+    if (it == ahead_.end()) return nullptr;
+    sb = std::move(it->sandbox);
+    ahead_.erase(it);
   }
   // Handed out only alive, over the layers its image names now, and under an id still free.
   struct pollfd exited {sb->pidfd.get(), POLLIN, 0};
@@ -86,15 +111,12 @@ void RuntimeImpl::WantAhead(const SandboxOptions& options) {
   {
     std::lock_guard<std::mutex> lock(spare_mu_);
     if (options.id.empty() && options_.start_ahead) {
-      // Started ahead only for options asked for twice in a row, so that callers alternating
-      // between kinds of sandboxes do not have one started and thrown away per Create.
-      if (spec_repeats_ > 0 && SameSandbox(last_spec_, options)) {
-        spec_repeats_ = 2;
-      } else {
-        last_spec_ = options;
-        last_spec_.labels.clear();
-        spec_repeats_ = 1;
-      }
+      // Only options asked for at least twice among the last eight are started ahead, so that a
+      // caller whose every sandbox differs does not have one started and thrown away per Create.
+      constexpr size_t kRecent = 8;
+      if (recent_.size() == kRecent) recent_.erase(recent_.begin());
+      recent_.push_back(options);
+      recent_.back().labels.clear();
     }
     spare_wanted_ = true;
   }
@@ -107,21 +129,50 @@ void RuntimeImpl::PreparerLoop() {
     spare_cv_.wait(lock, [&] { return spare_stop_ || spare_wanted_; });
     if (spare_stop_) return;
     spare_wanted_ = false;
-    if (options_.start_ahead && spec_repeats_ >= 2 && (ahead_ == nullptr || !SameSandbox(ahead_spec_, last_spec_))) {
-      std::shared_ptr<Sandbox> stale = std::move(ahead_);
-      ahead_spec_ = last_spec_;
-      ahead_making_ = true;
-      const SandboxOptions spec = ahead_spec_;
+    // One sandbox started ahead per kind of options still asked for: the others go, and the
+    // missing ones are started one at a time, most recently asked for first.
+    while (options_.start_ahead && !spare_stop_) {
+      const std::vector<SandboxOptions> wanted = WantedAheadLocked();
+      auto is_wanted = [&](const SandboxOptions& o) {
+        return std::any_of(wanted.begin(), wanted.end(), [&](const SandboxOptions& w) { return SameSandbox(w, o); });
+      };
+      std::vector<std::shared_ptr<Sandbox>> stale;
+      for (auto it = ahead_.begin(); it != ahead_.end();) {
+        if (is_wanted(it->options)) {
+          ++it;
+        } else {
+          stale.push_back(std::move(it->sandbox));
+          it = ahead_.erase(it);
+        }
+      }
+      const SandboxOptions* next = nullptr;
+      for (const SandboxOptions& w : wanted) {
+        if (std::none_of(ahead_.begin(), ahead_.end(), [&](const StartedAhead& a) { return SameSandbox(a.options, w); })) {
+          next = &w;
+          break;
+        }
+      }
+      if (next == nullptr && stale.empty()) break;
+      if (next != nullptr) {
+        ahead_making_for_ = *next;
+        ahead_making_ = true;
+      }
+      const SandboxOptions spec = ahead_making_for_;
       lock.unlock();
-      if (stale != nullptr) Teardown(*stale);
+      for (const auto& sb : stale) Teardown(*sb);
+      if (next == nullptr) {
+        lock.lock();
+        continue;
+      }
       absl::StatusOr<std::shared_ptr<Sandbox>> made = Build(spec, NewId("sbx"), nullptr);
       if (!made.ok()) FLOG(warn, "starting a sandbox ahead failed", {{"error", std::string(made.status().message())}});
       lock.lock();
       ahead_making_ = false;
       if (made.ok()) {
-        ahead_ = std::move(*made);
+        ahead_.push_back(StartedAhead{spec, std::move(*made)});
       } else {
-        spec_repeats_ = 0;  // not again until these options are asked for twice more
+        // Not again until these options are asked for twice more.
+        std::erase_if(recent_, [&](const SandboxOptions& r) { return SameSandbox(r, spec); });
       }
       spare_cv_.notify_all();
     }
@@ -143,12 +194,14 @@ void RuntimeImpl::StopPreparer() {
   }
   spare_cv_.notify_all();
   if (preparer_.joinable()) preparer_.join();
-  std::shared_ptr<Sandbox> ahead;
+  std::vector<StartedAhead> ahead;
   {
     std::lock_guard<std::mutex> lock(spare_mu_);
-    ahead = std::move(ahead_);
+    ahead.swap(ahead_);
   }
-  if (ahead != nullptr) Teardown(*ahead);
+  // Killed together, so that their exits overlap.
+  for (const StartedAhead& a : ahead) ::syscall(SYS_pidfd_send_signal, a.sandbox->pidfd.get(), SIGKILL, nullptr, 0);
+  for (const StartedAhead& a : ahead) Teardown(*a.sandbox);
 }
 
 }  // namespace flotilla::sandbox

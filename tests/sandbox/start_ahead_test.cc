@@ -158,6 +158,45 @@ TEST_F(StartAheadTest, OtherOptionsStartTheirOwnSandbox) {
   EXPECT_TRUE(rt_->Destroy(n->id).ok());
 }
 
+TEST_F(StartAheadTest, TwoKindsAskedForInTurnAreBothStartedAhead) {
+  SandboxOptions a, b, c;
+  a.resources.memory_bytes = 96ull << 20;
+  b.resources.memory_bytes = 112ull << 20;
+  c.resources.memory_bytes = 128ull << 20;
+  for (int i = 0; i < 2; ++i) {
+    for (const SandboxOptions* o : {&a, &b}) {
+      auto made = rt_->Create(*o);
+      ASSERT_TRUE(made.ok()) << made.status();
+      ASSERT_TRUE(rt_->Destroy(made->id).ok());
+    }
+  }
+  for (int i = 0; i < 500 && UnlistedSandboxes().size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(UnlistedSandboxes().size(), 2u);
+  for (const SandboxOptions* o : {&a, &b}) {
+    auto made = rt_->Create(*o);
+    ASSERT_TRUE(made.ok()) << made.status();
+    EXPECT_TRUE(made->started_ahead);
+    EXPECT_EQ(rt_->Info(made->id)->resources.memory_bytes, o->resources.memory_bytes);
+    ASSERT_TRUE(rt_->Destroy(made->id).ok());
+  }
+  // A third kind asked for once takes nothing and replaces nothing (start_ahead_kinds = 2).
+  auto once = rt_->Create(c);
+  ASSERT_TRUE(once.ok()) << once.status();
+  EXPECT_FALSE(once->started_ahead);
+  ASSERT_TRUE(rt_->Destroy(once->id).ok());
+  for (int i = 0; i < 500 && UnlistedSandboxes().size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (const SandboxOptions* o : {&a, &b}) {
+    auto made = rt_->Create(*o);
+    ASSERT_TRUE(made.ok()) << made.status();
+    EXPECT_TRUE(made->started_ahead);
+    ASSERT_TRUE(rt_->Destroy(made->id).ok());
+  }
+}
+
 TEST_F(StartAheadTest, ItsWallClockStartsWhenItIsHandedOut) {
   SandboxOptions o;
   o.resources.timeout_ms = 1500;

@@ -198,16 +198,18 @@ struct RuntimeOptions {
   // a runtime that creates one sandbox and closes (`flotilla sandbox run`), which would only
   // make and remove a second set.
   bool prepare_ahead = true;
-  // Start a whole sandbox ahead (with prepare_ahead): once two Creates in a row that let the
-  // runtime choose the id asked for the same sandbox (same options, labels aside), one more
-  // sandbox with those options is started in the background and the next such Create is
-  // handed it (CreateResult::started_ahead) instead of waiting for a start; another is then
-  // started behind it. A sandbox started ahead is the same as one started on demand (its own
-  // id, cgroups, namespaces, fresh writable layer, every enforcer applied); until it is handed
-  // out it is not listed and has no events, and its wall-clock limit and creation time count
-  // from the Create that takes it. It is destroyed when the runtime closes or when the options
-  // asked for change. Costs one idle sandbox (about 0.9 MiB of host memory) per runtime.
+  // Start whole sandboxes ahead (with prepare_ahead): for options that at least two of the
+  // last eight Creates letting the runtime choose the id asked for (same options, labels
+  // aside), one sandbox is kept started in the background, and the next such Create is handed
+  // it (CreateResult::started_ahead) instead of waiting for a start; another is then started
+  // behind it. At most start_ahead_kinds such options at once, the most recently asked for. A
+  // sandbox started ahead is the same as one started on demand (its own id, cgroups,
+  // namespaces, fresh writable layer, every enforcer applied); until it is handed out it is not
+  // listed and has no events, and its wall-clock limit and creation time count from the Create
+  // that takes it. It is destroyed when the runtime closes or when its options are no longer
+  // asked for. Costs an idle sandbox (about 0.9 MiB of host memory) per kind of options.
   bool start_ahead = true;
+  int start_ahead_kinds = 2;
 };
 
 // What the host supports, detected when the runtime opens.
