@@ -178,7 +178,7 @@ bool InitPlanView::Decode(const char* data, size_t len, const int* fds, int nfds
   for (uint32_t i = 0; i < h_.n_hooks; ++i) {
     InitPlanWireHook k;
     std::memcpy(&k, data + h_.hooks + i * sizeof(k), sizeof(k));
-    if ((k.kind != 1 && k.kind != 2) || !in(k.data, k.len) || k.data % 8 != 0 || k.stage > 1 || k.fd_index >= nfds) return false;
+    if (k.kind < 1 || k.kind > 3 || !in(k.data, k.len) || k.data % 8 != 0 || k.stage > 1 || k.fd_index >= nfds) return false;
   }
   // The strings are terminated (the buffer ends with a NUL); the cgroup list must fit.
   size_t pos = h_.procs;
