@@ -5,9 +5,9 @@
 // of every sandbox it runs, and the binary with every component (the inference engine's CUDA
 // and BLAS libraries among them) spends over 100 ms of CPU in the dynamic loader alone. Every
 // other command is handed, with the same arguments, to flotilla-full, the binary with every
-// component, installed next to this one; flotilla-full's sandbox runtimes start this binary
-// as their zygote (RuntimeOptions::zygote_binary), so that sandbox inits are copies of a
-// small process.
+// component, installed next to this one. flotilla-full's sandbox runtimes start the static
+// flotilla-zygote as their zygote (RuntimeOptions::zygote_binary), so that sandbox inits are
+// copies of a small process; this binary serves as one where that could not be built.
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,7 +20,8 @@
 #include "flotilla/sandbox/zygote_main.h"
 
 int main(int argc, char** argv) {
-  // `flotilla sandbox zygote ...`: the runtime of another process asked for its zygote.
+  // `flotilla sandbox zygote ...`: the runtime of another process asked for its zygote (where
+  // no flotilla-zygote was built).
   if (flotilla::sandbox::RunZygoteIfAsked(argc, argv)) return 0;
   if (argc >= 2 && std::strcmp(argv[1], "sandbox") == 0) {
     flotilla::InitLogging();

@@ -29,9 +29,10 @@ int RunNode(const NodeFlags& f) {
   using namespace flotilla::sandbox;
   RuntimeOptions ro;
   ro.state_dir = f.state_dir;
-  // This binary has every component's libraries loaded; the small `flotilla` next to it
-  // starts the zygote that sandbox inits are copies of.
-  ro.zygote_binary = SiblingExecutable("flotilla");
+  // This binary has every component's libraries loaded; the small flotilla-zygote next to it
+  // (or `flotilla`, where that could not be built) is the zygote that sandbox inits are
+  // copies of.
+  ro.zygote_binary = SiblingZygoteExecutable();
   auto rt = Runtime::Open(ro);
   if (!rt.ok()) {
     std::cerr << "flotilla node: " << rt.status() << "\n";

@@ -131,9 +131,9 @@ absl::Status RunSandboxBench(const SandboxBenchOptions& o) {
   sandbox::RuntimeOptions runtime_options;
   runtime_options.state_dir = (scratch.path() / "state").string();
   runtime_options.cgroup_prefix = "flotilla-bench";
-  // This process has every component's libraries loaded: inits come from the small binary's
-  // zygote when it is installed here (as `flotilla node` does).
-  runtime_options.zygote_binary = sandbox::SiblingExecutable("flotilla");
+  // This process has every component's libraries loaded: inits come from flotilla-zygote (or
+  // the small `flotilla`) when it is installed here, as `flotilla node`'s do.
+  runtime_options.zygote_binary = sandbox::SiblingZygoteExecutable();
   std::printf("sandbox.zygote=%s\n",
               runtime_options.zygote_binary.empty() ? "fork of this process" : runtime_options.zygote_binary.c_str());
   ASSIGN_OR_RETURN(std::unique_ptr<sandbox::Runtime> runtime, sandbox::Runtime::Open(runtime_options));

@@ -22,7 +22,7 @@
 #include <cstring>
 
 #include "flotilla/common/fd_passing.h"
-#include "init_plan.h"
+#include "init_plan_view.h"
 #include "init_protocol.h"
 
 #ifndef PR_SCHED_CORE

@@ -3,8 +3,9 @@
 //
 // The runtime builds an InitPlan, encodes it (init_plan.h) and hands it to the zygote
 // (zygote.h), which clones the init; the init reads the plan in place from the zygote's
-// receive buffer. Init never allocates and uses raw system calls only: it is a copy of a
-// process that was forked from a multi-threaded one (the same rules as after vfork).
+// receive buffer (init_plan_view.h). Init never allocates and uses raw system calls only: it
+// is a copy of a process that was forked from a multi-threaded one (the same rules as after
+// vfork).
 #pragma once
 
 #include <cstddef>
@@ -34,7 +35,7 @@ struct InitStep {
 };
 
 // An enforcer's step in init. Init runs it on its copy of `data` (8-byte aligned), with
-// init's number for `fd` (-1: none); see RunChildHook (init_plan.h) for what each kind does.
+// init's number for `fd` (-1: none); see RunChildHook (init_plan_view.h) for what each kind does.
 // Kinds, not code addresses: the zygote may be another executable than the runtime's.
 enum class ChildHookKind : uint32_t {
   kLandlock = 1,  // data: LandlockPlan::encoded()

@@ -142,7 +142,7 @@ TEST_F(LandlockTest, TruncatedEncodingIsRefusedBeforeApplying) {
     ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
     pid_t pid = fork();
     if (pid == 0) {
-      int result[2] = {LandlockPlan::ApplyEncodedInChild(enc.data(), len), OpenErr(dir_.file("other/file"), O_WRONLY)};
+      int result[2] = {ApplyEncodedLandlockPlan(enc.data(), len), OpenErr(dir_.file("other/file"), O_WRONLY)};
       (void)!write(out[1], result, sizeof(result));
       _exit(0);
     }

@@ -163,6 +163,28 @@ TEST(InitPlanTest, AnAppArmorHookThatCannotApplyFails) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+// Every hook kind the runtime sends decodes (a plan with an AppArmor hook, as on hosts with
+// AppArmor, is a whole plan); an unknown kind does not.
+TEST(InitPlanTest, DecodesEveryHookKindAndRefusesUnknownOnes) {
+  InitPlan p = SamplePlan();
+  p.before_userns.insert(p.before_userns.begin(), ChildHook{ChildHookKind::kAppArmor, "flotilla-p1", -1});
+  auto enc = EncodeInitPlan(p);
+  ASSERT_TRUE(enc.ok()) << enc.status();
+  std::vector<uint64_t> storage;
+  InitPlanView v;
+  ASSERT_TRUE(DecodeCopy(enc->bytes, &storage, &v, {5, 6, 9}));
+  EXPECT_EQ(Hooks(v, reinterpret_cast<const char*>(storage.data())),
+            "0:3:flotilla-p1:-1:0;0:1:abc:-1:0;1:2:x\0y:9:0;"s);
+  std::string bad = enc->bytes;
+  InitPlanWireHeader h;
+  std::memcpy(&h, bad.data(), sizeof(h));
+  InitPlanWireHook k;
+  std::memcpy(&k, bad.data() + h.hooks, sizeof(k));
+  k.kind = 4;
+  std::memcpy(bad.data() + h.hooks, &k, sizeof(k));
+  EXPECT_FALSE(DecodeCopy(bad, &storage, &v, {5, 6, 9}));
+}
+
 TEST(InitPlanTest, RefusesWhatIsNotAWholePlan) {
   auto enc = EncodeInitPlan(SamplePlan());
   ASSERT_TRUE(enc.ok()) << enc.status();

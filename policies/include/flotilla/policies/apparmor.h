@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "flotilla/policies/child_enforcement.h"
 #include "flotilla/policies/policy.h"
 
 namespace flotilla::policies {
@@ -29,14 +30,8 @@ absl::StatusOr<std::string> RenderAppArmorProfile(const Policy& policy, std::str
 // with the parser's message when the profile is rejected.
 absl::Status CheckAppArmorProfile(std::string_view profile_text);
 
-// In the calling process: asks AppArmor to confine the next execve() under `profile_name`
-// (writes "exec <name>" to /proc/self/attr/apparmor/exec, or /proc/self/attr/exec on older
-// kernels). Async-signal-safe. Returns 0 or an errno value (ENOENT: no AppArmor here).
-int ChangeAppArmorProfileOnExec(const char* profile_name) noexcept;
-// In the calling process: moves it under `profile_name` now ("changeprofile <name>"); its
-// later children inherit the profile. Must come before no_new_privs (AppArmor refuses the
-// change afterwards). Async-signal-safe; 0 or an errno value.
-int ChangeAppArmorProfileNow(const char* profile_name) noexcept;
+// In the sandboxed process: ChangeAppArmorProfileOnExec and ChangeAppArmorProfileNow
+// (child_enforcement.h).
 
 // A profile loaded into the kernel; destruction unloads it (apparmor_parser -R). Not copyable;
 // thread-compatible.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "flotilla/policies/child_enforcement.h"
 #include "flotilla/policies/policy.h"
 
 namespace flotilla::policies {
@@ -44,11 +45,9 @@ class LandlockPlan {
   absl::Status Apply() const;
 
   // The plan as bytes that need no allocation to apply, for a process that does not share
-  // this one's memory (a sandbox init started by a zygote). Same bytes for the same plan.
+  // this one's memory (a sandbox init started by a zygote): ApplyEncodedLandlockPlan
+  // (child_enforcement.h) does what ApplyInChild() does from them. Same bytes for the same plan.
   [[nodiscard]] const std::string& encoded() const { return encoded_; }
-  // ApplyInChild() of an encoded() plan. EINVAL (before anything is applied) when `data`
-  // is not a whole encoding. Async-signal-safe.
-  static int ApplyEncodedInChild(const char* data, size_t len, const char** failed_step = nullptr) noexcept;
 
   [[nodiscard]] int abi() const { return abi_; }
   [[nodiscard]] uint64_t handled_access() const { return handled_; }

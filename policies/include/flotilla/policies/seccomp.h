@@ -25,6 +25,7 @@
 #include <linux/filter.h>
 
 #include "absl/status/statusor.h"
+#include "flotilla/policies/child_enforcement.h"
 #include "flotilla/policies/policy.h"
 #include "flotilla/policies/unique_fd.h"
 
@@ -68,10 +69,8 @@ class SeccompCompiler {
 // Async-signal-safe (no allocation, no locks): fit for a child between fork and exec.
 // Returns 0 or an errno value.
 int InstallSeccompInChild(const SeccompProgram& program, int listener_socket) noexcept;
-// The same for a program given as its instructions (e.g. copied into a process that does not
-// share the compiler's memory). EINVAL for 0 or more than BPF_MAXINSNS instructions.
-int InstallSeccompFilterInChild(const sock_filter* insns, size_t count, bool uses_notify,
-                                int listener_socket) noexcept;
+// (InstallSeccompFilterInChild, child_enforcement.h: the same for a program given as its
+// instructions, e.g. copied into a process that does not share the compiler's memory.)
 // The same with a Status, for ordinary callers. listener_socket may be -1 when !uses_notify().
 absl::Status InstallSeccomp(const SeccompProgram& program, int listener_socket);
 

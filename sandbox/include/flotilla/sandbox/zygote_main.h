@@ -10,9 +10,15 @@
 namespace flotilla::sandbox {
 
 // The executable `name` in this executable's directory, when it exists, is executable and is
-// not this executable itself; empty otherwise. (The `flotilla` CLI installs `flotilla` and
-// `flotilla-full` side by side; flotilla-full's runtimes use `flotilla` as their zygote.)
+// not this executable itself; empty otherwise. (The `flotilla` CLI installs `flotilla`,
+// `flotilla-full` and `flotilla-zygote` side by side.)
 std::string SiblingExecutable(const std::string& name);
+
+// The zygote executable for a runtime in this process, from this executable's directory:
+// `flotilla-zygote` (static, linked from the zygote's code alone: the smallest inits), else
+// the `flotilla` CLI (where no static flotilla-zygote could be built); empty when neither is
+// there (the runtime then forks this process as its zygote).
+std::string SiblingZygoteExecutable();
 
 // When argv is a zygote invocation, runs the zygote and never returns; otherwise returns
 // false without side effects.
