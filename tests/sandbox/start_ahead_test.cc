@@ -6,59 +6,23 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <set>
 #include <thread>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/str_split.h"
 #include "flotilla/common/ids.h"
-#include "flotilla/sandbox/runtime.h"
-#include "gtest/gtest.h"
-#include "testing/temp_dir.h"
+#include "own_runtime.h"
 
 namespace flotilla::sandbox {
 namespace {
 
-std::string ReadHost(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using testing::ReadHostFile;
+using testing::SandboxProcesses;
 
-// Host pid -> sandbox id, for every process in a cgroup "<prefix>/<instance>.<id>" of any
-// hierarchy (v1 or v2).
-std::map<int, std::string> SandboxProcesses(const std::string& prefix) {
-  std::map<int, std::string> out;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    std::string name = e.path().filename().string();
-    if (name.empty() || !absl::ascii_isdigit(name[0])) continue;
-    for (absl::string_view line : absl::StrSplit(ReadHost(e.path().string() + "/cgroup"), '\n')) {
-      size_t at = line.find("/" + prefix + "/");
-      if (at == absl::string_view::npos) continue;
-      absl::string_view leaf = line.substr(at + prefix.size() + 2);
-      leaf = leaf.substr(0, leaf.find('/'));
-      size_t dot = leaf.find('.');
-      if (dot != absl::string_view::npos) out[std::stoi(name)] = std::string(leaf.substr(dot + 1));
-    }
-  }
-  return out;
-}
-
-class StartAheadTest : public ::testing::Test {
+class StartAheadTest : public testing::OwnRuntimeTest {
  protected:
-  void SetUp() override {
-    RuntimeOptions o;
-    o.state_dir = dir_.path().string();
-    prefix_ = "flotilla-ahead-" + std::to_string(::getpid());
-    o.cgroup_prefix = prefix_;
-    o.default_memory_bytes = 256ull << 20;
-    o.default_disk_bytes = 64ull << 20;
-    auto rt = Runtime::Open(o);
-    if (!rt.ok()) GTEST_SKIP() << "sandbox runtime unavailable: " << rt.status();
-    rt_ = std::move(*rt);
-  }
+  void SetUp() override { OpenRuntime("flotilla-ahead"); }
 
   // The ids of the processes' sandboxes that the runtime does not list: started ahead.
   std::set<std::string> UnlistedSandboxes() {
@@ -83,20 +47,6 @@ class StartAheadTest : public ::testing::Test {
     }
     return false;
   }
-
-  ExecResult Run(const std::string& id, const std::string& script, std::string* out) {
-    ExecOptions e;
-    e.argv = {"/bin/sh", "-c", script};
-    auto r = rt_->Exec(id, e, [&](OutputStream s, std::string_view d) {
-      if (s == OutputStream::kStdout) out->append(d);
-    });
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? *r : ExecResult{};
-  }
-
-  flotilla::testing::TempDir dir_;
-  std::string prefix_;
-  std::unique_ptr<Runtime> rt_;
 };
 
 TEST_F(StartAheadTest, RepeatedOptionsAreHandedTheSandboxStartedAheadWithTheirLabels) {
@@ -230,7 +180,7 @@ TEST_F(StartAheadTest, ADeadOneIsNotHandedOutAndLeavesNothing) {
   // Dead before the next Create looks: a zombie nobody reaped yet, or gone (killed while it
   // was still being set up, and reaped by the failed start).
   auto state = [&] {
-    std::string stat = ReadHost("/proc/" + std::to_string(init) + "/stat");
+    std::string stat = ReadHostFile("/proc/" + std::to_string(init) + "/stat");
     size_t p = stat.rfind(')');
     return p == std::string::npos || p + 2 >= stat.size() ? 'X' : stat[p + 2];
   };

@@ -7,17 +7,9 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
-#include <map>
-#include <memory>
 #include <string>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/str_split.h"
-#include "flotilla/sandbox/runtime.h"
-#include "gtest/gtest.h"
-#include "testing/temp_dir.h"
+#include "own_runtime.h"
 
 namespace flotilla::sandbox {
 namespace {
@@ -29,60 +21,23 @@ constexpr const char kZygoteBinary[] = FLOTILLA_ZYGOTE_BINARY;
 // linked `flotilla` (about thirty).
 constexpr int kMaxInitMappings = 20;
 
-std::string ReadHost(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// The pid of the init of sandbox `id`: the process named flotilla-init in a cgroup
-// "<prefix>/<instance>.<id>" of any hierarchy; 0 when there is none.
+// The pid of the init of sandbox `id` (the process named flotilla-init among its processes);
+// 0 when there is none.
 pid_t InitOf(const std::string& prefix, const std::string& id) {
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
-    if (name.empty() || !absl::ascii_isdigit(name[0])) continue;
-    bool in_sandbox = false;
-    for (absl::string_view line : absl::StrSplit(ReadHost(e.path().string() + "/cgroup"), '\n')) {
-      size_t at = line.find("/" + prefix + "/");
-      if (at == absl::string_view::npos) continue;
-      absl::string_view leaf = line.substr(at + prefix.size() + 2);
-      leaf = leaf.substr(0, leaf.find('/'));
-      size_t dot = leaf.find('.');
-      if (dot != absl::string_view::npos && leaf.substr(dot + 1) == id) in_sandbox = true;
-    }
-    if (in_sandbox && ReadHost(e.path().string() + "/comm") == "flotilla-init\n") return std::stoi(name);
+  for (const auto& [pid, sandbox] : testing::SandboxProcesses(prefix)) {
+    if (sandbox == id && testing::ReadHostFile("/proc/" + std::to_string(pid) + "/comm") == "flotilla-init\n") return pid;
   }
   return 0;
 }
 
-class StaticZygoteTest : public ::testing::Test {
+class StaticZygoteTest : public testing::OwnRuntimeTest {
  protected:
   void SetUp() override {
     if (kZygoteBinary[0] == '\0') GTEST_SKIP() << "flotilla-zygote was not built (no static libc here)";
     RuntimeOptions o;
-    o.state_dir = dir_.path().string();
-    prefix_ = "flotilla-test-zygote-" + std::to_string(::getpid());
-    o.cgroup_prefix = prefix_;
-    o.default_memory_bytes = 256ull << 20;
-    o.default_disk_bytes = 64ull << 20;
     o.zygote_binary = kZygoteBinary;
-    auto rt = Runtime::Open(o);
-    if (!rt.ok()) GTEST_SKIP() << "sandbox runtime unavailable: " << rt.status();
-    rt_ = std::move(*rt);
+    OpenRuntime("flotilla-test-zygote", o);
   }
-
-  ExecResult Run(const std::string& id, const std::string& script, std::string* out, std::string* err) {
-    ExecOptions e;
-    e.argv = {"/bin/sh", "-c", script};
-    auto r = rt_->Exec(id, e, [&](OutputStream s, std::string_view d) {
-      (s == OutputStream::kStdout ? out : err)->append(d);
-    });
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? *r : ExecResult{};
-  }
-
-  flotilla::testing::TempDir dir_;
-  std::string prefix_;
-  std::unique_ptr<Runtime> rt_;
 };
 
 TEST_F(StaticZygoteTest, InitsRunCommandsUnderTheDefaultPolicy) {
@@ -141,7 +96,7 @@ TEST_F(StaticZygoteTest, AnInitIsACopyOfTheStaticZygoteWithFewMappings) {
   ASSERT_GT(n, 0);
   EXPECT_EQ(std::filesystem::weakly_canonical(std::string(exe, static_cast<size_t>(n))),
             std::filesystem::weakly_canonical(kZygoteBinary));
-  const std::string maps = ReadHost("/proc/" + std::to_string(init) + "/maps");
+  const std::string maps = testing::ReadHostFile("/proc/" + std::to_string(init) + "/maps");
   const int mappings = static_cast<int>(std::count(maps.begin(), maps.end(), '\n'));
   EXPECT_GT(mappings, 0);
   EXPECT_LE(mappings, kMaxInitMappings) << maps;
