@@ -82,7 +82,10 @@ std::shared_ptr<Sandbox> RuntimeImpl::TakeStartedAhead(const SandboxOptions& opt
     // waits for it, any other starts its own.
     if (find() == ahead_.end() && ahead_making_ && !ahead_promised_ && SameSandbox(ahead_making_for_, options)) {
       ahead_promised_ = true;
-      spare_cv_.wait(lock, [&] { return !ahead_making_; });
+      // Until it is there, or the preparer has gone on to other options (the build failed).
+      spare_cv_.wait(lock, [&] {
+        return find() != ahead_.end() || !ahead_making_ || !SameSandbox(ahead_making_for_, options);
+      });
       ahead_promised_ = false;
     }
     auto it = find();
