@@ -70,18 +70,29 @@ absl::Status SandboxCycle(sandbox::Runtime& runtime, std::atomic<int>* started_a
   return destroyed;
 }
 
+// A few unmeasured warm-up cycles, then `n` sequential ones; prints <prefix>.* lines.
+// `after_warmup` (may be null) runs between the two.
+absl::Status MeasureSequential(const std::string& prefix, int n, const std::function<absl::Status(int, int)>& op,
+                               LatencySummary* sequential, const std::function<void()>& after_warmup = nullptr) {
+  LatencySummary warm;
+  RETURN_IF_ERROR(RunTimed(kWarmup, 1, op, &warm));
+  if (after_warmup) after_warmup();
+  RETURN_IF_ERROR(RunTimed(n, 1, op, sequential, Progress(prefix + " sequential", n)));
+  PrintSummary(prefix, *sequential);
+  return absl::OkStatus();
+}
+
 // Sequential, then each concurrency level; prints <prefix>.* lines and returns the sequential
-// summary and the last (highest) concurrency level's. `after_mode` (may be null) runs after
-// each mode with that mode's prefix ("sandbox", "sandbox.c2", ...) and its cycle count.
+// summary and the last (highest) concurrency level's. `after_mode` (may be null) runs with
+// ("", 0) after the warm-up and then after each mode with that mode's prefix ("sandbox",
+// "sandbox.c2", ...) and its cycle count.
 absl::Status MeasureModes(const std::string& prefix, const SandboxBenchOptions& o,
                           const std::function<absl::Status(int worker, int i)>& op, LatencySummary* sequential,
                           LatencySummary* concurrent,
                           const std::function<void(const std::string&, int)>& after_mode = nullptr) {
-  LatencySummary warm;
-  RETURN_IF_ERROR(RunTimed(kWarmup, 1, op, &warm));
-  if (after_mode) after_mode("", 0);
-  RETURN_IF_ERROR(RunTimed(o.n, 1, op, sequential, Progress(prefix + " sequential", o.n)));
-  PrintSummary(prefix, *sequential);
+  RETURN_IF_ERROR(MeasureSequential(prefix, o.n, op, sequential, [&] {
+    if (after_mode) after_mode("", 0);
+  }));
   if (after_mode) after_mode(prefix, o.n);
   for (int c : o.concurrency) {
     LatencySummary s;
@@ -165,11 +176,8 @@ absl::Status RunSandboxBench(const SandboxBenchOptions& o) {
     cold_options.start_ahead = false;
     ASSIGN_OR_RETURN(std::unique_ptr<sandbox::Runtime> cold, sandbox::Runtime::Open(cold_options));
     std::atomic<int> none{0};
-    auto cycle = [&](int, int) { return SandboxCycle(*cold, &none); };
-    LatencySummary warm;
-    RETURN_IF_ERROR(RunTimed(kWarmup, 1, cycle, &warm));
-    RETURN_IF_ERROR(RunTimed(o.n, 1, cycle, &cold_seq, Progress("sandbox cold sequential", o.n)));
-    PrintSummary("sandbox.cold", cold_seq);
+    RETURN_IF_ERROR(MeasureSequential(
+        "sandbox.cold", o.n, [&](int, int) { return SandboxCycle(*cold, &none); }, &cold_seq));
   }
 
   std::string runc = o.runc ? FindProgram("runc") : "";

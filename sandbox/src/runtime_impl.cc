@@ -213,7 +213,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
 RuntimeImpl::~RuntimeImpl() {
   // The preparer goes first (a sandbox it is starting needs the zygote), then the zygote: the
   // spawner thread reaps it while the sandboxes are torn down here.
-  StopPreparer();
+  std::vector<std::shared_ptr<Sandbox>> ahead = StopPreparer();
   {
     std::lock_guard<std::mutex> lock(spawn_mu_);
     zygote_closing_ = true;
@@ -225,10 +225,13 @@ RuntimeImpl::~RuntimeImpl() {
     for (const auto& [id, sb] : sandboxes_) left.push_back(sb);
   }
   // Every init is killed before the first teardown waits: their exits overlap.
-  for (const auto& sb : left) {
-    if (sb->pidfd.valid()) ::syscall(SYS_pidfd_send_signal, sb->pidfd.get(), SIGKILL, nullptr, 0);
+  for (const auto* all : {&left, &ahead}) {
+    for (const auto& sb : *all) {
+      if (sb->pidfd.valid()) ::syscall(SYS_pidfd_send_signal, sb->pidfd.get(), SIGKILL, nullptr, 0);
+    }
   }
   for (const auto& sb : left) (void)Destroy(sb->id);
+  for (const auto& sb : ahead) Teardown(*sb);
   {
     std::lock_guard<std::mutex> lock(spawn_mu_);
     stopping_ = true;

@@ -135,8 +135,10 @@ class RuntimeImpl final : public Runtime {
   // After a Create: has the preparer make the next sandbox's parts (and, for the options of
   // runtime-id Creates, start the next sandbox).
   void WantAhead(const SandboxOptions& options);
-  // Stops the preparer and destroys what it made.
-  void StopPreparer();
+  // The options to keep a sandbox started for, most recently asked for first (under spare_mu_).
+  std::vector<SandboxOptions> WantedAheadLocked() const;
+  // Stops the preparer; returns the sandboxes it had started ahead, for the caller to tear down.
+  std::vector<std::shared_ptr<Sandbox>> StopPreparer();
   void PreparerLoop();
   void SpawnerLoop();
   void MonitorLoop();
@@ -193,8 +195,6 @@ class RuntimeImpl final : public Runtime {
   SandboxOptions ahead_making_for_;  // what the preparer is starting now, when ahead_making_
   bool ahead_making_ = false;
   bool ahead_promised_ = false;  // a Create waits for the one being started
-  // The options to keep a sandbox started for, most recently asked for first.
-  std::vector<SandboxOptions> WantedAheadLocked() const;
   std::thread preparer_;
 
   // Monitor.

@@ -1,12 +1,10 @@
 // What the runtime makes ahead of the next Create (RuntimeOptions::prepare_ahead and
 // start_ahead): the next sandbox's cgroups, and whole sandboxes for the options that recent
 // runtime-id Creates asked for repeatedly. One preparer thread makes them, one at a time.
-#include <signal.h>
 #include <sys/poll.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "flotilla/common/ids.h"
 #include "flotilla/common/logging.h"
@@ -148,34 +146,33 @@ void RuntimeImpl::PreparerLoop() {
           it = ahead_.erase(it);
         }
       }
-      const SandboxOptions* next = nullptr;
+      std::optional<SandboxOptions> next;
       for (const SandboxOptions& w : wanted) {
         if (std::none_of(ahead_.begin(), ahead_.end(), [&](const StartedAhead& a) { return SameSandbox(a.options, w); })) {
-          next = &w;
+          next = w;
           break;
         }
       }
-      if (next == nullptr && stale.empty()) break;
-      if (next != nullptr) {
+      if (!next && stale.empty()) break;
+      if (next) {
         ahead_making_for_ = *next;
         ahead_making_ = true;
       }
-      const SandboxOptions spec = ahead_making_for_;
       lock.unlock();
       for (const auto& sb : stale) Teardown(*sb);
-      if (next == nullptr) {
-        lock.lock();
-        continue;
+      absl::StatusOr<std::shared_ptr<Sandbox>> made = absl::CancelledError("nothing to start");
+      if (next) {
+        made = Build(*next, NewId("sbx"), nullptr);
+        if (!made.ok()) FLOG(warn, "starting a sandbox ahead failed", {{"error", std::string(made.status().message())}});
       }
-      absl::StatusOr<std::shared_ptr<Sandbox>> made = Build(spec, NewId("sbx"), nullptr);
-      if (!made.ok()) FLOG(warn, "starting a sandbox ahead failed", {{"error", std::string(made.status().message())}});
       lock.lock();
+      if (!next) continue;
       ahead_making_ = false;
       if (made.ok()) {
-        ahead_.push_back(StartedAhead{spec, std::move(*made)});
+        ahead_.push_back(StartedAhead{*next, std::move(*made)});
       } else {
         // Not again until these options are asked for twice more.
-        std::erase_if(recent_, [&](const SandboxOptions& r) { return SameSandbox(r, spec); });
+        std::erase_if(recent_, [&](const SandboxOptions& r) { return SameSandbox(r, *next); });
       }
       spare_cv_.notify_all();
     }
@@ -190,21 +187,18 @@ void RuntimeImpl::PreparerLoop() {
   }
 }
 
-void RuntimeImpl::StopPreparer() {
+std::vector<std::shared_ptr<Sandbox>> RuntimeImpl::StopPreparer() {
   {
     std::lock_guard<std::mutex> lock(spare_mu_);
     spare_stop_ = true;
   }
   spare_cv_.notify_all();
   if (preparer_.joinable()) preparer_.join();
-  std::vector<StartedAhead> ahead;
-  {
-    std::lock_guard<std::mutex> lock(spare_mu_);
-    ahead.swap(ahead_);
-  }
-  // Killed together, so that their exits overlap.
-  for (const StartedAhead& a : ahead) ::syscall(SYS_pidfd_send_signal, a.sandbox->pidfd.get(), SIGKILL, nullptr, 0);
-  for (const StartedAhead& a : ahead) Teardown(*a.sandbox);
+  std::vector<std::shared_ptr<Sandbox>> ahead;
+  std::lock_guard<std::mutex> lock(spare_mu_);
+  for (StartedAhead& a : ahead_) ahead.push_back(std::move(a.sandbox));
+  ahead_.clear();
+  return ahead;
 }
 
 }  // namespace flotilla::sandbox
