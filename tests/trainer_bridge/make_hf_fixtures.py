@@ -9,7 +9,7 @@ block_sparse_moe names, one with an extra multi-token-prediction layer), and wri
 token ids, transformers' float32 log-probs of each next token, argmax ids and the experts each
 MoE layer chose. Then it loads every folder with flotilla_trainer.hf, compares log-probs and
 routing, replays transformers' routing, publishes the folder with save_folder and loads that
-back with transformers (logits must be identical). Prints a table; writes report.json.
+back with transformers (logits must be identical), and does the same after changing every weight. Prints a table; writes report.json.
 """
 import json
 import os
@@ -198,6 +198,17 @@ def main():
                             for k in f.keys():
                                 acc[k] = str(f.get_slice(k).get_dtype())
             row["published_same_names_dtypes"] = orig == new
+            # Weights changed as by training, published, loaded by transformers: same logits.
+            g = torch.Generator().manual_seed(400 + n)
+            with torch.no_grad():
+                for p in mine.parameters():
+                    p.add_(0.02 * torch.randn(p.shape, generator=g))
+            pub2 = os.path.join(out_dir, "published", name + "_changed")
+            save_folder(mine, pub2)
+            mine2 = load_folder(pub2).eval()  # the weights as stored (bf16/f16 rounding included)
+            with torch.no_grad():
+                want = mine2(ids)[0].float()
+                row["changed_published_hf_logits_maxdiff"] = (hf_load(pub2)(ids).logits.float() - want).abs().max().item()
         except Exception as e:
             import traceback
             traceback.print_exc()

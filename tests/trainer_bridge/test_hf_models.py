@@ -25,20 +25,49 @@ from flotilla_trainer.losses import grpo_loss, sft_loss, token_logprobs  # noqa:
 from flotilla_trainer.safetensors_io import read_header  # noqa: E402
 
 DATA = os.path.join(SRC, "tests", "trainer_bridge", "testdata", "hf")
-FIXTURES = sorted(d for d in os.listdir(DATA) if os.path.isdir(os.path.join(DATA, d))) if os.path.isdir(DATA) else []
+# The engine's fixtures (same kind, made by the same transformers) when this tree has them.
+ENGINE_DATA = os.path.join(SRC, "tests", "inference", "testdata", "hf")
 TOL = 1e-4
 
 
-def golden(name):
-    with open(os.path.join(DATA, name, "golden.json")) as f:
+def fixture_dirs(root):
+    if not os.path.isdir(root):
+        return []
+    out = []
+    for d in sorted(os.listdir(root)):
+        path = os.path.join(root, d)
+        if not os.path.exists(os.path.join(path, "golden.json")):
+            continue
+        with open(os.path.join(path, "config.json")) as f:
+            if "quantization_config" in json.load(f):  # FP8 release format: the engine's, not the trainer's
+                continue
+        out.append(path)
+    return out
+
+
+FIXTURES = fixture_dirs(DATA)
+
+
+def golden(path):
+    """(ids [B,T], next-token log-probs [B,T-1], argmax [B,T-1], routing [B,T,L,k] sorted)."""
+    with open(os.path.join(path, "golden.json")) as f:
         g = json.load(f)
-    return (torch.tensor(g["ids"]), torch.tensor(g["logprobs"]), torch.tensor(g["top1"]),
-            torch.tensor(g["routing"], dtype=torch.long).view(len(g["ids"]), len(g["ids"][0]), -1, max(1, _k(g))))
-
-
-def _k(g):
-    r = g["routing"]
-    return len(r[0][0][0]) if r[0][0] else 1  # [B][T][L][k]; L = 0 for a dense model
+    if "sequences" in g:  # the engine fixtures' layout: one entry per sequence, experts by layer
+        seqs = g["sequences"]
+        ids = torch.tensor([s["ids"] for s in seqs])
+        lp = torch.tensor([s["logprob"] for s in seqs])
+        top1 = torch.tensor([s["top1"] for s in seqs])
+        layers = sorted(seqs[0]["experts"], key=int)
+        if not layers:
+            return ids, lp, top1, torch.zeros(ids.shape[0], ids.shape[1], 0, 1, dtype=torch.long)
+        routing = torch.stack([torch.stack([torch.tensor(s["experts"][k]) for k in layers], dim=1)
+                               for s in seqs])
+        return ids, lp, top1, routing.long()
+    ids = torch.tensor(g["ids"])
+    r = g["routing"]  # [B][T][L][k]; L = 0 for a dense model
+    k = len(r[0][0][0]) if r[0][0] else 1
+    routing = torch.tensor(r, dtype=torch.long).view(ids.shape[0], ids.shape[1], -1, k)
+    return ids, torch.tensor(g["logprobs"]), torch.tensor(g["top1"]), routing
 
 
 def next_logprobs(model, ids, routing=None):
@@ -60,31 +89,42 @@ class GoldenTest(unittest.TestCase):
         self.assertGreaterEqual(len(FIXTURES), 7, f"fixtures in {DATA}")
         families = set()
         for f in FIXTURES:
-            with open(os.path.join(DATA, f, "config.json")) as cf:
+            with open(os.path.join(f, "config.json")) as cf:
                 families.add(json.load(cf)["model_type"])
         self.assertEqual(families, set(hf.config.FAMILIES))
 
+    def check_folder(self, path):
+        ids, want, top1, routing = golden(path)
+        model = hf.load_folder(path).eval()
+        lp, logits, used = next_logprobs(model, ids)
+        self.assertLessEqual((lp - want).abs().max().item(), TOL)
+        self.assertTrue(torch.equal(logits[:, :-1].argmax(-1), top1))
+        self.assertEqual(tuple(used.shape), tuple(routing.shape))
+        self.assertTrue(torch.equal(used.sort(-1).values, routing))
+        lp_replay, _, used_replay = next_logprobs(model, ids, routing)
+        self.assertLessEqual((lp_replay - want).abs().max().item(), TOL)
+        self.assertTrue(torch.equal(used_replay, routing))
+
     def test_logprobs_and_routing_match_transformers(self):
-        for name in FIXTURES:
-            with self.subTest(fixture=name):
-                ids, want, top1, routing = golden(name)
-                model = hf.load_folder(os.path.join(DATA, name)).eval()
-                lp, logits, used = next_logprobs(model, ids)
-                self.assertLessEqual((lp - want).abs().max().item(), TOL)
-                self.assertTrue(torch.equal(logits[:, :-1].argmax(-1), top1))
-                self.assertEqual(tuple(used.shape), tuple(routing.shape))
-                self.assertTrue(torch.equal(used.sort(-1).values, routing))
-                lp_replay, _, used_replay = next_logprobs(model, ids, routing)
-                self.assertLessEqual((lp_replay - want).abs().max().item(), TOL)
-                self.assertTrue(torch.equal(used_replay, routing))
+        for path in FIXTURES:
+            with self.subTest(fixture=os.path.basename(path)):
+                self.check_folder(path)
+
+    def test_engine_fixtures_match_too(self):
+        paths = fixture_dirs(ENGINE_DATA)
+        if not paths:
+            self.skipTest(f"no engine fixtures in {ENGINE_DATA}")
+        for path in paths:
+            with self.subTest(fixture=os.path.basename(path)):
+                self.check_folder(path)
 
     def test_replay_forces_other_experts(self):
-        for name in FIXTURES:
-            ids, want, _, routing = golden(name)
+        for path in FIXTURES:
+            ids, want, _, routing = golden(path)
             if routing.shape[2] == 0:
                 continue
-            with self.subTest(fixture=name):
-                model = hf.load_folder(os.path.join(DATA, name)).eval()
+            with self.subTest(fixture=os.path.basename(path)):
+                model = hf.load_folder(path).eval()
                 E = model.c.n_experts
                 other = (routing + 1) % E  # distinct ids per row, none the router chose for k < E/2
                 other[:, :8] = -1  # -1 rows: routed by the model
@@ -109,11 +149,11 @@ class TrainTest(unittest.TestCase):
         return types.SimpleNamespace(samples=[sample])
 
     def test_one_step_lowers_the_loss(self):
-        for name in FIXTURES:
-            with self.subTest(fixture=name):
-                ids, _, _, routing = golden(name)
+        for path in FIXTURES:
+            with self.subTest(fixture=os.path.basename(path)):
+                ids, _, _, routing = golden(path)
                 torch.manual_seed(0)
-                model = hf.load_folder(os.path.join(DATA, name))
+                model = hf.load_folder(path)
                 L, k = models.routing_shape(model)
                 self.assertEqual((L, k), (routing.shape[2], routing.shape[3]))
                 t = from_batch(self.batch(ids, routing), L, k)
@@ -145,10 +185,10 @@ class PublishTest(unittest.TestCase):
         shutil.rmtree(self.dir)
 
     def test_publish_round_trip(self):
-        for name in FIXTURES:
+        for src in FIXTURES:
+            name = os.path.basename(src)
             with self.subTest(fixture=name):
-                src = os.path.join(DATA, name)
-                ids, want, _, _ = golden(name)
+                ids, want, _, _ = golden(src)
                 model = hf.load_folder(src).eval()
                 path = models.save(model, os.path.join(self.dir, name), 3)
                 self.assertEqual(path, models.publish_path(os.path.join(self.dir, name), 3, model))
