@@ -2,6 +2,7 @@
 
 Runs where transformers 5.x is installed (not on the CI machine):
   python3 make_hf_fixtures.py OUT_DIR [TRAINER_PYTHON_DIR]
+  python3 make_hf_fixtures.py --fuse SRC_FIXTURE DST_FIXTURE   (no transformers needed)
 For each family it builds a tiny random-init model with transformers (fixed seed, norms, biases
 and DeepSeek's e_score_correction_bias moved off their defaults), saves it with save_pretrained
 (some in bf16/f16, one sharded; some rewritten to the per-expert layout or Mixtral's original
@@ -19,7 +20,8 @@ import time
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, sys.argv[2] if len(sys.argv) > 2 else os.path.join(HERE, "..", "..", "trainer_bridge", "python"))
+_PY = sys.argv[2] if len(sys.argv) == 3 else os.path.join(HERE, "..", "..", "trainer_bridge", "python")
+sys.path.insert(0, _PY)
 
 from flotilla_trainer.hf import load_folder, save_folder  # noqa: E402
 
@@ -134,7 +136,42 @@ def hf_load(folder):
         return AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32, attn_implementation="eager").eval()
 
 
+def fuse_experts(src, dst):
+    """Writes src's checkpoint with its experts in transformers 5's in-memory layout
+    (mlp.experts.gate_up_proj [E, 2I, H], gate rows first; mlp.experts.down_proj [E, H, I]),
+    the fused form a file can also hold. transformers 5.17's save_pretrained writes one tensor per
+    expert, so the fused fixture is this rewrite of a transformers-made file; golden.json is
+    src's (the same weights)."""
+    import re
+    import shutil
+    from flotilla_trainer.safetensors_io import load_file, save_file
+    os.makedirs(dst, exist_ok=True)
+    t = load_file(os.path.join(src, "model.safetensors"))
+    per = re.compile(r"^(model\.layers\.\d+\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
+    groups, out = {}, {}
+    for k, v in t.items():
+        m = per.match(k)
+        if m:
+            groups.setdefault(m.group(1), {}).setdefault(m.group(3), {})[int(m.group(2))] = v
+        else:
+            out[k] = v
+    for base, projs in groups.items():
+        stack = {p: torch.stack([e[i] for i in sorted(e)]) for p, e in projs.items()}
+        out[base + ".gate_up_proj"] = torch.cat([stack["gate_proj"], stack["up_proj"]], dim=1)
+        out[base + ".down_proj"] = stack["down_proj"]
+    save_file(out, os.path.join(dst, "model.safetensors"), metadata={"format": "pt"})
+    shutil.copy(os.path.join(src, "config.json"), dst)
+    with open(os.path.join(src, "golden.json")) as f:
+        g = json.load(f)
+    g["layout"] = f"fused experts, rewritten from {os.path.basename(os.path.normpath(src))} by fuse_experts"
+    with open(os.path.join(dst, "golden.json"), "w") as f:
+        json.dump(g, f)
+
+
 def main():
+    if sys.argv[1] == "--fuse":
+        fuse_experts(sys.argv[2], sys.argv[3])
+        return
     import transformers
     from transformers import AutoConfig, AutoModelForCausalLM
     torch.set_num_threads(8)

@@ -206,14 +206,14 @@ class PublishTest(unittest.TestCase):
                 models.restore(other, path)
                 self.assertTrue(torch.equal(next_logprobs(other.eval(), ids)[0], lp))
 
-    def test_random_init_from_config_publishes_transformers5_layout(self):
-        src = os.path.join(DATA, "qwen3_moe")
-        with open(os.path.join(src, "config.json")) as f:
-            model = models.build(f.read(), seed=1)
-        folder = os.path.dirname(models.save(model, self.dir, 0))
-        names = names_and_dtypes(folder)
-        self.assertIn("model.layers.0.mlp.experts.gate_up_proj", names)
-        self.assertEqual(set(names), set(names_and_dtypes(src)))
+    def test_random_init_from_config_publishes_what_transformers_saves(self):
+        for name in ("qwen3_moe", "qwen3_moe_bf16_sharded", "deepseek_v3_nolora_bf16", "olmoe_f16", "llama3_rope"):
+            with self.subTest(fixture=name):
+                src = os.path.join(DATA, name)
+                with open(os.path.join(src, "config.json")) as f:
+                    model = models.build(f.read(), seed=1)
+                folder = os.path.dirname(models.save(model, os.path.join(self.dir, name), 0))
+                self.assertEqual(names_and_dtypes(folder), names_and_dtypes(src))
 
     def test_flotilla_format_still_works(self):
         cfg = json.dumps({"vocab_size": 272, "n_layers": 2, "d_model": 32, "n_heads": 2, "n_kv_heads": 2,

@@ -43,8 +43,13 @@ def weight_files(folder):
 
 
 def _default_layout(c):
+    """A model made from a config is written as transformers 5 save_pretrained writes it: one
+    tensor per expert (mlp.experts.N.gate_proj.weight); Mixtral as its released files
+    (block_sparse_moe.experts.N.w1.weight)."""
     dt = {"bfloat16": "BF16", "float16": "F16"}.get(str(c.get("dtype", c.get("torch_dtype", ""))), "F32")
-    return {"prefix": {i: "mlp" for i in range(c.n_layers)}, "experts": {}, "dtypes": {},
+    mixtral = c.family == "mixtral"
+    return {"prefix": {i: "block_sparse_moe" if mixtral else "mlp" for i in range(c.n_layers)},
+            "experts": {i: ("per_expert", mixtral) for i in c.moe_layers}, "dtypes": {},
             "default_dtype": dt, "passthrough": {}, "head_in_file": False}
 
 

@@ -70,8 +70,10 @@ class HFConfig:
         self.scaling = 1.0
         if f in ("qwen3", "llama"):
             return
+        # transformers 5 writes num_experts or num_local_experts depending on the family's version.
+        experts_key = "num_experts" if "num_experts" in self.raw else "num_local_experts"
         if f in ("qwen3_moe", "qwen2_moe"):
-            self.n_experts = self.get("num_experts", 0)
+            self.n_experts = self.get(experts_key, 0)
             self.moe_inter = self._need("moe_intermediate_size", int)
             self.norm_topk = bool(self.get("norm_topk_prob", False))
             step = self.get("decoder_sparse_step", 1)
@@ -82,7 +84,7 @@ class HFConfig:
                 self.shared_inter = self.get("shared_expert_intermediate_size", 0)
                 self.shared_gated = True
         elif f in ("mixtral", "olmoe"):
-            self.n_experts = self._need("num_local_experts" if f == "mixtral" else "num_experts", int)
+            self.n_experts = self._need(experts_key, int)
             self.moe_inter = self._need("intermediate_size", int)
             self.norm_topk = True if f == "mixtral" else bool(self.get("norm_topk_prob", False))
             self.moe_layers = list(range(self.n_layers))
