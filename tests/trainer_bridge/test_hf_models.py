@@ -134,20 +134,21 @@ class GoldenTest(unittest.TestCase):
                 self.assertGreater((lp[:, 8:] - want[:, 8:]).abs().max().item(), 1e-3)
 
 
-class TrainTest(unittest.TestCase):
-    def batch(self, ids, routing):
-        """A bridge Batch: sample 0 is ids[0] with the engine's routing on its generated half."""
-        n = ids.shape[1]
-        L, k = routing.shape[2], routing.shape[3]
-        rows = routing[0].clone()
-        rows[: n // 2] = -1
-        sample = types.SimpleNamespace(
-            ids=ids[0].tolist(), loss_mask=[0] * (n // 2) + [1] * (n - n // 2),
-            behaviour_logprobs=[0.0] * n, advantage=1.0, routing_width=L * k,
-            routing=rows.reshape(-1).tolist() if L else [], teacher_width=0, teacher_logprobs=[],
-            teacher_ids=[], policy_versions=[-1] * (n // 2) + [0] * (n - n // 2), reward=1.0)
-        return types.SimpleNamespace(samples=[sample])
+def make_batch(ids, routing):
+    """A bridge Batch: sample 0 is ids[0] with the engine's routing on its generated half."""
+    n = ids.shape[1]
+    L, k = routing.shape[2], routing.shape[3]
+    rows = routing[0].clone()
+    rows[: n // 2] = -1
+    sample = types.SimpleNamespace(
+        ids=ids[0].tolist(), loss_mask=[0] * (n // 2) + [1] * (n - n // 2),
+        behaviour_logprobs=[0.0] * n, advantage=1.0, routing_width=L * k,
+        routing=rows.reshape(-1).tolist() if L else [], teacher_width=0, teacher_logprobs=[],
+        teacher_ids=[], policy_versions=[-1] * (n // 2) + [0] * (n - n // 2), reward=1.0)
+    return types.SimpleNamespace(samples=[sample])
 
+
+class TrainTest(unittest.TestCase):
     def test_one_step_lowers_the_loss(self):
         for path in FIXTURES:
             with self.subTest(fixture=os.path.basename(path)):
@@ -156,7 +157,7 @@ class TrainTest(unittest.TestCase):
                 model = hf.load_folder(path)
                 L, k = models.routing_shape(model)
                 self.assertEqual((L, k), (routing.shape[2], routing.shape[3]))
-                t = from_batch(self.batch(ids, routing), L, k)
+                t = from_batch(make_batch(ids, routing), L, k)
                 before = {n: p.detach().clone() for n, p in model.named_parameters()}
                 opt = torch.optim.SGD(model.parameters(), lr=0.05)
                 logits = models.forward_replay(model, t.ids, t.routing)
@@ -175,6 +176,73 @@ class TrainTest(unittest.TestCase):
                 if L:
                     self.assertTrue(any(n.endswith("mlp.gate.weight") for n in changed))
                     self.assertTrue(any(".mlp.experts." in n for n in changed))
+
+
+class FakeBridge:
+    """Stands in for the TrainerBridge service: hands out batches made from a fixture's golden
+    sequences and records what the trainer publishes and reports."""
+
+    def __init__(self, batches, config_json):
+        self.batches_ = batches
+        self.published = []
+        self.reports = []
+        self.config_json = config_json
+
+    def status(self):
+        return types.SimpleNamespace(model_config_json=self.config_json, experiment="hf-test", policy_version=0,
+                                     teachers=[], datasets=[])
+
+    def batches(self, trainer_version=0, batch_size=0, prefetch=1):
+        return iter(self.batches_)
+
+    def publish(self, version, path, model=""):
+        self.published.append((version, path))
+
+    def report(self, step, **metrics):
+        self.reports.append((step, metrics))
+
+    def close(self):
+        pass
+
+
+class TrainMainTest(unittest.TestCase):
+    """train.py's loop on a Hugging Face folder (--init DIR), with the bridge replaced."""
+
+    def test_grpo_steps_publish_hf_folders(self):
+        try:
+            from flotilla_trainer import train
+        except ImportError as e:
+            self.skipTest(f"trainer gRPC stubs not built: {e}")
+        src = os.path.join(DATA, "deepseek_v3")
+        ids, _, _, routing = golden(src)
+        batches = []
+        for step in range(3):
+            b = make_batch(ids, routing)
+            b.step = step
+            b.stale_masked_tokens = 0
+            batches.append(b)
+        with open(os.path.join(src, "config.json")) as f:
+            bridge = FakeBridge(batches, f.read())
+        out = tempfile.mkdtemp()
+        try:
+            saved = train.BridgeClient, sys.argv
+            train.BridgeClient = lambda address: bridge
+            sys.argv = ["train", "--bridge", "fake", "--out", out, "--init", src, "--rl-steps", "3",
+                        "--lr", "0.01", "--device", "cpu"]
+            try:
+                train.main()
+            finally:
+                train.BridgeClient, sys.argv = saved
+            self.assertEqual([v for v, _ in bridge.published], [0, 1, 2, 3])
+            self.assertEqual(bridge.published[3][1], os.path.join(out, "v3", "model.safetensors"))
+            self.assertEqual(len(bridge.reports), 3)
+            self.assertEqual(names_and_dtypes(os.path.join(out, "v3")), names_and_dtypes(src))
+            first = hf.load_folder(os.path.join(out, "v0")).state_dict()
+            last = hf.load_folder(os.path.join(out, "v3")).state_dict()
+            self.assertTrue(torch.equal(first["model.norm.weight"], hf.load_folder(src).state_dict()["model.norm.weight"]))
+            self.assertFalse(torch.equal(first["model.layers.1.mlp.gate.weight"], last["model.layers.1.mlp.gate.weight"]))
+        finally:
+            shutil.rmtree(out)
 
 
 class PublishTest(unittest.TestCase):
