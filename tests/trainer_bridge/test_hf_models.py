@@ -274,6 +274,24 @@ class PublishTest(unittest.TestCase):
                 models.restore(other, path)
                 self.assertTrue(torch.equal(next_logprobs(other.eval(), ids)[0], lp))
 
+    def test_transposed_fused_experts_read_and_written_back(self):
+        from flotilla_trainer.safetensors_io import load_file, save_file
+        src = os.path.join(DATA, "qwen3_moe_fused")
+        t = load_file(os.path.join(src, "model.safetensors"))
+        t = {k: (v.transpose(1, 2).contiguous() if ".experts." in k else v) for k, v in t.items()}
+        folder = os.path.join(self.dir, "transposed")
+        os.makedirs(folder)
+        shutil.copy(os.path.join(src, "config.json"), folder)
+        save_file(t, os.path.join(folder, "model.safetensors"))
+        ids, want, _, _ = golden(src)
+        model = hf.load_folder(folder).eval()
+        self.assertLessEqual((next_logprobs(model, ids)[0] - want).abs().max().item(), TOL)
+        out = os.path.dirname(models.save(model, self.dir, 1))
+        back = load_file(os.path.join(out, "model.safetensors"))
+        self.assertEqual(set(back), set(t))
+        for k in t:
+            self.assertTrue(torch.equal(back[k], t[k]), k)
+
     def test_random_init_from_config_publishes_what_transformers_saves(self):
         for name in ("qwen3_moe", "qwen3_moe_bf16_sharded", "deepseek_v3_nolora_bf16", "olmoe_f16", "llama3_rope"):
             with self.subTest(fixture=name):
@@ -335,6 +353,15 @@ class ErrorTest(unittest.TestCase):
         del t["model.layers.2.self_attn.k_norm.weight"]
         save_file(t, p)
         with self.assertRaisesRegex(hf.ConfigError, r"model\.safetensors: tensor model\.layers\.2\.self_attn\.k_norm\.weight: missing"):
+            hf.load_folder(self.dir)
+
+    def test_missing_expert_names_its_tensor(self):
+        from flotilla_trainer.safetensors_io import load_file, save_file
+        p = os.path.join(self.dir, "model.safetensors")
+        t = load_file(p)
+        del t["model.layers.2.mlp.experts.3.up_proj.weight"]
+        save_file(t, p)
+        with self.assertRaisesRegex(hf.ConfigError, r"model\.safetensors: tensor model\.layers\.2\.mlp\.experts\.3\.up_proj\.weight: missing"):
             hf.load_folder(self.dir)
 
     def test_no_weights(self):

@@ -54,121 +54,125 @@ def _default_layout(c):
 
 
 def load_folder(folder, dtype=torch.float32):
-    """Reads the folder into an HFCausalLM whose parameters are in dtype."""
+    """Reads the folder into an HFCausalLM whose parameters are in dtype. One file is in memory
+    at a time; each tensor is copied into its parameter as it is read."""
     c = read_config(os.path.join(folder, "config.json"))
     files = weight_files(folder)
-    headers = {}
-    for path in set(files.values()):
-        headers[path] = read_header(path)[0]
-    info = {}
+    headers = {path: read_header(path)[0] for path in set(files.values())}
     for name, path in files.items():
         if name not in headers[path]:
             raise ConfigError(f"{path}: tensor {name} listed in the index is not in the file")
-        info[name] = headers[path][name]
-    model = HFCausalLM(c, [n for n in info if n.endswith(".bias")])
+    model = HFCausalLM(c, [n for n in files if n.endswith(".bias")])
     layout = _default_layout(c)
     own = model.state_dict()
-    tensors = {}
+    done = set()
+    deferred = []
     for path in sorted(set(files.values())):
-        tensors.update(load_file(path, {n for n, p in files.items() if p == path}))
-    experts = {}
-    fused = []
-    for name, t in tensors.items():
-        src = files[name]
-        layout["dtypes"][name] = dtype_name(t.dtype)
-        m = _LAYER.match(name)
-        if m and int(m.group(1)) >= c.n_layers:
-            layout["passthrough"][name] = t
+        tensors = load_file(path, {n for n, p in files.items() if p == path})
+        for name in sorted(tensors, key=lambda n: not n.endswith("gate_up_proj")):
+            _place(c, own, layout, done, deferred, name, tensors[name], path)
+        del tensors
+    for key, t, src in deferred:
+        _fused(c, own, layout, done, key, t, src)
+    for key in own:
+        if key in done:
             continue
-        pe = _PER_EXPERT.match(name)
-        if pe:
-            i, pref, e, proj = int(pe.group(1)), pe.group(2), int(pe.group(3)), pe.group(4)
-            if proj not in _RENAME:
-                raise ConfigError(f"{src}: tensor {name}: unknown expert projection {proj!r}")
-            layout["prefix"][i] = pref
-            layout["experts"][i] = ("per_expert", proj in ("w1", "w2", "w3"))
-            experts.setdefault((i, _RENAME[proj]), {})[e] = (t, name)
+        if ".mlp.experts." in key and all((key, e) in done for e in range(c.n_experts)):
             continue
-        key = name.replace(".block_sparse_moe.", ".mlp.")
-        if key != name:
-            layout["prefix"][int(m.group(1))] = "block_sparse_moe"
-        if key.endswith(".experts.gate_up_proj") or key.endswith(".experts.down_proj"):
-            fused.append((key, t, src))
-            continue
-        if key == "lm_head.weight" and c.tie:
-            layout["head_in_file"] = True
-            continue
-        if key not in own:
-            raise ConfigError(f"{src}: tensor {name}: not part of a {c.family} model")
-        if tuple(t.shape) != tuple(own[key].shape):
-            raise ConfigError(f"{src}: tensor {name}: shape {list(t.shape)}, expected {list(own[key].shape)}")
-        own[key].copy_(t.to(own[key].dtype))
-    for key, t, src in sorted(fused, key=lambda f: not f[0].endswith("gate_up_proj")):
-        _fused(c, key, t, src, experts, layout)
-    _place_experts(c, model, experts, files, own)
-    missing = [k for k in own if k not in _loaded(own, tensors, layout, experts)]
-    if missing:
-        where = os.path.join(folder, "model.safetensors.index.json" if len(set(files.values())) > 1 else "model.safetensors")
-        raise ConfigError(f"{where}: tensor {_file_name(missing[0], layout)}: missing")
+        where = os.path.join(folder, "model.safetensors.index.json" if len(headers) > 1 else "model.safetensors")
+        missing = next((e for e in range(c.n_experts) if (key, e) not in done), 0) if ".mlp.experts." in key else None
+        raise ConfigError(f"{where}: tensor {_file_name(key, layout, missing)}: missing")
     model.layout = layout
     return model.to(dtype)
 
 
-def _fused(c, key, t, src, experts, layout):
-    """gate_up_proj is read before down_proj; down_proj follows its orientation when square."""
+def _place(c, own, layout, done, deferred, name, t, src):
+    layout["dtypes"][name] = dtype_name(t.dtype)
+    m = _LAYER.match(name)
+    if m and int(m.group(1)) >= c.n_layers:
+        layout["passthrough"][name] = t
+        return
+    pe = _PER_EXPERT.match(name)
+    if pe:
+        i, pref, e, proj = int(pe.group(1)), pe.group(2), int(pe.group(3)), pe.group(4)
+        key = f"model.layers.{i}.mlp.experts.{_RENAME.get(proj, proj)}"
+        if proj not in _RENAME or key not in own or e >= c.n_experts:
+            raise ConfigError(f"{src}: tensor {name}: not part of a {c.family} model")
+        dst = own[key][e]
+        if tuple(t.shape) != tuple(dst.shape):
+            raise ConfigError(f"{src}: tensor {name}: shape {list(t.shape)}, expected {list(dst.shape)}")
+        dst.copy_(t.to(dst.dtype))
+        layout["prefix"][i] = pref
+        layout["experts"][i] = ("per_expert", proj in ("w1", "w2", "w3"))
+        done.add((key, e))
+        return
+    key = name.replace(".block_sparse_moe.", ".mlp.")
+    if key != name:
+        layout["prefix"][int(m.group(1))] = "block_sparse_moe"
+    if key.endswith(".experts.gate_up_proj") or key.endswith(".experts.down_proj"):
+        gate_up = key.endswith("gate_up_proj")
+        square = c.hidden == (2 * c.moe_inter if gate_up else c.moe_inter)
+        other = key.replace("gate_up_proj", "down_proj") if gate_up else key.replace("down_proj", "gate_up_proj")
+        if square and other not in done:
+            deferred.append((key, t, src))  # a square tensor takes the other one's orientation
+        else:
+            _fused(c, own, layout, done, key, t, src)
+        return
+    if key == "lm_head.weight" and c.tie:
+        layout["head_in_file"] = True
+        return
+    if key not in own:
+        raise ConfigError(f"{src}: tensor {name}: not part of a {c.family} model")
+    if tuple(t.shape) != tuple(own[key].shape):
+        raise ConfigError(f"{src}: tensor {name}: shape {list(t.shape)}, expected {list(own[key].shape)}")
+    own[key].copy_(t.to(own[key].dtype))
+    done.add(key)
+
+
+def _fused(c, own, layout, done, key, t, src):
+    """[E, 2I, H] gate_up_proj (gate rows first) and [E, H, I] down_proj, or both transposed."""
     i = int(_LAYER.match(key).group(1))
     E, H, I = c.n_experts, c.hidden, c.moe_inter
+    base = f"model.layers.{i}.mlp.experts."
+    known = layout["experts"].get(i)
+    known = known[1] if known is not None and known[0] == "fused" else None
     if key.endswith("gate_up_proj"):
-        if tuple(t.shape) == (E, 2 * I, H):
+        if H == 2 * I and known is not None and tuple(t.shape) == (E, H, H):
+            transposed = known
+            t = t.transpose(1, 2) if known else t
+        elif tuple(t.shape) == (E, 2 * I, H):
             transposed = False
         elif tuple(t.shape) == (E, H, 2 * I):
             transposed, t = True, t.transpose(1, 2)
         else:
-            raise ConfigError(f"{src}: tensor {key}: shape {list(t.shape)}, expected {[E, 2 * I, H]}")
-        experts[(i, "gate_proj")] = t[:, :I]
-        experts[(i, "up_proj")] = t[:, I:]
+            raise ConfigError(f"{src}: tensor {_file_name(key, layout)}: shape {list(t.shape)}, expected {[E, 2 * I, H]}")
+        own[base + "gate_proj"].copy_(t[:, :I])
+        own[base + "up_proj"].copy_(t[:, I:])
+        done.update({base + "gate_proj", base + "up_proj", key})
     else:
-        known = layout["experts"].get(i)
-        if known is not None and known[0] == "fused" and H == I:
-            transposed = known[1]
+        if H == I and known is not None and tuple(t.shape) == (E, H, H):
+            transposed = known
         elif tuple(t.shape) == (E, H, I):
             transposed = False
         elif tuple(t.shape) == (E, I, H):
             transposed = True
         else:
-            raise ConfigError(f"{src}: tensor {key}: shape {list(t.shape)}, expected {[E, H, I]}")
-        experts[(i, "down_proj")] = t.transpose(1, 2) if transposed else t
+            raise ConfigError(f"{src}: tensor {_file_name(key, layout)}: shape {list(t.shape)}, expected {[E, H, I]}")
+        own[base + "down_proj"].copy_(t.transpose(1, 2) if transposed else t)
+        done.add(base + "down_proj")
     layout["experts"][i] = ("fused", transposed)
 
 
-def _place_experts(c, model, experts, files, own):
-    for (i, proj), val in experts.items():
-        dst = own[f"model.layers.{i}.mlp.experts.{proj}"]
-        if isinstance(val, dict):
-            for e in range(c.n_experts):
-                if e not in val:
-                    raise ConfigError(f"tensor model.layers.{i}.mlp.experts.{e}.{proj}.weight: missing")
-                t, name = val[e]
-                if tuple(t.shape) != tuple(dst.shape[1:]):
-                    raise ConfigError(f"{files[name]}: tensor {name}: shape {list(t.shape)}, "
-                                      f"expected {list(dst.shape[1:])}")
-                dst[e].copy_(t.to(dst.dtype))
-        else:
-            dst.copy_(val.to(dst.dtype))
-
-
-def _loaded(own, tensors, layout, experts):
-    done = set()
-    for name in tensors:
-        done.add(name.replace(".block_sparse_moe.", ".mlp."))
-    for (i, proj) in experts:
-        done.add(f"model.layers.{i}.mlp.experts.{proj}")
-    return done
-
-
-def _file_name(key, layout):
+def _file_name(key, layout, expert=None):
+    """The checkpoint's name of a parameter (expert: that expert's tensor in a per-expert file)."""
     m = _LAYER.match(key)
-    if m and layout["prefix"].get(int(m.group(1))) == "block_sparse_moe":
+    i = int(m.group(1)) if m else -1
+    if expert is not None and layout["experts"].get(i, ("fused",))[0] == "per_expert":
+        base, proj = key.rsplit(".", 1)
+        if layout["experts"][i][1]:
+            proj = {"gate_proj": "w1", "up_proj": "w3", "down_proj": "w2"}[proj]
+        key = f"{base}.{expert}.{proj}.weight"
+    if layout["prefix"].get(i) == "block_sparse_moe":
         return key.replace(".mlp.", ".block_sparse_moe.")
     return key
 
