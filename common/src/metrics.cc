@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -197,9 +198,32 @@ Histogram& MetricsRegistry::GetHistogram(std::string_view name, std::string_view
   return *slot;
 }
 
-void MetricsRegistry::AddCollector(Collector collector) {
-  absl::MutexLock lock(&mu_);
-  collectors_.push_back(std::move(collector));
+MetricsRegistry::CollectorHandle MetricsRegistry::AddCollector(Collector collector) {
+  absl::WriterMutexLock lock(&collectors_mu_);
+  uint64_t id = next_collector_++;
+  collectors_.emplace(id, std::move(collector));
+  return CollectorHandle(this, id);
+}
+
+void MetricsRegistry::RemoveCollector(uint64_t id) {
+  absl::WriterMutexLock lock(&collectors_mu_);
+  collectors_.erase(id);
+}
+
+MetricsRegistry::CollectorHandle::CollectorHandle(CollectorHandle&& other) noexcept
+    : registry_(std::exchange(other.registry_, nullptr)), id_(other.id_) {}
+
+MetricsRegistry::CollectorHandle& MetricsRegistry::CollectorHandle::operator=(CollectorHandle&& other) noexcept {
+  if (this != &other) {
+    if (registry_ != nullptr) registry_->RemoveCollector(id_);
+    registry_ = std::exchange(other.registry_, nullptr);
+    id_ = other.id_;
+  }
+  return *this;
+}
+
+MetricsRegistry::CollectorHandle::~CollectorHandle() {
+  if (registry_ != nullptr) registry_->RemoveCollector(id_);
 }
 
 std::vector<double> MetricsRegistry::ExponentialBounds(double start, double factor, int count) {
@@ -246,10 +270,8 @@ class SnapshotWriter : public MetricsSnapshotWriter {
 
 std::string MetricsRegistry::RenderPrometheus() const {
   std::map<std::string, RenderedFamily, std::less<>> rendered;
-  std::vector<Collector> collectors;
   {
     absl::MutexLock lock(&mu_);
-    collectors = collectors_;
     for (const auto& [name, f] : families_) {
       RenderedFamily& r = rendered[name];
       r.type = f->type;
@@ -271,9 +293,13 @@ std::string MetricsRegistry::RenderPrometheus() const {
       }
     }
   }
-  // Collectors run outside the lock: they may read state guarded by their owner's locks.
-  SnapshotWriter writer(rendered);
-  for (const auto& c : collectors) c(writer);
+  // Collectors run outside mu_ (they take their owners' locks, which may be held by code
+  // that registers metrics) and under collectors_mu_ shared, so their owners outlive them.
+  {
+    absl::ReaderMutexLock lock(&collectors_mu_);
+    SnapshotWriter writer(rendered);
+    for (const auto& [id, c] : collectors_) c(writer);
+  }
 
   std::string out;
   for (const auto& [name, r] : rendered) {

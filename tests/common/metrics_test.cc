@@ -68,12 +68,18 @@ TEST(MetricsRegistryTest, LabelledHistogramPutsLeLast) {
 TEST(MetricsRegistryTest, CollectorsAddFamiliesReadAtScrapeTime) {
   MetricsRegistry reg;
   int sandboxes = 4;
-  reg.AddCollector([&](MetricsSnapshotWriter& w) {
-    w.Gauge("flotilla_node_sandboxes", "Sandboxes by state", {{"state", "running"}}, sandboxes);
-  });
-  EXPECT_NE(reg.RenderPrometheus().find("flotilla_node_sandboxes{state=\"running\"} 4\n"), std::string::npos);
-  sandboxes = 9;
-  EXPECT_NE(reg.RenderPrometheus().find("flotilla_node_sandboxes{state=\"running\"} 9\n"), std::string::npos);
+  {
+    auto handle = reg.AddCollector([&](MetricsSnapshotWriter& w) {
+      w.Gauge("flotilla_node_sandboxes", "Sandboxes by state", {{"state", "running"}}, sandboxes);
+    });
+    EXPECT_NE(reg.RenderPrometheus().find("flotilla_node_sandboxes{state=\"running\"} 4\n"), std::string::npos);
+    sandboxes = 9;
+    EXPECT_NE(reg.RenderPrometheus().find("flotilla_node_sandboxes{state=\"running\"} 9\n"), std::string::npos);
+    MetricsRegistry::CollectorHandle moved = std::move(handle);
+    EXPECT_NE(reg.RenderPrometheus().find("flotilla_node_sandboxes"), std::string::npos);
+  }
+  // The handle is gone: so is its collector.
+  EXPECT_EQ(reg.RenderPrometheus().find("flotilla_node_sandboxes"), std::string::npos);
 }
 
 TEST(MetricsRegistryTest, LabelValuesAreEscaped) {

@@ -9,7 +9,7 @@
 //   Histogram& step = reg.GetHistogram("flotilla_engine_step_seconds", "Engine step time",
 //                                      {0.001, 0.01, 0.1, 1});
 //   step.Observe(0.004);
-//   reg.AddCollector([&](MetricsSnapshotWriter& w) {   // figures read at scrape time
+//   auto handle = reg.AddCollector([&](MetricsSnapshotWriter& w) {   // read at scrape time
 //     w.Gauge("flotilla_engine_kv_pages", "KV pages", {{"state", "used"}}, pool.used());
 //   });
 //
@@ -100,8 +100,24 @@ class MetricsRegistry {
                           const MetricLabels& labels = {});
 
   using Collector = std::function<void(MetricsSnapshotWriter&)>;
+  // Keeps a collector registered; destroying it removes the collector, waiting for a scrape
+  // that is running it to finish (so a collector may read its owner until the owner's
+  // destructor destroys the handle).
+  class CollectorHandle {
+   public:
+    CollectorHandle() = default;
+    CollectorHandle(CollectorHandle&& other) noexcept;
+    CollectorHandle& operator=(CollectorHandle&& other) noexcept;
+    ~CollectorHandle();
+
+   private:
+    friend class MetricsRegistry;
+    CollectorHandle(MetricsRegistry* registry, uint64_t id) : registry_(registry), id_(id) {}
+    MetricsRegistry* registry_ = nullptr;
+    uint64_t id_ = 0;
+  };
   // Collectors run on the scraping thread, in the order added, each time RenderPrometheus runs.
-  void AddCollector(Collector collector);
+  [[nodiscard]] CollectorHandle AddCollector(Collector collector);
 
   // Every family sorted by name, children sorted by labels; HELP and TYPE once per family.
   [[nodiscard]] std::string RenderPrometheus() const;
@@ -113,9 +129,14 @@ class MetricsRegistry {
   struct Family;
   Family& FamilyFor(std::string_view name, std::string_view help, int type);
 
+  void RemoveCollector(uint64_t id);
+
   mutable absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<Family>, std::less<>> families_ ABSL_GUARDED_BY(mu_);
-  std::vector<Collector> collectors_ ABSL_GUARDED_BY(mu_);
+  // Held shared while collectors run, exclusively while one is removed.
+  mutable absl::Mutex collectors_mu_;
+  std::map<uint64_t, Collector> collectors_ ABSL_GUARDED_BY(collectors_mu_);
+  uint64_t next_collector_ ABSL_GUARDED_BY(collectors_mu_) = 1;
 };
 
 // Prometheus text escaping of a label value (backslash, double quote, newline).
