@@ -13,6 +13,7 @@ PACKAGES=(
   libopenblas-dev libopenblas0-pthread
   python3 python3-torch python3-grpcio python3-protobuf python3-numpy
   iproute2 uidmap runc apparmor debootstrap
+  chromium
 )
 
 missing=()
