@@ -49,6 +49,15 @@ TEST(HfPreTokenizerTest, QwenPatternSplitsWordsDigitsAndWhitespaceRuns) {
   EXPECT_EQ(Pieces(pre, "\xe4\xbd\xa0\xe5\xa5\xbd,caf\xc3\xa9"), (V{"\xe4\xbd\xa0\xe5\xa5\xbd", ",caf\xc3\xa9"}));
 }
 
+TEST(HfPreTokenizerTest, WhitespaceIsUnicodeWhiteSpaceAsInTheLibrary) {
+  using V = std::vector<std::string>;
+  nlohmann::json pre = SplitStep(kQwenPattern);
+  // U+0085 and U+3000 are White_Space; U+180E (Mongolian vowel separator) left it in Unicode 6.3
+  // and PCRE2's own \s still takes it: here it is a symbol, one piece with the space before it.
+  EXPECT_EQ(Pieces(pre, "a\xc2\x85\xe3\x80\x80" "b"), (V{"a", "\xc2\x85", "\xe3\x80\x80" "b"}));
+  EXPECT_EQ(Pieces(pre, "a \xe1\xa0\x8e b"), (V{"a", " \xe1\xa0\x8e", " b"}));
+}
+
 TEST(HfPreTokenizerTest, LlamaPatternGroupsDigitsByThree) {
   using V = std::vector<std::string>;
   EXPECT_EQ(Pieces(SplitStep(kLlamaPattern), "1234567 abc"), (V{"123", "456", "7", " abc"}));
