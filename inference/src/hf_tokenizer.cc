@@ -177,7 +177,8 @@ absl::StatusOr<std::vector<int32_t>> HfTokenizer::Encode(std::string_view text, 
       }
       pieces.clear();
       scratch.owned.clear();
-      pre_tokenizer_->Split(std::string_view(normalized).substr(ns.begin, ns.end - ns.begin), &scratch, &pieces);
+      RETURN_IF_ERROR(
+          pre_tokenizer_->Split(std::string_view(normalized).substr(ns.begin, ns.end - ns.begin), &scratch, &pieces));
       for (std::string_view piece : pieces) {
         if (byte_level) {
           mapped.clear();

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -28,7 +29,8 @@ std::vector<std::string> Pieces(const nlohmann::json& pre, std::string_view text
   if (!p.ok()) return {};
   hf::PreTokenizer::Scratch scratch;
   std::vector<std::string_view> views;
-  (*p)->Split(text, &scratch, &views);
+  absl::Status st = (*p)->Split(text, &scratch, &views);
+  EXPECT_TRUE(st.ok()) << st;
   return std::vector<std::string>(views.begin(), views.end());
 }
 
@@ -197,6 +199,34 @@ TEST(HfTokenizerTest, DecodeAndStreamingNeverEmitPartialUtf8) {
   EXPECT_EQ(cut.Push('A'), "\xEF\xBF\xBD" "A");  // an interrupted character is one U+FFFD
   EXPECT_EQ(cut.Push(0xe2), "");
   EXPECT_EQ(cut.Finish(), "\xEF\xBF\xBD");
+}
+
+TEST(HfTokenizerTest, NfcNormalizesTextAndNormalizedAddedTokens) {
+  nlohmann::json j = ToyTokenizer();
+  j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}}}};
+  // A normalized added token written decomposed matches the composed text, and the other way.
+  j["added_tokens"].push_back({{"id", 306}, {"content", "e\xcc\x81!"}, {"special", false}, {"normalized", true}});
+  auto t = HfTokenizer::FromJson(j.dump(), "", "");
+  ASSERT_TRUE(t.ok()) << t.status();
+  using V = std::vector<int32_t>;
+  EXPECT_EQ(Ids(**t, "e\xcc\x81"), (V{0xc3, 0xa9}));  // NFC: U+00E9
+  EXPECT_EQ(Ids(**t, "x\xc3\xa9!"), (V{'x', 306}));
+  EXPECT_EQ(Ids(**t, "xe\xcc\x81!"), (V{'x', 306}));
+  // Non-normalized tokens are cut from the raw text first; each side is normalized alone.
+  EXPECT_EQ(Ids(**t, "e<|s|>\xcc\x81"), (V{'e', 300, 0xcc, 0x81}));
+}
+
+TEST(HfTokenizerTest, ConcurrentEncodesAgree) {
+  auto t = Toy();
+  ASSERT_NE(t, nullptr);
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += "ab abc aaaa <|s|> x" + std::to_string(i) + "\n";
+  const std::vector<int32_t> want = Ids(*t, text);
+  std::vector<std::vector<int32_t>> got(4);
+  std::vector<std::thread> threads;
+  for (auto& g : got) threads.emplace_back([&t, &text, &g] { g = *t->Encode(text); });
+  for (auto& th : threads) th.join();
+  for (const auto& g : got) EXPECT_EQ(g, want);
 }
 
 TEST(HfTokenizerTest, ConfigGivesBosEosAndFlags) {

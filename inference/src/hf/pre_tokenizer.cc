@@ -91,7 +91,7 @@ absl::Status PreTokenizer::Add(const nlohmann::json& j, const std::string& where
   return absl::OkStatus();
 }
 
-void PreTokenizer::SplitOne(const Step& step, std::string_view piece, Scratch* scratch,
+absl::Status PreTokenizer::SplitOne(const Step& step, std::string_view piece, Scratch* scratch,
                             std::vector<std::string_view>* out) const {
   if (step.prefix_space && (piece.empty() || piece.front() != ' ')) {
     scratch->owned.push_back(" " + std::string(piece));
@@ -99,11 +99,11 @@ void PreTokenizer::SplitOne(const Step& step, std::string_view piece, Scratch* s
   }
   if (step.regex == nullptr && step.literal.empty()) {  // ByteLevel without its regex
     if (!piece.empty()) out->push_back(piece);
-    return;
+    return absl::OkStatus();
   }
   auto& m = scratch->matches;
   if (step.regex != nullptr) {
-    step.regex->FindAll(piece, &scratch->regex, &m);
+    RETURN_IF_ERROR(step.regex->FindAll(piece, &scratch->regex, &m));
   } else {
     m.clear();
     for (size_t at = piece.find(step.literal); at != std::string_view::npos;
@@ -171,21 +171,24 @@ void PreTokenizer::SplitOne(const Step& step, std::string_view piece, Scratch* s
   for (const auto& [b, e] : merged) {
     if (e > b) out->push_back(piece.substr(b, e - b));
   }
+  return absl::OkStatus();
 }
 
-void PreTokenizer::Split(std::string_view text, Scratch* scratch, std::vector<std::string_view>* pieces) const {
-  if (text.empty()) return;
+absl::Status PreTokenizer::Split(std::string_view text, Scratch* scratch,
+                                 std::vector<std::string_view>* pieces) const {
+  if (text.empty()) return absl::OkStatus();
   if (steps_.empty()) {
     pieces->push_back(text);
-    return;
+    return absl::OkStatus();
   }
   std::vector<std::string_view> cur{text};
   for (const Step& step : steps_) {
     scratch->next.clear();
-    for (std::string_view piece : cur) SplitOne(step, piece, scratch, &scratch->next);
+    for (std::string_view piece : cur) RETURN_IF_ERROR(SplitOne(step, piece, scratch, &scratch->next));
     cur.swap(scratch->next);
   }
   pieces->insert(pieces->end(), cur.begin(), cur.end());
+  return absl::OkStatus();
 }
 
 }  // namespace flotilla::inference::hf

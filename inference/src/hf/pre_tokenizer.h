@@ -31,8 +31,8 @@ class PreTokenizer {
   static absl::StatusOr<std::unique_ptr<PreTokenizer>> FromJson(const nlohmann::json& j, const std::string& where);
 
   // Appends the pieces of `text` to *pieces (views into `text` or into scratch->owned, which
-  // must outlive them).
-  void Split(std::string_view text, Scratch* scratch, std::vector<std::string_view>* pieces) const;
+  // must outlive them). Fails only when a regex gives up on a piece (Regex::FindAll).
+  absl::Status Split(std::string_view text, Scratch* scratch, std::vector<std::string_view>* pieces) const;
 
   // True when a ByteLevel step maps the pieces' bytes to the byte-level alphabet.
   bool byte_level() const { return byte_level_; }
@@ -47,7 +47,7 @@ class PreTokenizer {
     bool prefix_space = false;  // ByteLevel add_prefix_space
   };
   absl::Status Add(const nlohmann::json& j, const std::string& where, bool last);
-  void SplitOne(const Step& step, std::string_view piece, Scratch* scratch, std::vector<std::string_view>* out) const;
+  absl::Status SplitOne(const Step& step, std::string_view piece, Scratch* scratch, std::vector<std::string_view>* out) const;
 
   std::vector<Step> steps_;
   bool byte_level_ = false;

@@ -52,11 +52,17 @@ std::string WhiteSpaceClasses(std::string_view pattern) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Regex>> Regex::Compile(std::string_view source_pattern, const std::string& where) {
-  const std::string pattern = WhiteSpaceClasses(source_pattern);
   int err = 0;
   PCRE2_SIZE err_offset = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+  // The pattern as written first, so that an error's offset points into the file's text.
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source_pattern.data()), source_pattern.size(),
                                    PCRE2_UTF | PCRE2_UCP, &err, &err_offset, nullptr);
+  if (code != nullptr) {
+    pcre2_code_free(code);
+    const std::string pattern = WhiteSpaceClasses(source_pattern);
+    code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP, &err,
+                         &err_offset, nullptr);
+  }
   if (code == nullptr) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof(msg));
@@ -67,21 +73,26 @@ absl::StatusOr<std::unique_ptr<Regex>> Regex::Compile(std::string_view source_pa
   (void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
   std::unique_ptr<Regex> re(new Regex());
   re->code_ = code;
+  re->where_ = where;
   return re;
 }
 
 Regex::~Regex() { pcre2_code_free(code_); }
 
-void Regex::FindAll(std::string_view subject, RegexScratch* scratch,
-                    std::vector<std::pair<size_t, size_t>>* out) const {
+absl::Status Regex::FindAll(std::string_view subject, RegexScratch* scratch,
+                            std::vector<std::pair<size_t, size_t>>* out) const {
   out->clear();
   const auto* s = reinterpret_cast<PCRE2_SPTR>(subject.data());
   size_t pos = 0;
   while (pos <= subject.size()) {
     int rc = pcre2_match(code_, s, subject.size(), pos, PCRE2_NO_UTF_CHECK, scratch->match_, scratch->context_);
     if (rc == PCRE2_ERROR_NOMATCH) break;
-    // Any other failure is a resource limit on a pathological input: the rest stays one piece.
-    if (rc < 0) break;
+    if (rc < 0) {
+      PCRE2_UCHAR msg[256];
+      pcre2_get_error_message(rc, msg, sizeof(msg));
+      return absl::ResourceExhaustedError(absl::StrCat(where_, ": matching a ", subject.size(), "-byte piece at byte ",
+                                                       pos, " failed: ", reinterpret_cast<const char*>(msg)));
+    }
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(scratch->match_);
     const size_t b = ov[0], e = ov[1];
     out->emplace_back(b, e);
@@ -93,6 +104,7 @@ void Regex::FindAll(std::string_view subject, RegexScratch* scratch,
       while (pos < subject.size() && (static_cast<unsigned char>(subject[pos]) & 0xC0) == 0x80) ++pos;
     }
   }
+  return absl::OkStatus();
 }
 
 }  // namespace flotilla::inference::hf

@@ -43,12 +43,14 @@ class Regex {
   Regex& operator=(const Regex&) = delete;
 
   // Every non-overlapping match in `subject` (valid UTF-8), leftmost first, as [begin, end)
-  // byte offsets; after an empty match the search resumes one character later.
-  void FindAll(std::string_view subject, RegexScratch* scratch, std::vector<std::pair<size_t, size_t>>* out) const;
+  // byte offsets; after an empty match the search resumes one character later. ResourceExhausted
+  // when PCRE2 gives up on the subject (its match or JIT stack limits).
+  absl::Status FindAll(std::string_view subject, RegexScratch* scratch, std::vector<std::pair<size_t, size_t>>* out) const;
 
  private:
   Regex() = default;
   pcre2_real_code_8* code_ = nullptr;
+  std::string where_;  // the field the pattern came from, for errors
 };
 
 }  // namespace flotilla::inference::hf

@@ -44,7 +44,8 @@ class HfTokenizer {
   // The ids of `text` (UTF-8; InvalidArgument naming the byte offset otherwise). With
   // parse_special, special tokens written in the text become their ids; without, they are
   // encoded as plain text (non-special added tokens still match), as the library's
-  // encode_special_tokens does. No bos/eos is added: see add_bos_token().
+  // encode_special_tokens does. No bos/eos is added: see add_bos_token(). ResourceExhausted
+  // when a pre-tokenizer regex gives up on a pathological piece (PCRE2's limits).
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text, bool parse_special = true) const;
 
   // The text of `ids`. Bytes that do not form UTF-8 become U+FFFD; ids out of range are skipped.
