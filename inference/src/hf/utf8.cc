@@ -4,8 +4,8 @@ namespace flotilla::inference::hf {
 namespace {
 
 // Length of the valid UTF-8 sequence starting at s[i] (1..4), or 0 when the bytes there are an
-// invalid subpart; *subpart then gets the maximal subpart's length (>= 1). `complete` is false
-// when the sequence is valid so far but runs off the end of `s`.
+// invalid subpart; *subpart then gets the maximal subpart's length (>= 1), and *truncated is
+// true when that subpart is valid so far but runs off the end of `s`.
 int SequenceAt(std::string_view s, size_t i, size_t* subpart, bool* truncated) {
   *truncated = false;
   const auto b0 = static_cast<uint8_t>(s[i]);
