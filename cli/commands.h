@@ -36,4 +36,7 @@ void AddBenchRolloutCommand(CLI::App& app, int* exit_code);
 // `flotilla bridge serve|status|reconfigure` (trainer_bridge).
 void AddBridgeCommand(CLI::App& app, int* exit_code);
 
+// `flotilla merge CONFIG.yaml --out DIR` (cli/merge_command.cc).
+void AddMergeCommand(CLI::App& app, int* exit_code);
+
 }  // namespace flotilla::cli
