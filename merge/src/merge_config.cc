@@ -64,30 +64,34 @@ namespace {
 constexpr std::string_view kClassKeys[] = {"attention", "router", "routed_experts", "shared_experts",
                                            "norms", "embeddings"};
 
+// A finite number within the parameter's range.
+absl::StatusOr<double> ParsePoint(const ConfigNode& n, const std::string& key) {
+  ASSIGN_OR_RETURN(double d, n.AsDouble());
+  if (!std::isfinite(d)) return n.Error("not a finite number");
+  if (key == "density" && !(d > 0.0 && d <= 1.0)) return n.Error(absl::StrCat(d, " is outside (0, 1]"));
+  if (key == "t" && !(d >= 0.0 && d <= 1.0)) return n.Error(absl::StrCat(d, " is outside [0, 1]"));
+  return d;
+}
+
 absl::StatusOr<ParamValue> ParseValue(const ConfigNode& n, const std::string& key) {
   ParamValue v;
-  if (n.is_sequence()) {
-    ASSIGN_OR_RETURN(std::vector<ConfigNode> items, n.Items());
-    if (items.empty()) return n.Error("a gradient needs at least one value");
-    for (const ConfigNode& item : items) {
-      ASSIGN_OR_RETURN(double d, item.AsDouble());
-      v.points.push_back(d);
-    }
-  } else if (key == "normalize") {
+  if (key == "normalize") {
+    if (n.is_sequence()) return n.Error("normalize is one true or false, not a gradient");
     ASSIGN_OR_RETURN(bool b, n.AsBool());
     v.points.push_back(b ? 1.0 : 0.0);
-  } else {
-    ASSIGN_OR_RETURN(double d, n.AsDouble());
+    return v;
+  }
+  if (!n.is_sequence()) {
+    ASSIGN_OR_RETURN(double d, ParsePoint(n, key));
+    v.points.push_back(d);
+    return v;
+  }
+  ASSIGN_OR_RETURN(std::vector<ConfigNode> items, n.Items());
+  if (items.empty()) return n.Error("a gradient needs at least one value");
+  for (const ConfigNode& item : items) {
+    ASSIGN_OR_RETURN(double d, ParsePoint(item, key));
     v.points.push_back(d);
   }
-  for (double d : v.points) {
-    if (!std::isfinite(d)) return n.Error("not a finite number");
-    if (key == "density" && !(d > 0.0 && d <= 1.0)) {
-      return n.Error(absl::StrCat(d, " is outside (0, 1]"));
-    }
-    if (key == "t" && !(d >= 0.0 && d <= 1.0)) return n.Error(absl::StrCat(d, " is outside [0, 1]"));
-  }
-  if (key == "normalize" && v.points.size() != 1) return n.Error("normalize is one true or false, not a gradient");
   return v;
 }
 
