@@ -151,11 +151,15 @@ absl::StatusOr<MergeConfig> ParseMergeConfig(const std::string& text, const std:
                                              const std::string& base_dir) {
   ASSIGN_OR_RETURN(ConfigNode root, ParseConfig(text, name));
   if (!root.is_map()) return root.Error("expected a map");
-  RETURN_IF_ERROR(root.CheckKeys({"method", "base_model", "models", "parameters", "dtype", "seed"}));
+  RETURN_IF_ERROR(root.CheckKeys({"method", "merge_method", "base_model", "models", "parameters", "dtype", "seed"}));
   MergeConfig cfg;
   cfg.file = name;
   cfg.text = text;
-  ASSIGN_OR_RETURN(cfg.method, ParseMethod(root["method"]));
+  // mergekit spells it merge_method; either is accepted, not both.
+  if (root["method"].present() && root["merge_method"].present()) {
+    return root["merge_method"].Error("give method or merge_method, not both");
+  }
+  ASSIGN_OR_RETURN(cfg.method, ParseMethod(root[root["merge_method"].present() ? "merge_method" : "method"]));
   ASSIGN_OR_RETURN(std::string base, root["base_model"].AsString(""));
   cfg.base_model = Resolve(base_dir, base);
   RETURN_IF_ERROR(ParseParams(root["parameters"], {"weight", "density", "t", "lambda", "normalize"}, true,

@@ -40,6 +40,14 @@ seed: 42
   EXPECT_EQ(cfg->models[1].params.Find("density", TensorClass::kOther), nullptr);
 }
 
+TEST(MergeConfigTest, AcceptsMergekitsMergeMethodKey) {
+  auto cfg = ParseMergeConfig("merge_method: slerp\nbase_model: b\nmodels: [{model: a}]\nparameters: {t: 0.25}\n",
+                              "m.yaml", "");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->method, MergeMethod::kSlerp);
+  EXPECT_EQ(cfg->params.Find("t", TensorClass::kAttention)->points, std::vector<double>{0.25});
+}
+
 TEST(MergeConfigTest, GradientInterpolatesOverLayers) {
   ParamValue v{{0.0, 1.0, 0.0}};
   EXPECT_DOUBLE_EQ(v.At(0, 5, false), 0.0);
@@ -97,7 +105,10 @@ TEST(MergeConfigTest, BadRecipesNameFileLineAndField) {
        "m.yaml:4: models[0].model: the base model cannot also be one of the models"},
       {"method: linear\nmodels: [{model: a}]\nseed: -3\n", "m.yaml:3: seed: must be >= 0"},
       {"method: linear\nmodel: [{model: a}]\n",
-       "m.yaml:2: model: unknown field (expected one of: method, base_model, models, parameters, dtype, seed)"},
+       "m.yaml:2: model: unknown field (expected one of: method, merge_method, base_model, models, parameters, "
+       "dtype, seed)"},
+      {"method: linear\nmerge_method: ties\nmodels: [{model: a}]\n",
+       "m.yaml:2: merge_method: give method or merge_method, not both"},
   };
   for (const BadRecipe& c : cases) {
     auto cfg = ParseMergeConfig(c.yaml, "m.yaml", "");

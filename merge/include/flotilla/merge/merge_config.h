@@ -1,6 +1,7 @@
 // The merge recipe: a mergekit-like YAML naming the parents, the method and its parameters.
 //
 //   method: ties                      # linear slerp task_arithmetic ties dare_linear dare_ties model_stock
+//                                     # (mergekit's key merge_method is accepted too)
 //   base_model: runs/a/base           # a folder (Hugging Face or Flotilla) or one .safetensors file
 //   models:
 //     - model: runs/a/weights/v100.safetensors
