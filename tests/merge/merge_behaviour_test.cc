@@ -10,6 +10,7 @@
 #include "absl/strings/str_replace.h"
 #include "flotilla/merge/merge.h"
 #include "flotilla/trainer_bridge/experiment_config.h"
+#include "flotilla/worker/embedded_worker.h"
 #include "gtest/gtest.h"
 #include "merge/merge_test_util.h"
 #include "nlohmann/json.hpp"
@@ -235,8 +236,7 @@ TEST_F(MergeBehaviourTest, Bfloat16OutputRoundsTheFloat32Merge) {
   }
 }
 
-TEST(MergeInitTest, ExperimentStartsFromAMergeTheEngineLoads) {
-  flotilla::testing::TempDir dir;
+inference::ModelConfig SmallFlotillaModel() {
   inference::ModelConfig mc;
   mc.vocab_size = 32;
   mc.n_layers = 2;
@@ -249,14 +249,23 @@ TEST(MergeInitTest, ExperimentStartsFromAMergeTheEngineLoads) {
   mc.n_shared_experts = 1;
   mc.expert_hidden = 8;
   mc.max_context = 32;
-  for (int i = 0; i < 3; ++i) {
-    inference::ModelWeights w = *inference::ModelWeights::Random(mc, 100 + i, 0.1f, 0);
-    std::vector<inference::TensorToWrite> out;
-    for (const inference::TensorSlot& s : inference::TensorSlots(w)) {
-      out.push_back({s.name, s.shape, s.dst->data(), inference::DType::kF32});
-    }
-    ASSERT_TRUE(inference::WriteSafetensors(dir.file(absl::StrCat("v", i, ".safetensors")), out).ok());
+  return mc;
+}
+
+// Random weights of `mc` in Flotilla's names, as the trainer writes them.
+void WriteFlotillaWeights(const inference::ModelConfig& mc, uint64_t seed, const std::string& path) {
+  inference::ModelWeights w = *inference::ModelWeights::Random(mc, seed, 0.1f, 0);
+  std::vector<inference::TensorToWrite> out;
+  for (const inference::TensorSlot& s : inference::TensorSlots(w)) {
+    out.push_back({s.name, s.shape, s.dst->data(), inference::DType::kF32});
   }
+  ASSERT_TRUE(inference::WriteSafetensors(path, out).ok()) << path;
+}
+
+TEST(MergeInitTest, ExperimentStartsFromAMergeTheEngineLoads) {
+  flotilla::testing::TempDir dir;
+  const inference::ModelConfig mc = SmallFlotillaModel();
+  for (int i = 0; i < 3; ++i) WriteFlotillaWeights(mc, 100 + i, dir.file(absl::StrCat("v", i, ".safetensors")));
   fixtures::WriteText(dir.file("recipe.yaml"),
                       "method: model_stock\nbase_model: v0.safetensors\nmodels:\n  - model: v1.safetensors\n"
                       "  - model: v2.safetensors\n");
@@ -278,6 +287,29 @@ TEST(MergeInitTest, ExperimentStartsFromAMergeTheEngineLoads) {
   fixtures::WriteText(dir.file("bad.yaml"), "method: model_stock\nmodels: [{model: v1.safetensors}]\n");
   auto bad = ResolveMergeInit("merge:" + dir.file("bad.yaml"), dir.file("y"));
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(MergeServeTest, AMergedFolderServesInTheEmbeddedWorker) {
+  // Flotilla folders (config.json + model.safetensors) merged by SLERP: the output folder has the
+  // base's config.json, so `flotilla eval -m DIR` / `flotilla up -m DIR` serve it as it is.
+  flotilla::testing::TempDir dir;
+  const inference::ModelConfig mc = SmallFlotillaModel();
+  for (const char* name : {"p0", "p1"}) {
+    std::filesystem::create_directories(dir.file(name));
+    WriteFlotillaWeights(mc, name[1] == '0' ? 7 : 8, dir.file(absl::StrCat(name, "/model.safetensors")));
+    fixtures::WriteText(dir.file(absl::StrCat(name, "/config.json")), mc.ToJson());
+  }
+  auto r = Merge(absl::StrCat("method: slerp\nbase_model: ", dir.file("p0"), "\nparameters: {t: 0.5}\nmodels: [{model: ",
+                              dir.file("p1"), "}]\n"),
+                 dir.file("merged"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  worker::EmbeddedWorkerOptions o;
+  o.model_prefix = dir.file("merged");
+  o.state_dir = dir.file("state");
+  o.threads = 1;
+  auto w = worker::EmbeddedWorker::Start(o);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ((*w)->config().ToJson(), mc.ToJson());
 }
 
 }  // namespace
