@@ -38,4 +38,7 @@ void AddBridgeCommand(CLI::App& app, int* exit_code);
 // `flotilla model tokenize` and the other verbs over a Hugging Face model folder (model_command.cc).
 void AddModelCommand(CLI::App& app, int* exit_code);
 
+// `flotilla merge CONFIG.yaml --out DIR` (cli/merge_command.cc).
+void AddMergeCommand(CLI::App& app, int* exit_code);
+
 }  // namespace flotilla::cli
