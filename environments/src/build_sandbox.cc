@@ -1,7 +1,10 @@
 #include "build_sandbox.h"
 
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/status.h"
+#include "mirror_proxy.h"
 
 namespace flotilla::environments {
 namespace {
@@ -41,14 +44,15 @@ std::string ShellQuote(const std::string& s) {
 }
 
 absl::StatusOr<std::unique_ptr<BuildSandbox>> BuildSandbox::Start(sandbox::Runtime& runtime, const std::string& top,
-                                                                  const std::string& mirror_hosts) {
+                                                                  std::set<std::string> mirror_hosts) {
   sandbox::SandboxOptions o;
   o.image = top.rfind("dir:", 0) == 0 ? top.substr(4) : top;
   o.policy_name = "build";
   o.labels["role"] = "env-build";
+  o.extra_allow.push_back({.cidr = "127.0.0.1/32", .port = 0});  // the mirror proxy
   ASSIGN_OR_RETURN(sandbox::CreateResult c, runtime.Create(o));
   std::unique_ptr<BuildSandbox> b(new BuildSandbox(runtime, c.id));
-  b->mirror_hosts_ = mirror_hosts;
+  b->mirror_hosts_ = std::move(mirror_hosts);
   return b;
 }
 
@@ -59,11 +63,16 @@ absl::StatusOr<StepOutput> BuildSandbox::Run(const std::vector<std::string>& arg
                                              const std::string& user,
                                              const std::function<void(std::string_view)>& progress,
                                              bool with_mirrors) {
-  absl::StatusOr<sandbox::FileContent> hosts = runtime_.GetFile(id_, "/etc/hosts", 1 << 20);
-  std::string augmented;
+  std::unique_ptr<MirrorProxy> proxy;
+  std::map<std::string, std::string> exec_env = env;
   if (with_mirrors && !mirror_hosts_.empty()) {
-    augmented = (hosts.ok() ? hosts->content : std::string()) + mirror_hosts_;
-    RETURN_IF_ERROR(Annotate(runtime_.PutFile(id_, "/etc/hosts", augmented, 0644), "naming the mirrors in /etc/hosts"));
+    ASSIGN_OR_RETURN(int netns, runtime_.OpenNetworkNamespace(id_));
+    auto started = MirrorProxy::Start(netns, mirror_hosts_);
+    ::close(netns);
+    if (!started.ok()) return Annotate(started.status(), "starting the apt mirror proxy");
+    proxy = std::move(*started);
+    std::string url = absl::StrCat("http://127.0.0.1:", proxy->port());
+    for (const char* k : {"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"}) exec_env[k] = url;
   }
   std::vector<std::string> argv = argv_in;
   if (!IsRoot(user)) {
@@ -74,7 +83,7 @@ absl::StatusOr<StepOutput> BuildSandbox::Run(const std::vector<std::string>& arg
   }
   sandbox::ExecOptions ex;
   ex.argv = argv;
-  ex.env = env;
+  ex.env = exec_env;
   ex.cwd = cwd.empty() ? "/" : cwd;
   StepOutput out;
   std::string pending;
@@ -95,16 +104,6 @@ absl::StatusOr<StepOutput> BuildSandbox::Run(const std::vector<std::string>& arg
   out.exit_code = r->exit_code;
   if (r->reason != sandbox::StopReason::kNone) {
     out.reason = absl::StrCat(std::string(sandbox::StopReasonName(r->reason)), r->detail.empty() ? "" : ": ", r->detail);
-  }
-  if (!augmented.empty()) {
-    auto now = runtime_.GetFile(id_, "/etc/hosts", 1 << 20);
-    if (now.ok() && now->content == augmented) {
-      if (hosts.ok()) {
-        RETURN_IF_ERROR(runtime_.PutFile(id_, "/etc/hosts", hosts->content, hosts->mode));
-      } else {
-        RETURN_IF_ERROR(Shell("rm -f /etc/hosts").status());
-      }
-    }
   }
   return out;
 }

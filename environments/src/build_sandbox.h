@@ -1,15 +1,17 @@
 // BuildSandbox: one build step's sandbox, as root, over the layers built so far; its writable
 // layer becomes the step's new layer.
 //
-// It runs under the "build" policy (network only to the machine's apt mirrors, on HTTP and
-// HTTPS; DNS is not allowed), so while a command runs, /etc/hosts also names the mirrors'
-// addresses; the image's own /etc/hosts is put back before the layer is committed.
+// It runs under the "build" policy plus its own loopback. While a RUN command runs, a
+// MirrorProxy listens on that loopback and the command's http_proxy/https_proxy point at it:
+// the machine's apt mirrors are reachable through it and nothing else is (the sandbox's
+// network namespace has no other way out).
 //
 // Not thread-safe; one per step. Destroys its sandbox when it goes.
 #pragma once
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,16 +28,16 @@ struct StepOutput {
 
 class BuildSandbox {
  public:
-  // `top` is an image top ("sha256:<hex>" or "dir:<rootfs>"); `mirror_hosts` the /etc/hosts
-  // lines of the apt mirrors.
+  // `top` is an image top ("sha256:<hex>" or "dir:<rootfs>"); `mirror_hosts` the host names
+  // of the machine's apt sources.
   static absl::StatusOr<std::unique_ptr<BuildSandbox>> Start(sandbox::Runtime& runtime, const std::string& top,
-                                                             const std::string& mirror_hosts);
+                                                             std::set<std::string> mirror_hosts);
   ~BuildSandbox();
   BuildSandbox(const BuildSandbox&) = delete;
   BuildSandbox& operator=(const BuildSandbox&) = delete;
 
   // Runs argv (as `user` when not empty/root, via setpriv) in `cwd` with exactly `env`.
-  // Output lines go to `progress` as they come.
+  // Output lines go to `progress` as they come. With `with_mirrors`, through the mirror proxy.
   absl::StatusOr<StepOutput> Run(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
                                  const std::string& cwd, const std::string& user,
                                  const std::function<void(std::string_view)>& progress, bool with_mirrors);
@@ -50,7 +52,7 @@ class BuildSandbox {
   BuildSandbox(sandbox::Runtime& runtime, std::string id) : runtime_(runtime), id_(std::move(id)) {}
   sandbox::Runtime& runtime_;
   std::string id_;
-  std::string mirror_hosts_;
+  std::set<std::string> mirror_hosts_;
 };
 
 // Single-quotes `s` for a POSIX shell.

@@ -1,11 +1,9 @@
 #include "flotilla/environments/env_builder.h"
 
-#include <netdb.h>
-#include <sys/socket.h>
-
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
@@ -38,26 +36,11 @@ struct Stage {
   uint64_t bytes = 0;
 };
 
-// "apt.example 203.0.113.9" lines for the hosts of this machine's apt sources.
-std::string MirrorHostsLines() {
+// The host names of this machine's apt sources: the build sandboxes' mirror proxy allows them.
+std::set<std::string> MirrorHosts() {
   auto hosts = policies::AptSourceHosts("/");
-  if (!hosts.ok()) return "";
-  std::string out;
-  for (const std::string& h : *hosts) {
-    struct addrinfo hints {};
-    hints.ai_socktype = SOCK_STREAM;
-    struct addrinfo* res = nullptr;
-    if (::getaddrinfo(h.c_str(), nullptr, &hints, &res) != 0) continue;
-    for (struct addrinfo* a = res; a != nullptr; a = a->ai_next) {
-      char ip[NI_MAXHOST];
-      if (::getnameinfo(a->ai_addr, a->ai_addrlen, ip, sizeof(ip), nullptr, 0, NI_NUMERICHOST) == 0) {
-        std::string line = absl::StrCat(ip, "\t", h, "\n");
-        if (out.find(line) == std::string::npos) out += line;
-      }
-    }
-    ::freeaddrinfo(res);
-  }
-  return out;
+  if (!hosts.ok()) return {};
+  return std::set<std::string>(hosts->begin(), hosts->end());
 }
 
 void SetEnv(ImageConfig* c, const std::string& name, const std::string& value) {
@@ -393,7 +376,7 @@ class EnvBuilder::Run {
       key.insert(key.end(), words.begin(), words.end());
       return LayerStep(in, key, [&](BuildSandbox& sb) -> absl::Status {
         ASSIGN_OR_RETURN(sandbox::Runtime * rt, b_.runtime());
-        auto source = BuildSandbox::Start(*rt, source_top, "");
+        auto source = BuildSandbox::Start(*rt, source_top, {});
         if (!source.ok()) return Annotate(source.status(), loc_ + ": starting a sandbox of --from=" + from);
         return Annotate(CopyBetween(**source, sb, words, dest, owner), loc_);
       });
@@ -427,7 +410,7 @@ class EnvBuilder::Run {
     }
     Progress(label);
     ASSIGN_OR_RETURN(sandbox::Runtime * rt, b_.runtime());
-    if (mirror_hosts_.empty()) mirror_hosts_ = MirrorHostsLines();
+    if (mirror_hosts_.empty()) mirror_hosts_ = MirrorHosts();
     auto sb = BuildSandbox::Start(*rt, st.top, mirror_hosts_);
     if (!sb.ok()) return Annotate(sb.status(), loc_ + ": starting the build sandbox");
     RETURN_IF_ERROR(work(**sb));
@@ -448,7 +431,7 @@ class EnvBuilder::Run {
   std::vector<Stage> stages_;
   std::map<std::string, std::string> global_args_view_;
   std::string loc_;
-  std::string mirror_hosts_;
+  std::set<std::string> mirror_hosts_;
   BuildResult result_;
 };
 

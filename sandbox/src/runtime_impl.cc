@@ -783,6 +783,14 @@ absl::Status RuntimeImpl::Resume(const std::string& id) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<int> RuntimeImpl::OpenNetworkNamespace(const std::string& id) {
+  ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, FindRunning(id));
+  std::string path = absl::StrCat("/proc/", sb->pid, "/ns/net");
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("open " + path);
+  return fd;
+}
+
 absl::StatusOr<SnapshotResult> RuntimeImpl::Snapshot(const std::string& id, const std::string& name) {
   ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, FindRunning(id));
   bool was_paused = sb->paused;

@@ -75,7 +75,7 @@ TEST(EvalCommandTest, ReferenceSolutionsPassEveryTaskOnBothHarnesses) {
 
 TEST(EvalCommandTest, DoingNothingFailsTheFirstNTasks) {
   testing::TempDir dir;
-  Ran r = Eval(dir, {"--agent", "none", "-n", "2", "--harness", "terminal"});
+  Ran r = Eval(dir, {"--agent", "none", "--tasks-per-harness", "2", "--harness", "terminal"});
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_TRUE(Has(r.out, "eval: harness=terminal tasks=2 passed=0 pass_rate=0.000")) << r.out;
   EXPECT_EQ(r.out.find("harness=mini"), std::string::npos) << r.out;
@@ -86,7 +86,7 @@ TEST(EvalCommandTest, DoingNothingFailsTheFirstNTasks) {
 
 TEST(EvalCommandTest, TheModelRunsAndEveryRunIsStored) {
   testing::TempDir dir;
-  Ran r = Eval(dir, {"-n", "1", "--max-steps", "2", "--max-tokens", "16", "--seed", "5"});
+  Ran r = Eval(dir, {"--tasks-per-harness", "1", "--max-steps", "2", "--max-tokens", "16", "--seed", "5"});
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("eval: harness=mini task=c-fix-stack-overflow reward="), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("eval: harness=terminal task=c-fix-stack-overflow reward="), std::string::npos) << r.out;

@@ -258,6 +258,11 @@ class Runtime {
   // it as an image for SandboxOptions::image. The sandbox keeps running.
   virtual absl::StatusOr<SnapshotResult> Snapshot(const std::string& id, const std::string& name) = 0;
 
+  // A new descriptor (the caller closes it) of the sandbox's network namespace: a host process
+  // can make sockets in it (setns on one thread) to serve the sandbox on its own loopback,
+  // as image builds do for their package-mirror proxy.
+  virtual absl::StatusOr<int> OpenNetworkNamespace(const std::string& id) = 0;
+
   virtual absl::Status Pause(const std::string& id) = 0;   // freezes every process
   virtual absl::Status Resume(const std::string& id) = 0;
 
