@@ -264,6 +264,12 @@ int RunEvalJob(EvalJobFlags f) {
         so.experiment = wo.experiment;
         so.seed = f.seed + static_cast<uint64_t>(tr - trials.data());
         auto res = worker::RunScaffold((*w)->service(), sandbox, task, so);
+        // The node admits a sandbox only while it has room: a trial refused for now waits its turn.
+        while (!res.ok() && res.status().message().find("not admitted") != absl::string_view::npos &&
+               stop.received() == 0) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          res = worker::RunScaffold((*w)->service(), sandbox, task, so);
+        }
         r["error_type"] = ErrorType(res);
         if (res.ok()) {
           r["reward"] = res->reward;
