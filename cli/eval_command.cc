@@ -188,6 +188,8 @@ void AddEvalCommand(CLI::App& app, int* exit_code) {
   ev->add_option("--jobs-dir", job->jobs_dir, "job mode: where job folders go");
   ev->add_option("--job-name", job->job_name, "job mode: the job folder's name (default: the UTC time)");
   ev->add_option("--resume", job->resume, "job mode: a job folder; runs its unfinished and errored trials");
+  ev->add_option("--filter-error", job->filter_errors,
+                 "job mode, --resume: rerun only trials with these error types (repeatable)");
   ev->add_option("--harness", flags->harnesses, "comma-separated built-in harnesses: mini, terminal");
   ev->add_option("--tasks-per-harness", flags->tasks_per_harness, "first N tasks in name order (0: all)");
   ev->add_option("--agent", flags->scaffold.agent, "model, reference (the task's solution) or none");

@@ -218,7 +218,13 @@ int RunEvalJob(EvalJobFlags f) {
         Trial tr{.task = t, .agent = agent, .attempt = a, .name = absl::StrCat((*tasks)[t].name, "__", agent, "__", a),
                  .result = json()};
         auto done = ReadJson(job_dir / tr.name / "result.json");
-        if (done.ok() && done->value("error_type", std::string()).empty()) tr.result = *done;
+        if (done.ok()) {
+          std::string error = done->value("error_type", std::string());
+          bool rerun = !error.empty() && (f.filter_errors.empty() ||
+                                          std::find(f.filter_errors.begin(), f.filter_errors.end(), error) !=
+                                              f.filter_errors.end());
+          if (!rerun) tr.result = *done;
+        }
         trials.push_back(std::move(tr));
       }
     }
