@@ -13,6 +13,7 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   bench->require_subcommand(1);
   flotilla::bench::RegisterSandboxBench(*bench, exit_code);
   RegisterEngineBench(*bench, exit_code);
+  RegisterEvalBench(*bench, exit_code);
 
   auto o = std::make_shared<bench::SchedulerBenchOptions>();
   CLI::App* sched = bench->add_subcommand("scheduler", "Scheduler simulator: real placement code, simulated nodes");

@@ -1,6 +1,7 @@
 // `flotilla eval`: one model across harnesses on a folder of Terminal-Bench style tasks.
+// (With -p or --resume it runs a Harbor-shaped job instead: eval_job.h.)
 //
-//   flotilla eval --tasks examples/tasks [--harness mini,terminal] [-n N] [--agent model]
+//   flotilla eval --tasks examples/tasks [--harness mini,terminal] [--tasks-per-harness N] [--agent model]
 //
 // For each harness (a built-in scaffold) the first N tasks of the folder, in name order, run
 // in sandboxes of the embedded node against the embedded engine; each run's trajectory (task,
@@ -23,6 +24,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "commands.h"
+#include "eval_job.h"
+#include "task_environment.h"
 #include "embedded_worker_flags.h"
 #include "flotilla/worker/embedded_node.h"
 #include "flotilla/worker/embedded_worker.h"
@@ -41,6 +44,7 @@ struct EvalFlags {
   uint32_t tasks_per_harness = 0;  // 0: every task in the folder
   worker::ScaffoldOptions scaffold;
   uint64_t seed = 0;
+  std::string env_store = "/var/lib/flotilla";
 };
 
 struct HarnessTally {
@@ -89,6 +93,10 @@ absl::StatusOr<std::vector<std::string>> ParseHarnesses(const std::string& list)
 }
 
 int Eval(const EvalFlags& f) {
+  if (f.tasks_dir.empty()) {
+    std::cerr << "flotilla eval: --tasks DIR (built-in harnesses) or -p PATH (a job) is required\n";
+    return 2;
+  }
   StopSignal stop;
   auto harnesses = ParseHarnesses(f.harnesses);
   if (!harnesses.ok()) {
@@ -100,6 +108,17 @@ int Eval(const EvalFlags& f) {
     std::cerr << "flotilla eval: " << tasks.status().message() << "\n";
     return 2;
   }
+  {
+    // Environments first: a task whose Dockerfile does not build fails before any model loads.
+    environments::EnvBuilder builder(CliEnvBuilderOptions(f.env_store));
+    for (worker::TerminalTask& task : *tasks) {
+      absl::Status env = PrepareTaskEnvironment(builder, &task, [](std::string_view l) { std::cerr << l << "\n"; });
+      if (!env.ok()) {
+        std::cerr << "flotilla eval: " << env.message() << "\n";
+        return 1;
+      }
+    }
+  }
   worker::EmbeddedWorkerOptions wo = f.worker;
   wo.http_address = "";
   auto w = worker::EmbeddedWorker::Start(wo);
@@ -108,7 +127,7 @@ int Eval(const EvalFlags& f) {
     return 1;
   }
   auto node = worker::EmbeddedNode::Start(std::filesystem::absolute(wo.state_dir).string() + "/sandboxes",
-                                         "flotilla-eval");
+                                         "flotilla-eval", f.env_store);
   if (!node.ok()) {
     std::cerr << "flotilla eval: embedded node: " << node.status().message() << "\n";
     return 1;
@@ -157,19 +176,40 @@ int Eval(const EvalFlags& f) {
 
 void AddEvalCommand(CLI::App& app, int* exit_code) {
   auto flags = std::make_shared<EvalFlags>();
+  auto job = std::make_shared<EvalJobFlags>();
   flags->worker.experiment = "eval";
   CLI::App* ev = app.add_subcommand("eval", "Evaluate one model across harnesses on a folder of tasks");
   AddEmbeddedWorkerFlags(ev, flags->worker);
-  ev->add_option("--tasks", flags->tasks_dir, "folder of Terminal-Bench style task folders")->required();
+  ev->add_option("--tasks", flags->tasks_dir, "folder of Terminal-Bench style task folders (built-in harness mode)");
+  ev->add_option("-p,--path", job->paths, "job mode: a task folder or a folder of tasks (repeatable)");
+  ev->add_option("-a,--agent-name", job->agents, "job mode: oracle, nop, mini or terminal (repeatable)");
+  ev->add_option("-k,--attempts", job->attempts, "job mode: trials per agent and task");
+  ev->add_option("-n,--concurrency", job->concurrency, "job mode: trials running at once");
+  ev->add_option("--jobs-dir", job->jobs_dir, "job mode: where job folders go");
+  ev->add_option("--job-name", job->job_name, "job mode: the job folder's name (default: the UTC time)");
+  ev->add_option("--resume", job->resume, "job mode: a job folder; runs its unfinished and errored trials");
+  ev->add_option("--filter-error", job->filter_errors,
+                 "job mode, --resume: rerun only trials with these error types (repeatable)");
   ev->add_option("--harness", flags->harnesses, "comma-separated built-in harnesses: mini, terminal");
-  ev->add_option("-n,--tasks-per-harness", flags->tasks_per_harness, "first N tasks in name order (0: all)");
+  ev->add_option("--tasks-per-harness", flags->tasks_per_harness, "first N tasks in name order (0: all)");
   ev->add_option("--agent", flags->scaffold.agent, "model, reference (the task's solution) or none");
   ev->add_option("--max-steps", flags->scaffold.max_steps, "agent turns at most");
   ev->add_option("--max-tokens", flags->scaffold.max_tokens, "tokens per model turn");
   ev->add_option("--temperature", flags->scaffold.temperature, "sampling temperature");
   ev->add_option("--policy", flags->scaffold.policy_name, "sandbox policy name");
+  ev->add_option("--env-store", flags->env_store, "where task environments are built (flotilla env)");
   ev->add_option("--seed", flags->seed, "sampling seed of the first run (each run adds its index)");
-  ev->callback([flags, exit_code] { *exit_code = Eval(*flags); });
+  ev->callback([flags, job, exit_code] {
+    if (job->paths.empty() && job->resume.empty()) {
+      *exit_code = Eval(*flags);
+      return;
+    }
+    job->worker = flags->worker;
+    job->scaffold = flags->scaffold;
+    job->env_store = flags->env_store;
+    job->seed = flags->seed;
+    *exit_code = RunEvalJob(*job);
+  });
 }
 
 }  // namespace flotilla::cli

@@ -186,7 +186,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
     rt->spawn_cv_.wait(lock, [&] { return rt->zygote_known_; });
     RETURN_IF_ERROR(rt->zygote_started_);
   }
-  auto images = ImageStore::Open(options.state_dir, rt->userns_.get(), options.host_uid_base);
+  auto images = ImageStore::Open(options.image_dir.empty() ? options.state_dir : options.image_dir,
+                                 rt->userns_.get(), options.host_uid_base);
   if (!images.ok()) return images.status();
   rt->images_ = std::move(*images);
   // Probe id-mapped mounts now, so that a host without them fails at Open, not at Create.
@@ -780,6 +781,14 @@ absl::Status RuntimeImpl::Resume(const std::string& id) {
   sb->paused = false;
   Emit(MakeEvent(id, SandboxEvent::Kind::kResumed));
   return absl::OkStatus();
+}
+
+absl::StatusOr<int> RuntimeImpl::OpenNetworkNamespace(const std::string& id) {
+  ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, FindRunning(id));
+  std::string path = absl::StrCat("/proc/", sb->pid, "/ns/net");
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("open " + path);
+  return fd;
 }
 
 absl::StatusOr<SnapshotResult> RuntimeImpl::Snapshot(const std::string& id, const std::string& name) {

@@ -98,6 +98,7 @@ class RuntimeImpl final : public Runtime {
   absl::StatusOr<SnapshotResult> Snapshot(const std::string& id, const std::string& name) override;
   absl::Status Pause(const std::string& id) override;
   absl::Status Resume(const std::string& id) override;
+  absl::StatusOr<int> OpenNetworkNamespace(const std::string& id) override;
   absl::Status Destroy(const std::string& id) override;
   std::vector<SandboxInfo> List() const override;
   absl::StatusOr<SandboxInfo> Info(const std::string& id) const override;

@@ -165,6 +165,9 @@ struct CleanupReport {
 
 struct RuntimeOptions {
   std::string state_dir = "/var/lib/flotilla";  // layers, images, the sandboxes' mount points
+  // Where image layers and names live (layers/, images/, base/), when not under state_dir:
+  // runtimes with their own state dirs then share one store of built environments.
+  std::string image_dir;
   // Cgroups are "<cgroup_prefix>/<instance>.<sandbox id>" (the instance names the runtime
   // process, so that a later runtime can tell a dead one's leftovers). The last runtime of a prefix removes
   // the empty "<cgroup_prefix>" parent at close, unless keep_cgroup_prefix: then it stays for
@@ -255,6 +258,11 @@ class Runtime {
   // it as an image for SandboxOptions::image. The sandbox keeps running.
   virtual absl::StatusOr<SnapshotResult> Snapshot(const std::string& id, const std::string& name) = 0;
 
+  // A new descriptor (the caller closes it) of the sandbox's network namespace: a host process
+  // can make sockets in it (setns on one thread) to serve the sandbox on its own loopback,
+  // as image builds do for their package-mirror proxy.
+  virtual absl::StatusOr<int> OpenNetworkNamespace(const std::string& id) = 0;
+
   virtual absl::Status Pause(const std::string& id) = 0;   // freezes every process
   virtual absl::Status Resume(const std::string& id) = 0;
 
@@ -283,5 +291,9 @@ absl::Status RemoveNodeSharedState(const RuntimeOptions& options);
 // machine's apt configuration). Progress lines go to `progress` (may be null).
 absl::Status BuildImage(const std::string& state_dir, const std::string& name,
                         const std::string& suite, const std::function<void(std::string_view)>& progress);
+
+// The URI of the first apt source of this machine that serves `suite` (the mirror BuildImage
+// uses). NotFound when none does.
+absl::StatusOr<std::string> DebianMirrorFor(const std::string& suite);
 
 }  // namespace flotilla::sandbox

@@ -1,0 +1,50 @@
+// `flotilla eval -p ...`: an evaluation job in Harbor's shape.
+//
+//   flotilla eval -p TASKS [-p ...] -a AGENT [-a ...] [-k ATTEMPTS] [-n CONCURRENCY]
+//                 [--jobs-dir DIR] [--job-name NAME]
+//   flotilla eval --resume JOBS_DIR/NAME [--filter-error TYPE]...
+//
+// TASKS is a task folder or a folder of task folders (Harbor 2.x or Terminal-Bench 1.x).
+// AGENT: oracle (the task's solution), nop (nothing), mini or terminal (the built-in scaffolds
+// over the embedded model). Agents x tasks x attempts is the job; its trials run N at a time,
+// each in its own sandbox of the task's built environment.
+//
+// The job folder: config.json (what was asked), one folder per trial
+// "<task>__<agent>__<attempt>" with result.json (reward, status, error_type, detail, timings,
+// steps, trajectory id), and result.json of the job: per agent pass@1, pass@k (unbiased),
+// mean reward and its standard error, errors. Error types: env_build_failed, agent_timeout,
+// agent_error, verifier_timeout, verifier_error, sandbox_crashed. --resume runs only the
+// trials without a result or with an error (with --filter-error, only errors of those types;
+// trials with other errors keep their results). The last line printed is
+//   eval: tasks=N trials=M pass@1=X pass@k=Y errors=E
+// (pass@1 and pass@k averaged over agents x tasks). Exit status 0 when the job completed
+// (whatever it scored), 1 when it could not run, 2 for bad arguments, 130/143 when stopped by
+// a signal (running trials finish first; their results are kept).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "flotilla/worker/embedded_worker.h"
+#include "flotilla/worker/scaffold.h"
+
+namespace flotilla::cli {
+
+struct EvalJobFlags {
+  worker::EmbeddedWorkerOptions worker;
+  worker::ScaffoldOptions scaffold;
+  std::vector<std::string> paths;
+  std::vector<std::string> agents;
+  int attempts = 1;
+  int concurrency = 1;
+  std::string jobs_dir = "jobs";
+  std::string job_name;
+  std::string resume;
+  std::vector<std::string> filter_errors;
+  std::string env_store = "/var/lib/flotilla";
+  uint64_t seed = 0;
+};
+
+int RunEvalJob(EvalJobFlags flags);
+
+}  // namespace flotilla::cli

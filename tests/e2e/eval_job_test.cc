@@ -1,0 +1,127 @@
+// `flotilla eval -p` jobs for real: the examples' built environments, the oracle k times each,
+// a job killed (SIGKILL) in the middle and resumed: the resumed run completes only the trials
+// without a result, and the job's result.json counts every trial once.
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "testing/temp_dir.h"
+
+namespace flotilla::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Env(const char* k, const char* d) {
+  const char* v = std::getenv(k);
+  return v == nullptr ? d : v;
+}
+
+pid_t Start(const testing::TempDir& dir, const std::string& log, std::vector<std::string> args) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (freopen(log.c_str(), "w", stdout) == nullptr) ::_exit(126);
+    dup2(1, 2);
+    std::string bin = Env("FLOTILLA_BINARY_DIR", "build") + "/cli/flotilla";
+    std::vector<std::string> full = {bin, "eval", "--state-dir", dir.file("state"), "--env-store",
+                                     Env("FLOTILLA_ENV_STORE", "/var/lib/flotilla")};
+    full.insert(full.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : full) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(bin.c_str(), argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int Wait(pid_t pid) {
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Trial folder -> the modification time of its result.json.
+std::map<std::string, int64_t> Results(const fs::path& job) {
+  std::map<std::string, int64_t> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(job, ec)) {
+    struct stat st;
+    if (::stat((e.path() / "result.json").c_str(), &st) == 0) {
+      out[e.path().filename().string()] = st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec;
+    }
+  }
+  return out;
+}
+
+class EvalJobTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root (sandboxes, environment builds)";
+    if (::access("/usr/sbin/debootstrap", X_OK) != 0) GTEST_SKIP() << "debootstrap not installed";
+  }
+};
+
+TEST_F(EvalJobTest, KilledMidJobAndResumedRunsOnlyTheMissingTrials) {
+  testing::TempDir dir;
+  const std::string tasks = Env("FLOTILLA_SOURCE_DIR", ".") + "/examples/tasks";
+  size_t n_tasks = 0;
+  for (const auto& e : fs::directory_iterator(tasks)) {
+    n_tasks += fs::exists(e.path() / "task.toml") || fs::exists(e.path() / "task.yaml") ? 1 : 0;
+  }
+  const fs::path job = fs::path(dir.file("jobs")) / "j";
+  pid_t pid = Start(dir, dir.file("first.txt"),
+                    {"-p", tasks, "-a", "oracle", "-k", "3", "-n", "8", "--jobs-dir", dir.file("jobs"), "--job-name", "j"});
+  // Kill it once a few trials have their result, before all of them have.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+  while (Results(job).size() < 4 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ::kill(pid, SIGKILL);
+  EXPECT_EQ(Wait(pid), 128 + SIGKILL);
+  std::map<std::string, int64_t> before = Results(job);
+  ASSERT_GE(before.size(), 4u) << Slurp(dir.file("first.txt"));
+  ASSERT_LT(before.size(), 3 * n_tasks) << "the job finished before it could be killed";
+
+  int rc = Wait(Start(dir, dir.file("second.txt"), {"--resume", job.string()}));
+  std::string out = Slurp(dir.file("second.txt"));
+  ASSERT_EQ(rc, 0) << out;
+  std::map<std::string, int64_t> after = Results(job);
+  EXPECT_EQ(after.size(), 3 * n_tasks);
+  for (const auto& [trial, mtime] : before) EXPECT_EQ(after[trial], mtime) << trial << " ran again";
+  // The resumed run reports only what it ran, then the whole job.
+  EXPECT_NE(out.find("[" + std::to_string(3 * n_tasks - before.size()) + "/" +
+                     std::to_string(3 * n_tasks - before.size()) + "]"),
+            std::string::npos)
+      << out;
+  std::string last = "eval: tasks=" + std::to_string(n_tasks) + " trials=" + std::to_string(3 * n_tasks) +
+                     " pass@1=1.000 pass@k=1.000 errors=0\n";
+  EXPECT_EQ(out.substr(out.size() - last.size()), last) << out;
+  auto summary = nlohmann::json::parse(Slurp((job / "result.json").string()));
+  EXPECT_EQ(summary["trials"], 3 * n_tasks);
+  EXPECT_EQ(summary["agents"]["oracle"]["pass@3"], 1.0);
+  auto trial = nlohmann::json::parse(Slurp((job / "hello-file__oracle__2" / "result.json").string()));
+  EXPECT_EQ(trial["reward"], 1.0);
+  EXPECT_EQ(trial["error_type"], "");
+  EXPECT_EQ(trial["attempt"], 2);
+}
+
+}  // namespace
+}  // namespace flotilla::cli
