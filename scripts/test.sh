@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what the tests need, builds everything, and runs the whole suite with CTest.
+# Installs what the tests need, builds everything, runs the fuzz targets for a bounded time
+# (scripts/fuzz.sh), and runs the whole suite with CTest.
 # The output ends with CTest's summary (a binary whose tests all skipped is counted there as
 # "Skipped", never "Passed"), then every test skipped inside a binary that otherwise passed.
 set -euo pipefail
@@ -9,8 +10,10 @@ for extra in scripts/test-deps.d/*.sh; do
   [ -e "$extra" ] && bash "$extra"
 done
 scripts/build.sh
-cd "${BUILD_DIR:-build}"
 status=0
+# The parsers of outside input under libFuzzer, each for a bounded time (label `fuzz`).
+scripts/fuzz.sh || status=$?
+cd "${BUILD_DIR:-build}"
 ctest --output-on-failure --no-label-summary -j "$(nproc)" --timeout 900 || status=$?
 # tests/testing/gtest_main.cc prints one FLOTILLA_PARTIAL_SKIP line per skipped test of a binary
 # that passed; CTest keeps the output of every test in its log.

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 
@@ -92,6 +93,14 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
       if (!s.is_number_integer() || s.get<int64_t>() < 0) return bad("shape has a non-integer or negative entry");
       t.shape.push_back(s.get<int64_t>());
     }
+    // The shape's byte size, bounded by the file's data so it cannot overflow: a shape whose
+    // product wrapped around once matched a small byte range.
+    uint64_t shape_bytes = std::find(t.shape.begin(), t.shape.end(), 0) != t.shape.end() ? 0 : DTypeSize(t.dtype);
+    for (int64_t d : t.shape) {
+      if (shape_bytes == 0) break;
+      if (shape_bytes > data_size / static_cast<uint64_t>(d)) return bad("shape needs more bytes than the file holds");
+      shape_bytes *= static_cast<uint64_t>(d);
+    }
     const auto& off = v["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
       return bad("data_offsets must be [begin, end]");
@@ -103,9 +112,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
     }
     t.data = data + b;
     t.nbytes = e - b;
-    if (static_cast<uint64_t>(t.numel()) * DTypeSize(t.dtype) != t.nbytes) {
-      return bad(absl::StrCat("shape needs ", t.numel() * DTypeSize(t.dtype), " bytes, data has ", t.nbytes));
-    }
+    if (shape_bytes != t.nbytes) return bad(absl::StrCat("shape needs ", shape_bytes, " bytes, data has ", t.nbytes));
     f->tensors_[name] = std::move(t);
   }
   return f;
