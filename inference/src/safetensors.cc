@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/status.h"
+#include "flotilla/common/unique_fd.h"
 #include "nlohmann/json.hpp"
 
 namespace flotilla::inference {
@@ -31,21 +32,16 @@ SafetensorsFile::~SafetensorsFile() {
 absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->path_ = path;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(absl::StrCat("open ", path));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus(absl::StrCat("open ", path));
   struct stat st;
-  if (fstat(fd, &st) != 0) {
-    absl::Status s = ErrnoStatus(absl::StrCat("stat ", path));
-    ::close(fd);
-    return s;
-  }
+  if (fstat(fd.get(), &st) != 0) return ErrnoStatus(absl::StrCat("stat ", path));
   size_t size = static_cast<size_t>(st.st_size);
   if (size < 8) {
-    ::close(fd);
     return absl::InvalidArgumentError(absl::StrCat(path, ": truncated: ", size, " bytes, no header length"));
   }
-  void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
+  void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+  fd.Reset();
   if (map == MAP_FAILED) return ErrnoStatus(absl::StrCat("mmap ", path));
   f->map_ = map;
   f->map_size_ = size;

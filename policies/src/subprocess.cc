@@ -9,7 +9,7 @@
 #include <cerrno>
 
 #include "flotilla/common/status.h"
-#include "flotilla/policies/unique_fd.h"
+#include "flotilla/common/unique_fd.h"
 
 extern char** environ;
 
@@ -41,7 +41,7 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv) {
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) return ErrnoStatus("starting " + argv[0], rc);
-  write_end.reset();
+  write_end.Reset();
   CommandResult result;
   char buf[4096];
   for (;;) {
