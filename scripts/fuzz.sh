@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets of tests/fuzz with clang (ASan + UBSan) into build-fuzz, a build
 # that compiles only the parsers they fuzz, and runs each target for FLOTILLA_FUZZ_SECONDS
 # (default 20) through CTest's label `fuzz`. A crash fails its test and leaves the input under
-# build-fuzz/tests/fuzz/work/<target>/artifacts/.
+# build-fuzz/tests/fuzz/fuzz-work/<target>/artifacts/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FUZZ_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
