@@ -22,7 +22,7 @@
 namespace flotilla::bench {
 namespace {
 
-using policies::UniqueFd;
+using flotilla::UniqueFd;
 
 void Report(std::ostream& out, const std::string& name, std::vector<double> us) {
   if (us.empty()) return;
@@ -65,7 +65,7 @@ double TimeInChild(const std::function<int()>& step, const std::function<bool()>
     (void)!write(wr.get(), &us, sizeof(us));
     _exit(err == 0 ? 0 : 1);
   }
-  wr.reset();
+  wr.Reset();
   bool ok = parent();
   double us = -1;
   if (read(rd.get(), &us, sizeof(us)) != sizeof(us)) us = -1;
@@ -103,7 +103,7 @@ void BenchSeccomp(int n, const policies::Policy& policy, std::ostream& out) {
            UniqueFd child_end(sv[1]);
            return TimeInChild([&] { return policies::InstallSeccompInChild(**program, child_end.get()); },
                               [&] {
-                                child_end.reset();
+                                child_end.Reset();
                                 Stopwatch sw;
                                 auto fd = policies::ReceiveListenerFd(parent_end.get());
                                 if (!fd.ok()) return false;

@@ -1,9 +1,7 @@
 // `flotilla bridge`: serve an experiment's TrainerBridge for an external trainer, and talk to a
 // running one: `status`, `reconfigure` (dataset mixture, per-dataset concurrency, active
 // teachers) without draining.
-#include <csignal>
 #include <iostream>
-#include <thread>
 
 #include <grpcpp/grpcpp.h>
 
@@ -12,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "commands.h"
 #include "embedded_sandbox.h"
+#include "flotilla/common/shutdown_signals.h"
 #include "flotilla/inference/engine.h"
 #include "flotilla/proto/trainer.grpc.pb.h"
 #include "flotilla/trainer_bridge/experiment.h"
@@ -19,9 +18,8 @@
 namespace flotilla::cli {
 namespace {
 
-std::atomic<bool> g_stop{false};
-
 int Serve(const std::string& experiment, const std::string& listen, int threads) {
+  ShutdownSignals signals;  // before the engine's, sandbox's and gRPC's threads exist
   auto cfg = trainer_bridge::LoadExperimentConfig(experiment);
   if (!cfg.ok()) {
     std::cerr << "bridge: " << cfg.status().message() << "\n";
@@ -48,9 +46,7 @@ int Serve(const std::string& experiment, const std::string& listen, int threads)
     return 1;
   }
   std::cout << "bridge: listening on " << (*exp)->address() << std::endl;
-  std::signal(SIGINT, [](int) { g_stop = true; });
-  std::signal(SIGTERM, [](int) { g_stop = true; });
-  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  signals.Wait();
   (*exp)->Stop();
   return 0;
 }

@@ -1,23 +1,19 @@
 // `flotilla engine`: serves the inference engine over gRPC (flotilla.v1.Engine), and
 // `flotilla bench engine` (bench/engine_bench.h).
-#include <atomic>
 #include <chrono>
-#include <csignal>
-#include <thread>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "commands.h"
 #include "engine_bench.h"
+#include "flotilla/common/shutdown_signals.h"
 #include "flotilla/inference/engine.h"
 #include "flotilla/inference/engine_service.h"
 #include "grpcpp/grpcpp.h"
 
 namespace flotilla::cli {
 namespace {
-
-std::atomic<bool> g_stop{false};
 
 // NAME=config.json:weights.safetensors
 bool ParseModelSpec(const std::string& spec, std::string* name, std::string* config, std::string* weights) {
@@ -33,6 +29,7 @@ bool ParseModelSpec(const std::string& spec, std::string* name, std::string* con
 
 int RunEngine(const std::string& listen, const std::vector<std::string>& models,
               const inference::EngineOptions& options, int64_t version) {
+  ShutdownSignals signals;  // before the engine's and gRPC's threads exist
   auto engine = inference::Engine::Create(options);
   if (!engine.ok()) {
     std::cerr << "flotilla engine: " << engine.status() << "\n";
@@ -72,9 +69,7 @@ int RunEngine(const std::string& listen, const std::vector<std::string>& models,
     return 1;
   }
   std::cout << "flotilla engine: serving " << models.size() << " model(s) on port " << port << std::endl;
-  std::signal(SIGINT, [](int) { g_stop = true; });
-  std::signal(SIGTERM, [](int) { g_stop = true; });
-  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  signals.Wait();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   return 0;
 }

@@ -1,6 +1,4 @@
 // `flotilla node`: the node agent daemon (NodeAgent gRPC service over this host's runtime).
-#include <signal.h>
-
 #include <atomic>
 #include <iostream>
 #include <thread>
@@ -8,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "commands.h"
+#include "flotilla/common/shutdown_signals.h"
 #include "flotilla/sandbox/node_agent.h"
 #include "flotilla/sandbox/zygote_main.h"
 
@@ -15,7 +14,6 @@ namespace flotilla::cli {
 namespace {
 
 std::atomic<bool> g_stop{false};
-void OnSignal(int) { g_stop = true; }
 
 struct NodeFlags {
   std::string listen = "0.0.0.0:7070";
@@ -27,6 +25,7 @@ struct NodeFlags {
 
 int RunNode(const NodeFlags& f) {
   using namespace flotilla::sandbox;
+  ShutdownSignals signals;  // before the runtime's and gRPC's threads exist
   RuntimeOptions ro;
   ro.state_dir = f.state_dir;
   // This binary has every component's libraries loaded; the small flotilla-zygote next to it
@@ -56,8 +55,6 @@ int RunNode(const NodeFlags& f) {
     return 1;
   }
   std::cout << "flotilla node: listening on port " << (*server)->port() << std::endl;
-  ::signal(SIGINT, OnSignal);
-  ::signal(SIGTERM, OnSignal);
   std::thread link;
   if (!f.scheduler.empty()) {
     std::string advertise = f.advertise.empty() ? f.listen : f.advertise;
@@ -70,7 +67,8 @@ int RunNode(const NodeFlags& f) {
       if (!s.ok()) std::cerr << "flotilla node: " << s << "\n";
     });
   }
-  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  signals.Wait();
+  g_stop = true;
   (*server)->Shutdown();
   if (link.joinable()) link.join();
   return 0;

@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "flotilla/common/config.h"
 #include "flotilla/common/logging.h"
+#include "flotilla/common/shutdown_signals.h"
 #include "flotilla/scheduler/grpc_node_client.h"
 #include "flotilla/scheduler/scheduler_service.h"
 
@@ -78,12 +79,7 @@ int Run(const SchedulerFlags& f) {
     std::cerr << "admission: " << s.message() << "\n";
     return 2;
   }
-  // Blocked before any thread starts, so every thread inherits the mask and sigwait gets them.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  ShutdownSignals signals;  // before any thread starts, so every thread inherits the mask
   auto server = scheduler::SchedulerServer::Start(o, SystemClock::Get(), scheduler::GrpcNodeClientFactory());
   if (!server.ok()) {
     std::cerr << "flotilla scheduler: " << server.status().message() << "\n";
@@ -95,8 +91,7 @@ int Run(const SchedulerFlags& f) {
   // The metrics port first: a reader of the gRPC port file may scrape at once.
   if (!f.metrics_port_file.empty()) WritePortFile(f.metrics_port_file, (*server)->metrics_port());
   if (!f.port_file.empty()) WritePortFile(f.port_file, (*server)->port());
-  int sig = 0;
-  sigwait(&set, &sig);
+  const int sig = signals.Wait();
   FLOG(info, "scheduler stopping", {{"signal", sig}});
   (*server)->Shutdown();
   return 0;

@@ -16,7 +16,7 @@
 #include "flotilla/worker/scaffold.h"
 #include "flotilla/worker/terminal_task.h"
 #include "embedded_worker_flags.h"
-#include "serve_util.h"
+#include "flotilla/common/shutdown_signals.h"
 
 namespace flotilla::cli {
 
@@ -126,6 +126,7 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
 
   w->callback([w, opts, exit_code] {
     if (!w->get_subcommands().empty()) return;
+    ShutdownSignals signals;  // before the worker's threads exist, so they inherit the mask
     auto worker = worker::EmbeddedWorker::Start(*opts);
     if (!worker.ok()) {
       std::cerr << "flotilla worker: " << worker.status().message() << "\n";
@@ -134,7 +135,7 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
     }
     std::cout << "flotilla worker: serving on http://" << (*worker)->http_address()
               << "/v1 (trajectories in " << (*worker)->store().path() << ")" << std::endl;
-    WaitForShutdownSignal();
+    signals.Wait();
   });
 }
 

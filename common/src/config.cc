@@ -54,7 +54,11 @@ size_t ConfigNode::size() const {
 std::vector<std::string> ConfigNode::keys() const {
   std::vector<std::string> out;
   if (!node_.IsMap()) return out;
-  for (const auto& kv : node_) out.push_back(kv.first.as<std::string>());
+  for (const auto& kv : node_) {
+    // A key that is itself a list or map ("? [a]: 1") has no text: as<std::string>() threw and
+    // the exception ended the process. It is named so CheckKeys refuses it as an unknown field.
+    out.push_back(kv.first.IsScalar() ? kv.first.Scalar() : kv.first.IsNull() ? "" : "(a list or map as a key)");
+  }
   return out;
 }
 

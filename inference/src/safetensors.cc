@@ -5,11 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/status.h"
+#include "flotilla/common/unique_fd.h"
 #include "nlohmann/json.hpp"
 
 namespace flotilla::inference {
@@ -30,21 +32,16 @@ SafetensorsFile::~SafetensorsFile() {
 absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->path_ = path;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(absl::StrCat("open ", path));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus(absl::StrCat("open ", path));
   struct stat st;
-  if (fstat(fd, &st) != 0) {
-    absl::Status s = ErrnoStatus(absl::StrCat("stat ", path));
-    ::close(fd);
-    return s;
-  }
+  if (fstat(fd.get(), &st) != 0) return ErrnoStatus(absl::StrCat("stat ", path));
   size_t size = static_cast<size_t>(st.st_size);
   if (size < 8) {
-    ::close(fd);
     return absl::InvalidArgumentError(absl::StrCat(path, ": truncated: ", size, " bytes, no header length"));
   }
-  void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
+  void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+  fd.Reset();
   if (map == MAP_FAILED) return ErrnoStatus(absl::StrCat("mmap ", path));
   f->map_ = map;
   f->map_size_ = size;
@@ -92,6 +89,14 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
       if (!s.is_number_integer() || s.get<int64_t>() < 0) return bad("shape has a non-integer or negative entry");
       t.shape.push_back(s.get<int64_t>());
     }
+    // The shape's byte size, bounded by the file's data so it cannot overflow: a shape whose
+    // product wrapped around once matched a small byte range.
+    uint64_t shape_bytes = std::find(t.shape.begin(), t.shape.end(), 0) != t.shape.end() ? 0 : DTypeSize(t.dtype);
+    for (int64_t d : t.shape) {
+      if (shape_bytes == 0) break;
+      if (shape_bytes > data_size / static_cast<uint64_t>(d)) return bad("shape needs more bytes than the file holds");
+      shape_bytes *= static_cast<uint64_t>(d);
+    }
     const auto& off = v["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
       return bad("data_offsets must be [begin, end]");
@@ -103,9 +108,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
     }
     t.data = data + b;
     t.nbytes = e - b;
-    if (static_cast<uint64_t>(t.numel()) * DTypeSize(t.dtype) != t.nbytes) {
-      return bad(absl::StrCat("shape needs ", t.numel() * DTypeSize(t.dtype), " bytes, data has ", t.nbytes));
-    }
+    if (shape_bytes != t.nbytes) return bad(absl::StrCat("shape needs ", shape_bytes, " bytes, data has ", t.nbytes));
     f->tensors_[name] = std::move(t);
   }
   return f;

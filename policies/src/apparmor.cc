@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "flotilla/common/status.h"
-#include "flotilla/policies/unique_fd.h"
+#include "flotilla/common/unique_fd.h"
 #include "subprocess.h"
 
 namespace flotilla::policies {

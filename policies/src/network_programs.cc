@@ -160,10 +160,10 @@ absl::StatusOr<NetworkPrograms> LoadNetworkPrograms(uint32_t max_rules) {
   p.loaded_here = true;
   for (size_t i = 0; i < kNetworkPrograms.size(); ++i) {
     bpf_program* prog = bpf_object__find_program_by_name(skel->obj, kNetworkPrograms[i].name);
-    p.progs[i].reset(prog ? fcntl(bpf_program__fd(prog), F_DUPFD_CLOEXEC, 0) : -1);
+    p.progs[i].Reset(prog ? fcntl(bpf_program__fd(prog), F_DUPFD_CLOEXEC, 0) : -1);
   }
-  p.rules.reset(fcntl(bpf_map__fd(skel->maps.flotilla_rules), F_DUPFD_CLOEXEC, 0));
-  p.denials.reset(fcntl(bpf_map__fd(skel->maps.flotilla_denials), F_DUPFD_CLOEXEC, 0));
+  p.rules.Reset(fcntl(bpf_map__fd(skel->maps.flotilla_rules), F_DUPFD_CLOEXEC, 0));
+  p.denials.Reset(fcntl(bpf_map__fd(skel->maps.flotilla_denials), F_DUPFD_CLOEXEC, 0));
   net_policy__destroy(skel);  // the duplicated descriptors keep the objects
   for (const UniqueFd& fd : p.progs) {
     if (!fd.valid()) return absl::InternalError("a BPF network program is missing from its object");

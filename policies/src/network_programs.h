@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "flotilla/policies/unique_fd.h"
+#include "flotilla/common/unique_fd.h"
 
 namespace flotilla::policies {
 

@@ -1,6 +1,7 @@
 #include "subprocess.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,7 +9,7 @@
 #include <cerrno>
 
 #include "flotilla/common/status.h"
-#include "flotilla/policies/unique_fd.h"
+#include "flotilla/common/unique_fd.h"
 
 extern char** environ;
 
@@ -27,11 +28,20 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // A daemon blocks SIGINT and SIGTERM in every thread (ShutdownSignals); the tool starts
+  // with none blocked.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
   pid_t pid = 0;
-  int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  int rc = posix_spawn(&pid, args[0], &actions, &attr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   if (rc != 0) return ErrnoStatus("starting " + argv[0], rc);
-  write_end.reset();
+  write_end.Reset();
   CommandResult result;
   char buf[4096];
   for (;;) {

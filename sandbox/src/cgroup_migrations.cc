@@ -10,7 +10,7 @@
 #include "cgroups.h"
 #include "flotilla/common/status.h"
 #include "sys_util.h"
-#include "unique_fd.h"
+#include "flotilla/common/unique_fd.h"
 
 namespace flotilla::sandbox {
 namespace {

@@ -58,7 +58,22 @@ absl::Status RmdirRetry(const std::string& dir) {
   return ErrnoStatus("rmdir " + dir, EBUSY);
 }
 
+// A CPU limit that could not be written fails the sandbox's creation, naming the field.
+absl::Status CpuLimitApplied(absl::string_view field, const absl::Status& written) {
+  if (written.ok()) return written;
+  return absl::FailedPreconditionError(absl::StrCat(field, ": not applied (", written.message(), ")"));
+}
+
 }  // namespace
+
+CgroupDriver CgroupDriver::PureV2At(const std::string& root, bool cpuset) {
+  CgroupDriver d;
+  d.pure_v2_ = true;
+  d.v2_ = root;
+  d.unified_ = root;
+  d.v2_cpuset_ = cpuset;
+  return d;
+}
 
 absl::StatusOr<CgroupDriver> CgroupDriver::Detect(const std::string& root) {
   CgroupDriver d;
@@ -201,11 +216,16 @@ absl::Status CgroupDriver::Limit(SandboxCgroup& cg, const CgroupLimits& limits) 
     if (limits.memory_bytes) RETURN_IF_ERROR(WriteSmallFile(dir + "/memory.max", absl::StrCat(limits.memory_bytes)));
     (void)WriteSmallFile(dir + "/memory.swap.max", "0");
     if (limits.pids) RETURN_IF_ERROR(WriteSmallFile(dir + "/pids.max", absl::StrCat(limits.pids)));
+    // Without the cpu controller delegated the files are missing: the limit must not be
+    // dropped silently.
     if (limits.cpu_weight && limits.cpu_weight != 100) {
-      (void)WriteSmallFile(dir + "/cpu.weight", absl::StrCat(limits.cpu_weight));
+      RETURN_IF_ERROR(CpuLimitApplied("resources.cpu_weight",
+                                      WriteSmallFile(dir + "/cpu.weight", absl::StrCat(limits.cpu_weight))));
     }
     if (limits.cpu_quota_millicores) {
-      (void)WriteSmallFile(dir + "/cpu.max", absl::StrCat(limits.cpu_quota_millicores * 100, " 100000"));
+      RETURN_IF_ERROR(CpuLimitApplied(
+          "resources.cpu_quota_millicores",
+          WriteSmallFile(dir + "/cpu.max", absl::StrCat(limits.cpu_quota_millicores * 100, " 100000"))));
     }
     if (pin) RETURN_IF_ERROR(PinCpuset(dir, "", limits));
     return absl::OkStatus();
@@ -214,7 +234,12 @@ absl::Status CgroupDriver::Limit(SandboxCgroup& cg, const CgroupLimits& limits) 
     RETURN_IF_ERROR(WriteSmallFile(cg.memory_dir_ + "/memory.limit_in_bytes", absl::StrCat(limits.memory_bytes)));
   }
   if (limits.pids) RETURN_IF_ERROR(WriteSmallFile(cg.pids_dir_ + "/pids.max", absl::StrCat(limits.pids)));
-  if (!cpu_.empty() && ((limits.cpu_weight && limits.cpu_weight != 100) || limits.cpu_quota_millicores)) {
+  if ((limits.cpu_weight && limits.cpu_weight != 100) || limits.cpu_quota_millicores) {
+    if (cpu_.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          limits.cpu_quota_millicores ? "resources.cpu_quota_millicores" : "resources.cpu_weight",
+          ": not applied (this host mounts no cgroup v1 cpu controller)"));
+    }
     ASSIGN_OR_RETURN(std::string cpu, cg.MakeIn(cpu_));
     if (limits.cpu_weight && limits.cpu_weight != 100) {
       // v2 weight 100 == v1 shares 1024.

@@ -39,6 +39,10 @@ class CgroupDriver {
   // Finds the hierarchies under `root` (normally /sys/fs/cgroup). Unavailable when neither a
   // usable v2 nor v1 memory+pids+cpu+freezer is mounted.
   static absl::StatusOr<CgroupDriver> Detect(const std::string& root = "/sys/fs/cgroup");
+  // A pure v2 driver over `root` taken as it is, without looking at the filesystem: for tests
+  // of what limits write (a plain directory lacks cpu.weight and cpu.max exactly like a v2
+  // cgroup whose parent did not delegate the cpu controller).
+  static CgroupDriver PureV2At(const std::string& root, bool cpuset = false);
 
   bool pure_v2() const { return pure_v2_; }
   bool has_unified() const { return !unified_.empty(); }

@@ -17,7 +17,7 @@
 #include "flotilla/common/status.h"
 #include "layer_writer.h"
 #include "sys_util.h"
-#include "unique_fd.h"
+#include "flotilla/common/unique_fd.h"
 
 namespace flotilla::sandbox {
 namespace fs = std::filesystem;

@@ -25,7 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "flotilla/sandbox/runtime.h"
-#include "unique_fd.h"
+#include "flotilla/common/unique_fd.h"
 
 namespace flotilla::sandbox {
 

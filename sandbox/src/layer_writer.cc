@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/status.h"
-#include "unique_fd.h"
+#include "flotilla/common/unique_fd.h"
 
 namespace flotilla::sandbox {
 namespace {

@@ -69,9 +69,9 @@ class NodeAgentImpl final : public NodeAgent, public v1::NodeAgent::Service {
   }
 
   grpc::Status Create(grpc::ServerContext*, const v1::CreateRequest* req, v1::CreateResponse* resp) override {
-    if (req->numa_partition() >= static_cast<uint32_t>(std::max(1, usage_.partitions_size()))) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          absl::StrCat("numa_partition: no partition ", req->numa_partition(), " on this node"));
+    // Every check that can refuse the request runs before the reservation, which must not leak.
+    for (const auto& a : req->extra_allow()) {
+      if (a.port() > 65535) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "extra_allow.port: above 65535");
     }
     v1::AdmitRequest admit;
     *admit.mutable_resources() = req->resources();
@@ -82,6 +82,10 @@ class NodeAgentImpl final : public NodeAgent, public v1::NodeAgent::Service {
     std::string cpus, mems;  // the partition's cpuset, where the host can pin
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (req->numa_partition() >= static_cast<uint32_t>(std::max(1, usage_.partitions_size()))) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            absl::StrCat("numa_partition: no partition ", req->numa_partition(), " on this node"));
+      }
       v1::AdmitResponse d = check_.Decide(usage_, admit);
       if (!d.admitted()) return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "not admitted: " + d.reason());
       usage_ = check_.Apply(usage_, admit);
@@ -104,10 +108,7 @@ class NodeAgentImpl final : public NodeAgent, public v1::NodeAgent::Service {
     o.execution_class =
         req->execution_class() == v1::LATENCY_SENSITIVE ? ExecutionClass::kLatencySensitive : ExecutionClass::kBestEffort;
     o.labels = {req->labels().begin(), req->labels().end()};
-    for (const auto& a : req->extra_allow()) {
-      if (a.port() > 65535) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "extra_allow.port: above 65535");
-      o.extra_allow.push_back({a.cidr(), static_cast<uint16_t>(a.port())});
-    }
+    for (const auto& a : req->extra_allow()) o.extra_allow.push_back({a.cidr(), static_cast<uint16_t>(a.port())});
     auto created = rt_->Create(o);
     std::function<void(const v1::NodeUsage&)> listener;
     v1::NodeUsage now;

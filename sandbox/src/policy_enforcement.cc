@@ -24,7 +24,7 @@
 #include "flotilla/policies/policy.h"
 #include "flotilla/policies/seccomp.h"
 #include "init_plan.h"
-#include "unique_fd.h"
+#include "flotilla/common/unique_fd.h"
 
 namespace flotilla::sandbox {
 namespace {
@@ -152,7 +152,7 @@ class PoliciesSandboxEnforcement final : public SandboxEnforcement {
   absl::Status AfterStart() override {
     listener_child_.Reset();
     if (listener_parent_.valid() && host_->supervisor) {
-      ASSIGN_OR_RETURN(pol::UniqueFd fd, pol::ReceiveListenerFd(listener_parent_.get()));
+      ASSIGN_OR_RETURN(UniqueFd fd, pol::ReceiveListenerFd(listener_parent_.get()));
       ASSIGN_OR_RETURN(seccomp_watch_, host_->supervisor->Watch(id_, std::move(fd)));
       listener_parent_.Reset();
     }
@@ -186,7 +186,7 @@ class PoliciesSandboxEnforcement final : public SandboxEnforcement {
   pol::Policy policy_;
   std::string id_;
   std::shared_ptr<const pol::SeccompProgram> program_;
-  flotilla::sandbox::UniqueFd listener_parent_, listener_child_;
+  UniqueFd listener_parent_, listener_child_;
   std::string seccomp_data_;
   std::unique_ptr<pol::LandlockPlan> landlock_;
   std::shared_ptr<pol::LoadedAppArmorProfile> apparmor_;

@@ -29,7 +29,7 @@
 #include "flotilla/sandbox/runtime.h"
 #include "image_store.h"
 #include "init_process.h"
-#include "unique_fd.h"
+#include "flotilla/common/unique_fd.h"
 #include "zygote.h"
 
 namespace flotilla::sandbox {

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "unique_fd.h"
+#include "flotilla/common/unique_fd.h"
 
 namespace flotilla::sandbox {
 

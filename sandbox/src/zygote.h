@@ -23,7 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "init_process.h"
-#include "unique_fd.h"
+#include "flotilla/common/unique_fd.h"
 
 namespace flotilla::sandbox {
 

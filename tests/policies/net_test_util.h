@@ -15,7 +15,7 @@
 #include <fstream>
 #include <string>
 
-#include "flotilla/policies/unique_fd.h"
+#include "flotilla/common/unique_fd.h"
 #include "gtest/gtest.h"
 
 namespace flotilla::policies::nettest {
@@ -28,7 +28,7 @@ class TempCgroup {
     if (ok_) fd_ = UniqueFd(open(path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   }
   ~TempCgroup() {
-    fd_.reset();
+    fd_.Reset();
     if (ok_) rmdir(path_.c_str());
   }
   bool ok() const { return ok_ && fd_.valid(); }

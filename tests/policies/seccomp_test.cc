@@ -192,7 +192,7 @@ TEST(SeccompTest, WithoutASupervisorDeniedCallsFailWithEnosys) {
   close(out[1]);
   auto fd = ReceiveListenerFd(sv[0]);
   ASSERT_TRUE(fd.ok());
-  fd->reset();
+  fd->Reset();
   ASSERT_EQ(write(sv[0], "g", 1), 1);
   int err = -1;
   EXPECT_EQ(read(out[0], &err, sizeof(err)), static_cast<ssize_t>(sizeof(err)));

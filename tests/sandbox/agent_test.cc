@@ -1,6 +1,10 @@
 // The NodeAgent over real gRPC on a loopback port, backed by the real runtime.
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
+#include <thread>
+#include <vector>
+
 #include "flotilla/proto/sandbox.grpc.pb.h"
 #include "flotilla/sandbox/node_agent.h"
 #include "gtest/gtest.h"
@@ -178,6 +182,82 @@ TEST_F(NodeAgentTest, AdmissionRejectsAboveTheSlotThreshold) {
   grpc::ClientContext c6;
   EXPECT_EQ(stub_->Create(&c6, bad, &cresp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(agent_->Usage().slots_used(), 1u);
+}
+
+TEST_F(NodeAgentTest, RefusedExtraAllowPortLeavesNoReservation) {
+  v1::CreateRequest creq;
+  creq.set_sandbox_id("sbx-bad-port");
+  creq.mutable_resources()->set_memory_bytes(64 << 20);
+  creq.mutable_resources()->set_cpu_quota_millicores(100);
+  auto* rule = creq.add_extra_allow();
+  rule->set_cidr("10.0.0.0/8");
+  rule->set_port(70000);
+  v1::CreateResponse cresp;
+  grpc::ClientContext c;
+  grpc::Status s = stub_->Create(&c, creq, &cresp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "extra_allow.port: above 65535");
+  const v1::NodeUsage u = agent_->Usage();
+  EXPECT_EQ(u.slots_used(), 0u);
+  EXPECT_EQ(u.memory_used(), 0u);
+  EXPECT_EQ(u.cpu_millicores_used(), 0u);
+  EXPECT_TRUE(agent_->SandboxIds().empty());
+}
+
+// Create's partition check reads the node's usage, which concurrent Creates rewrite while they
+// reserve and release: a check outside the lock saw a half-rewritten usage (no partitions) and
+// refused a valid partition. The refused writers fail in the runtime (a bad id) after reserving.
+TEST(NodeAgentConcurrencyTest, ValidPartitionIsNeverRefusedWhileOthersReserve) {
+  flotilla::testing::TempDir dir;
+  RuntimeOptions o;
+  o.state_dir = dir.path().string();
+  o.cgroup_prefix = "flotilla-test-race-" + std::to_string(::getpid());
+  auto rt = Runtime::Open(o);
+  if (!rt.ok()) GTEST_SKIP() << "sandbox runtime unavailable: " << rt.status();
+  NodeAgentOptions ao;
+  ao.node_id = "node-race";
+  ao.slots_capacity = 64;
+  ao.partitions_per_node = 2;
+  auto agent = NodeAgent::Create(std::move(*rt), ao);
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  const int partitions = (*agent)->Usage().partitions_size();
+  ASSERT_GE(partitions, 2);
+  auto* service = dynamic_cast<v1::NodeAgent::Service*>((*agent)->service());
+  ASSERT_NE(service, nullptr);
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> wrongly_refused{0};
+  std::atomic<int> checks{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 2; ++w) {
+    threads.emplace_back([&] {
+      v1::CreateRequest bad;
+      bad.set_sandbox_id("../bad");
+      bad.mutable_resources()->set_memory_bytes(1 << 20);
+      while (!stop) {
+        v1::CreateResponse resp;
+        (void)service->Create(nullptr, &bad, &resp);
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    // Too large to admit: the answer is RESOURCE_EXHAUSTED, never a partition complaint.
+    v1::CreateRequest big;
+    big.set_numa_partition(static_cast<uint32_t>(partitions - 1));
+    big.mutable_resources()->set_memory_bytes(uint64_t{1} << 60);
+    for (int i = 0; i < 200000; ++i) {
+      v1::CreateResponse resp;
+      grpc::Status s = service->Create(nullptr, &big, &resp);
+      if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) wrongly_refused.fetch_add(1);
+      checks.fetch_add(1);
+    }
+    stop = true;
+  });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(checks.load(), 200000);
+  EXPECT_EQ(wrongly_refused.load(), 0);
+  EXPECT_EQ((*agent)->Usage().slots_used(), 0u);
+  EXPECT_EQ((*agent)->Usage().memory_used(), 0u);
 }
 
 }  // namespace

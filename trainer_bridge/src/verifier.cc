@@ -10,10 +10,15 @@ namespace {
 
 constexpr char kScriptPath[] = "/verify/check.sh";
 
+// Fields are separated by the ASCII unit separator, not a tab: the shell's `read` merges runs
+// of a whitespace separator, so an empty field (a copy task's reference) shifted the next
+// ones and the response was read as empty.
+constexpr char kSeparator = '\x1f';
+
 std::string Clean(const std::string& s) {
   std::string out = s;
   for (char& c : out) {
-    if (c == '\t' || c == '\n' || c == '\r') c = ' ';
+    if (c == '\t' || c == '\n' || c == '\r' || c == kSeparator) c = ' ';
   }
   return out;
 }
@@ -22,17 +27,19 @@ std::string Clean(const std::string& s) {
 
 const std::string& VerifierScript() {
   static const std::string script = R"SH(#!/bin/sh
-# Task-family verifier: reads "family<TAB>prompt<TAB>reference<TAB>response" lines and prints
-# 1 (correct) or 0 per line. The truth is recomputed from the prompt; responses are compared
-# as exact strings after trimming surrounding blanks.
-tab=$(printf '\t')
-while IFS="$tab" read -r family prompt ref resp; do
+# Task-family verifier: reads "family<US>prompt<US>reference<US>response" lines (US: the ASCII
+# unit separator, which unlike a tab keeps empty fields) and prints 1 (correct) or 0 per line.
+# The truth is recomputed from the prompt; responses are compared as exact strings after
+# trimming surrounding blanks.
+sep=$(printf '\037')
+while IFS="$sep" read -r family prompt ref resp; do
   resp=$(printf '%s' "$resp" | sed 's/^ *//; s/ *$//')
   case "$family" in
     arith)
       e=${prompt%=}
       case "$e" in ''|*[!0-9+*-]*) echo 0; continue ;; esac
-      truth=$(( $e ))
+      # In a subshell: a malformed expression ("1+", "08") fails this item, not the script.
+      truth=$( (echo $(( $e ))) 2>/dev/null ) || { echo 0; continue; }
       ;;
     copy) truth=${prompt#copy } ;;
     file) truth=$ref ;;
@@ -107,7 +114,8 @@ absl::StatusOr<std::vector<double>> SandboxVerifier::Verify(const std::vector<Ve
   if (items.empty()) return std::vector<double>{};
   std::string input;
   for (const auto& it : items) {
-    absl::StrAppend(&input, Clean(it.family), "\t", Clean(it.prompt), "\t", Clean(it.reference), "\t",
+    absl::StrAppend(&input, Clean(it.family), std::string(1, kSeparator), Clean(it.prompt),
+                    std::string(1, kSeparator), Clean(it.reference), std::string(1, kSeparator),
                     Clean(it.response), "\n");
   }
   auto r = RunOnce(sandbox_id(), input, items.size());

@@ -1,7 +1,11 @@
 #include "flotilla/worker/embedded_worker.h"
 
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -34,6 +38,44 @@ std::string FindTrainerPython() {
   return "";
 }
 
+// Runs python3 -m flotilla_trainer.init_model with its stdout on our stderr and waits for it.
+// Not std::system: that ignores SIGINT while the child runs, which discards a SIGINT a daemon
+// holds pending for its orderly stop (ShutdownSignals); the child starts with no signal blocked.
+absl::Status RunInitModel(const std::string& pythonpath, const std::string& prefix) {
+  std::vector<std::string> args = {"/usr/bin/python3", "-m", "flotilla_trainer.init_model", "--out", prefix,
+                                   "--seed", "0"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::string env_pythonpath = "PYTHONPATH=" + pythonpath;
+  std::vector<char*> envp = {env_pythonpath.data()};
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::string_view(*e).rfind("PYTHONPATH=", 0) != 0) envp.push_back(*e);
+  }
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, 2, 1);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  pid_t pid = 0;
+  const int err = posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (err != 0) return ErrnoStatus("embedded default model: starting /usr/bin/python3", err);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return absl::InternalError(absl::StrCat("embedded default model: init_model exited ", status));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> ReadText(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("model config ", path, ": cannot open"));
@@ -53,11 +95,7 @@ absl::Status WriteDefaultModel(const std::string& prefix) {
   }
   std::error_code ec;
   fs::create_directories(fs::path(prefix).parent_path(), ec);
-  std::string cmd = absl::StrCat("PYTHONPATH='", py, "' /usr/bin/python3 -m flotilla_trainer.init_model --out '",
-                                 prefix, "' --seed 0 >&2");
-  int rc = std::system(cmd.c_str());
-  if (rc != 0) return absl::InternalError(absl::StrCat("embedded default model: init_model exited ", rc));
-  return absl::OkStatus();
+  return RunInitModel(py, prefix);
 }
 
 absl::StatusOr<std::unique_ptr<EmbeddedWorker>> EmbeddedWorker::Start(const EmbeddedWorkerOptions& o) {

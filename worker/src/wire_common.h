@@ -1,4 +1,4 @@
-// Shared pieces of the three wire APIs: JSON parsing with field-named errors, SSE framing,
+// Shared pieces of the three wire APIs (the JSON field readers are in wire_json.h): SSE framing,
 // logprob rendering and status-to-HTTP mapping.
 #pragma once
 
@@ -11,31 +11,14 @@
 #include "flotilla/worker/chat_service.h"
 #include "flotilla/common/http_server.h"
 #include "nlohmann/json.hpp"
+#include "wire_json.h"
 
 namespace flotilla::worker::wire {
 
 using Json = nlohmann::ordered_json;
-using InJson = nlohmann::json;
 
 // JSON text; invalid UTF-8 (never expected: text is sanitized) is replaced, not thrown.
 std::string Dump(const Json& j);
-absl::StatusOr<InJson> ParseBody(const std::string& body);
-
-// Field readers: absent fields keep the default; a present field of the wrong type is an
-// InvalidArgument naming `path`.
-absl::Status ReadString(const InJson& obj, const char* key, const std::string& path, std::string* out);
-absl::Status ReadBool(const InJson& obj, const char* key, const std::string& path, bool* out);
-absl::Status ReadFloat(const InJson& obj, const char* key, const std::string& path, float lo,
-                       float hi, float* out);
-absl::Status ReadUint(const InJson& obj, const char* key, const std::string& path, uint32_t lo,
-                      uint32_t hi, uint32_t* out);
-absl::Status ReadSeed(const InJson& obj, const char* key, const std::string& path,
-                      std::optional<uint64_t>* out);
-// A text content: a string, null (empty), or an array of parts whose `text` is taken when the
-// part's type is one of `text_types`. Other part types are an error naming the part.
-absl::StatusOr<std::string> ReadTextContent(const InJson& v, const std::string& path,
-                                            const std::vector<std::string>& text_types);
-absl::Status Invalid(const std::string& path, const std::string& what);
 
 int HttpStatusFor(const absl::Status& s);
 

@@ -27,7 +27,7 @@
 #include "absl/status/statusor.h"
 #include "flotilla/policies/child_enforcement.h"
 #include "flotilla/policies/policy.h"
-#include "flotilla/policies/unique_fd.h"
+#include "flotilla/common/unique_fd.h"
 
 namespace flotilla::policies {
 

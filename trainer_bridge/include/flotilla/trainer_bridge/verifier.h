@@ -30,8 +30,8 @@ class Verifier {
   virtual absl::StatusOr<std::vector<double>> Verify(const std::vector<VerifyItem>& items) = 0;
 };
 
-// The check script (POSIX sh) the sandbox runs: one "family\tprompt\treference\tresponse" line
-// in, one "1" or "0" line out.
+// The check script (POSIX sh) the sandbox runs: one "family prompt reference response" line in
+// (fields separated by the ASCII unit separator, 0x1f), one "1" or "0" line out.
 const std::string& VerifierScript();
 
 class SandboxVerifier final : public Verifier {
