@@ -15,6 +15,7 @@
 #include "flotilla/inference/engine.h"
 #include "flotilla/proto/trainer.grpc.pb.h"
 #include "flotilla/trainer_bridge/experiment.h"
+#include "flotilla/worker/sandbox_client.h"
 
 namespace flotilla::cli {
 namespace {
@@ -35,14 +36,15 @@ int Serve(const std::string& experiment, const std::string& listen, int threads)
     std::cerr << "bridge: engine: " << engine.status().message() << "\n";
     return 1;
   }
-  auto sandbox = OpenSandboxRuntime(cfg->state_dir + "/sandbox");
+  auto sandbox = StartEmbeddedNode(cfg->state_dir + "/sandbox");
   if (!sandbox.ok()) {
     std::cerr << "bridge: sandbox: " << sandbox.status().message() << "\n";
     return 1;
   }
   trainer_bridge::ExperimentOptions xo;
   xo.listen = listen;
-  auto exp = trainer_bridge::Experiment::Start(*cfg, **engine, sandbox->get(), xo);
+  worker::SandboxClient sandboxes((*sandbox)->channel());
+  auto exp = trainer_bridge::Experiment::Start(*cfg, **engine, &sandboxes, xo);
   if (!exp.ok()) {
     std::cerr << "bridge: " << exp.status().message() << "\n";
     return 1;

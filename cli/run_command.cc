@@ -24,6 +24,7 @@
 #include "flotilla/common/status.h"
 #include "flotilla/inference/engine.h"
 #include "flotilla/trainer_bridge/experiment.h"
+#include "flotilla/worker/sandbox_client.h"
 #include "trainer_process.h"
 
 namespace flotilla::cli {
@@ -77,7 +78,7 @@ absl::Status PrepareStateDir(const trainer_bridge::ExperimentConfig& cfg, const 
   if (!fs::exists(db) || f.resume) return absl::OkStatus();
   bool finished = true;
   {
-    auto store = trainer_bridge::TrajectoryStore::Open(db.string(), cfg.name);
+    auto store = trainer_bridge::ExperimentStore::Open(db.string(), cfg.name);
     if (store.ok()) {
       auto fin = (*store)->Finished();
       finished = !fin.ok() || *fin;
@@ -124,14 +125,15 @@ int Run(const RunFlags& f) {
     std::cerr << "run: engine: " << engine.status().message() << "\n";
     return 1;
   }
-  auto sandbox = OpenSandboxRuntime((std::filesystem::path(cfg->state_dir) / "sandbox").string());
+  auto sandbox = StartEmbeddedNode((std::filesystem::path(cfg->state_dir) / "sandbox").string());
   if (!sandbox.ok()) {
     std::cerr << "run: sandbox: " << sandbox.status().message() << "\n";
     return 1;
   }
   trainer_bridge::ExperimentOptions xo;
   xo.listen = f.listen;
-  auto exp = trainer_bridge::Experiment::Start(*cfg, **engine, sandbox->get(), xo);
+  worker::SandboxClient sandboxes((*sandbox)->channel());
+  auto exp = trainer_bridge::Experiment::Start(*cfg, **engine, &sandboxes, xo);
   if (!exp.ok()) {
     std::cerr << "run: " << exp.status().message() << "\n";
     return 1;

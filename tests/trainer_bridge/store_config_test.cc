@@ -4,7 +4,7 @@
 #include "flotilla/trainer_bridge/experiment_config.h"
 #include "flotilla/trainer_bridge/task_source.h"
 #include "flotilla/trainer_bridge/teacher_registry.h"
-#include "flotilla/trainer_bridge/trajectory_store.h"
+#include "flotilla/trainer_bridge/experiment_store.h"
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
 
@@ -110,7 +110,7 @@ RolloutSample Sample(uint64_t id, uint64_t group, double reward) {
 TEST(TrajectoryStoreTest, GroupsSurviveReopenAndConsumptionIsDurable) {
   testing::TempDir dir;
   {
-    auto store = TrajectoryStore::Open(dir.file("t.db"), "exp");
+    auto store = ExperimentStore::Open(dir.file("t.db"), "exp");
     ASSERT_TRUE(store.ok()) << store.status();
     ASSERT_TRUE((*store)->PutGroup({Sample(0, 0, 1), Sample(1, 0, 0)}).ok());
     ASSERT_TRUE((*store)->PutGroup({Sample(2, 1, 1), Sample(3, 1, 1)}).ok());
@@ -118,7 +118,7 @@ TEST(TrajectoryStoreTest, GroupsSurviveReopenAndConsumptionIsDurable) {
     ASSERT_TRUE((*store)->SaveCounters(5, {{"add", 5}}).ok());
     ASSERT_TRUE((*store)->SavePolicy(4, "/w/4.safetensors").ok());
   }
-  auto store = TrajectoryStore::Open(dir.file("t.db"), "exp");
+  auto store = ExperimentStore::Open(dir.file("t.db"), "exp");
   ASSERT_TRUE(store.ok());
   auto groups = (*store)->LoadUnconsumed();
   ASSERT_TRUE(groups.ok());

@@ -3,21 +3,23 @@
 #include <grpcpp/grpcpp.h>
 
 #include "flotilla/common/status.h"
-#include "flotilla/sandbox/node_agent.h"
+#include "flotilla/node/node_agent.h"
 #include "flotilla/sandbox/runtime.h"
 
 namespace flotilla::worker {
 
 absl::StatusOr<std::unique_ptr<EmbeddedNode>> EmbeddedNode::Start(const std::string& state_dir,
-                                                                   const std::string& cgroup_prefix) {
+                                                                   const std::string& cgroup_prefix,
+                                                                   bool cleanup_leftovers) {
   sandbox::RuntimeOptions ro;
   ro.state_dir = state_dir;
   ro.cgroup_prefix = cgroup_prefix;
+  ro.cleanup_leftovers = cleanup_leftovers;
   ASSIGN_OR_RETURN(std::unique_ptr<sandbox::Runtime> runtime, sandbox::Runtime::Open(ro));
   std::unique_ptr<EmbeddedNode> node(new EmbeddedNode());
-  sandbox::NodeAgentOptions ao;
+  node::NodeAgentOptions ao;
   ao.node_id = "embedded";
-  ASSIGN_OR_RETURN(node->agent_, sandbox::NodeAgent::Create(std::move(runtime), ao));
+  ASSIGN_OR_RETURN(node->agent_, node::NodeAgent::Create(std::move(runtime), ao));
   grpc::ServerBuilder builder;
   builder.RegisterService(node->agent_->service());
   builder.SetMaxReceiveMessageSize(512 << 20);  // PutFile of packed agent installs

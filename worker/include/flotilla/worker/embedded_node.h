@@ -15,7 +15,7 @@ class Channel;
 class Server;
 }  // namespace grpc
 
-namespace flotilla::sandbox {
+namespace flotilla::node {
 class NodeAgent;
 }
 
@@ -23,15 +23,18 @@ namespace flotilla::worker {
 
 class EmbeddedNode {
  public:
-  // Unavailable when this host cannot run sandboxes (not root, no user namespaces...).
+  // Unavailable when this host cannot run sandboxes (not root, no user namespaces...). With
+  // `cleanup_leftovers` the runtime first removes what an earlier process with the same state
+  // directory and cgroup prefix left (a killed run's mounts and cgroups).
   static absl::StatusOr<std::unique_ptr<EmbeddedNode>> Start(const std::string& state_dir,
-                                                             const std::string& cgroup_prefix);
+                                                             const std::string& cgroup_prefix,
+                                                             bool cleanup_leftovers = false);
   ~EmbeddedNode();
   std::shared_ptr<grpc::Channel> channel() const { return channel_; }
 
  private:
   EmbeddedNode() = default;
-  std::unique_ptr<sandbox::NodeAgent> agent_;
+  std::unique_ptr<node::NodeAgent> agent_;
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<grpc::Channel> channel_;
 };

@@ -1,5 +1,5 @@
 // NodeAgent: flotilla.v1.NodeAgent over a Runtime, with admission and usage accounting.
-#include "flotilla/sandbox/node_agent.h"
+#include "flotilla/node/node_agent.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -11,7 +11,18 @@
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/status.h"
 
-namespace flotilla::sandbox {
+namespace flotilla::node {
+
+using admission::AdmissionCheck;
+using sandbox::ExecOptions;
+using sandbox::ExecutionClass;
+using sandbox::OutputStream;
+using sandbox::ResourceLimits;
+using sandbox::Runtime;
+using sandbox::SandboxEvent;
+using sandbox::SandboxInfo;
+using sandbox::SandboxOptions;
+
 namespace {
 
 grpc::Status ToGrpc(const absl::Status& s) {
@@ -260,19 +271,7 @@ class NodeAgentImpl final : public NodeAgent, public v1::NodeAgent::Service {
 
  private:
   // Takes `admit` back out of the usage (mu_ held).
-  void Release(const v1::AdmitRequest& admit) {
-    const uint64_t mem = check_.MemoryOf(admit.resources());
-    usage_.set_memory_used(usage_.memory_used() - std::min(usage_.memory_used(), mem));
-    uint32_t cpu = check_.CpuOf(admit.resources());
-    usage_.set_cpu_millicores_used(usage_.cpu_millicores_used() - std::min(usage_.cpu_millicores_used(), cpu));
-    usage_.set_slots_used(usage_.slots_used() ? usage_.slots_used() - 1 : 0);
-    for (auto& p : *usage_.mutable_partitions()) {
-      if (p.index() == admit.numa_partition()) {
-        p.set_memory_used(p.memory_used() - std::min(p.memory_used(), mem));
-        p.set_slots_used(p.slots_used() ? p.slots_used() - 1 : 0);
-      }
-    }
-  }
+  void Release(const v1::AdmitRequest& admit) { usage_ = check_.Release(usage_, admit); }
 
   std::unique_ptr<Runtime> rt_;
   NodeAgentOptions options_;
@@ -321,4 +320,4 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Start(NodeAgen
   return std::unique_ptr<NodeAgentServer>(new NodeAgentServerImpl(std::move(server), port));
 }
 
-}  // namespace flotilla::sandbox
+}  // namespace flotilla::node

@@ -1,15 +1,13 @@
-// SchedulerLink, and RunSchedulerLink: the node agent driving one.
-#include "flotilla/sandbox/scheduler_link.h"
+// SchedulerLink: the node side of the Scheduler protocol.
+#include "flotilla/node/scheduler_link.h"
 
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "flotilla/sandbox/node_agent.h"
 
-namespace flotilla::sandbox {
+namespace flotilla::node {
 
 SchedulerLink::SchedulerLink(const SchedulerLinkOptions& options, SnapshotFn snapshot, UnknownFn on_unknown)
     : options_(options),
@@ -65,25 +63,4 @@ void SchedulerLink::Step() {
   (void)Beat();  // a missed beat is retried at the next interval
 }
 
-absl::Status RunSchedulerLink(NodeAgent& agent, const std::string& scheduler_address, const std::string& node_id,
-                              const std::string& advertised_address, const std::function<bool()>& stop) {
-  SchedulerLinkOptions o;
-  o.scheduler_address = scheduler_address;
-  o.node_id = node_id;
-  o.node_address = advertised_address;
-  o.rpc_timeout_ms = 2000;  // bounds how long a stop waits for a call in flight
-  // Sandboxes the scheduler does not know are left running: the agent also serves callers
-  // that create sandboxes directly.
-  SchedulerLink link(o, [&agent] { return std::make_pair(agent.Usage(), agent.SandboxIds()); }, nullptr);
-  if (absl::Status s = link.Register(); !s.ok()) return s;
-  while (!stop()) {
-    link.Step();
-    const auto interval = std::chrono::milliseconds(link.interval_ms());
-    for (auto slept = std::chrono::milliseconds(0); slept < interval && !stop(); slept += std::chrono::milliseconds(50)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace flotilla::sandbox
+}  // namespace flotilla::node

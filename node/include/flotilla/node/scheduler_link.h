@@ -1,5 +1,5 @@
 // The node side of the Scheduler protocol (scheduler.proto), one implementation for the node
-// agent (RunSchedulerLink) and the scheduler's own NodeReporter: RegisterNode, then a
+// agent (RunSchedulerLink) and the simulator's NodeReporter (scheduler/sim): RegisterNode, then a
 // Heartbeat with the node's usage and sandbox list each interval; registers again when the
 // scheduler answers a heartbeat with NOT_FOUND (it restarted without a journal, or declared
 // the node dead); hands the ids the scheduler does not know to `on_unknown`.
@@ -17,7 +17,7 @@
 #include "absl/status/status.h"
 #include "flotilla/proto/scheduler.grpc.pb.h"
 
-namespace flotilla::sandbox {
+namespace flotilla::node {
 
 struct SchedulerLinkOptions {
   std::string scheduler_address;
@@ -59,4 +59,4 @@ class SchedulerLink {
   int64_t interval_ms_ = 1000;
 };
 
-}  // namespace flotilla::sandbox
+}  // namespace flotilla::node

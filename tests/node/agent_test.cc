@@ -2,12 +2,15 @@
 #include <grpcpp/grpcpp.h>
 
 #include "flotilla/proto/sandbox.grpc.pb.h"
-#include "flotilla/sandbox/node_agent.h"
+#include "flotilla/node/node_agent.h"
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
 
-namespace flotilla::sandbox {
+namespace flotilla::node {
 namespace {
+
+using sandbox::Runtime;
+using sandbox::RuntimeOptions;
 
 class NodeAgentTest : public ::testing::Test {
  protected:
@@ -181,4 +184,4 @@ TEST_F(NodeAgentTest, AdmissionRejectsAboveTheSlotThreshold) {
 }
 
 }  // namespace
-}  // namespace flotilla::sandbox
+}  // namespace flotilla::node

@@ -1,5 +1,5 @@
 // The node-side record of committed sandboxes, with admission: every placement runs through
-// sandbox::AdmissionCheck (the node agent's own check, over its plain-figure form) and is
+// admission::AdmissionCheck (the node agent's own check, over its plain-figure form) and is
 // committed with AdmissionCheck::Add only when admitted. Usage is kept as plain figures, so
 // an admission allocates nothing beyond the sandbox's entry. The simulator's nodes and the
 // tests' ledger-backed node agents are built on it.
@@ -17,7 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "flotilla/sandbox/admission.h"
+#include "flotilla/admission/admission_check.h"
 #include "flotilla/scheduler/resources.h"
 
 namespace flotilla::scheduler {
@@ -32,7 +32,7 @@ class NodeLedger {
  public:
   // `partitions` gives each partition's capacity (their `used` is ignored); the node's CPU is
   // the partitions' sum. InvalidArgument-worthy configs CHECK-fail: validate them first.
-  NodeLedger(std::vector<PartitionUsage> partitions, const sandbox::AdmissionConfig& config);
+  NodeLedger(std::vector<PartitionUsage> partitions, const admission::AdmissionConfig& config);
   NodeLedger(const NodeLedger&) = delete;
   NodeLedger& operator=(const NodeLedger&) = delete;
 
@@ -64,11 +64,11 @@ class NodeLedger {
   std::string Decide(uint32_t partition, uint64_t memory, uint32_t cpu) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FillUsage(NodeUsageSnapshot& out) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const sandbox::AdmissionCheck check_;
+  const admission::AdmissionCheck check_;
   NodeUsageSnapshot shape_;  // fixed: index, NUMA node, cpus and capacity of each partition
   mutable absl::Mutex mu_;
-  sandbox::UsageFigures node_ ABSL_GUARDED_BY(mu_);
-  absl::InlinedVector<sandbox::UsageFigures, 2> partitions_ ABSL_GUARDED_BY(mu_);
+  admission::UsageFigures node_ ABSL_GUARDED_BY(mu_);
+  absl::InlinedVector<admission::UsageFigures, 2> partitions_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Charge> sandboxes_ ABSL_GUARDED_BY(mu_);
 };
 

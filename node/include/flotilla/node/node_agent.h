@@ -1,5 +1,7 @@
-// The NodeAgent gRPC service (flotilla.v1.NodeAgent in sandbox.proto) over a Runtime, with
-// node-local admission and usage reporting.
+// The NodeAgent gRPC service (flotilla.v1.NodeAgent in sandbox.proto) over a sandbox Runtime,
+// with node-local admission and usage reporting: the one door into sandboxes. Every caller (the
+// scheduler, the worker, the verifier) reaches a node's sandboxes through this API, over a
+// network channel or, in the embedded default, an in-process one.
 //
 //   ASSIGN_OR_RETURN(auto agent, NodeAgent::Create(std::move(runtime), {.node_id = "n1"}));
 //   ASSIGN_OR_RETURN(auto server, NodeAgentServer::Start(agent.get(), "127.0.0.1:0"));
@@ -19,14 +21,14 @@
 
 #include "absl/status/statusor.h"
 #include "flotilla/proto/sandbox.grpc.pb.h"
-#include "flotilla/sandbox/admission.h"
+#include "flotilla/admission/admission_check.h"
 #include "flotilla/sandbox/runtime.h"
 
-namespace flotilla::sandbox {
+namespace flotilla::node {
 
 struct NodeAgentOptions {
   std::string node_id;
-  AdmissionConfig admission;
+  admission::AdmissionConfig admission;
   uint32_t slots_capacity = 2500;   // idle sandboxes the node holds
   uint32_t partitions_per_node = 1; // sub-NUMA partitions per NUMA node
   std::string sysfs_root = "/sys";  // NUMA topology source (tests point it at a fixture)
@@ -38,13 +40,13 @@ absl::StatusOr<v1::NodeUsage> ReadNodeCapacity(const std::string& sysfs_root, ui
 
 class NodeAgent {
  public:
-  static absl::StatusOr<std::unique_ptr<NodeAgent>> Create(std::unique_ptr<Runtime> runtime,
+  static absl::StatusOr<std::unique_ptr<NodeAgent>> Create(std::unique_ptr<sandbox::Runtime> runtime,
                                                            const NodeAgentOptions& options);
   virtual ~NodeAgent() = default;
 
   // The gRPC service; owned by the agent.
   virtual grpc::Service* service() = 0;
-  virtual Runtime& runtime() = 0;
+  virtual sandbox::Runtime& runtime() = 0;
   // Current usage (capacity minus what admitted sandboxes committed).
   [[nodiscard]] virtual v1::NodeUsage Usage() const = 0;
   [[nodiscard]] virtual std::vector<std::string> SandboxIds() const = 0;
@@ -64,8 +66,10 @@ class NodeAgentServer {
 
 // Registers the node with a scheduler and sends a heartbeat (usage + sandbox ids) every
 // interval the scheduler asks for, until `stop()` returns true. Returns when stopped or when
-// the scheduler cannot be reached at registration.
+// the scheduler cannot be reached at registration. `on_registered` (may be empty) runs once,
+// on this thread, after the first registration succeeded.
 absl::Status RunSchedulerLink(NodeAgent& agent, const std::string& scheduler_address, const std::string& node_id,
-                              const std::string& advertised_address, const std::function<bool()>& stop);
+                              const std::string& advertised_address, const std::function<bool()>& stop,
+                              const std::function<void()>& on_registered = nullptr);
 
-}  // namespace flotilla::sandbox
+}  // namespace flotilla::node

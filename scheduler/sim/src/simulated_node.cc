@@ -1,4 +1,4 @@
-#include "flotilla/scheduler/simulated_node.h"
+#include "flotilla/scheduler_sim/simulated_node.h"
 
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/status.h"
@@ -6,7 +6,7 @@
 namespace flotilla::scheduler {
 
 SimulatedNode::SimulatedNode(std::string node_id, std::vector<PartitionUsage> partitions,
-                             const sandbox::AdmissionConfig& config)
+                             const admission::AdmissionConfig& config)
     : id_(std::move(node_id)), ledger_(std::move(partitions), config) {}
 
 absl::StatusOr<PlaceResult> SimulatedNode::Place(const PlaceRequest& request) {

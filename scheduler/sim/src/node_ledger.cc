@@ -1,10 +1,10 @@
-#include "flotilla/scheduler/node_ledger.h"
+#include "flotilla/scheduler_sim/node_ledger.h"
 
 #include "absl/strings/str_cat.h"
 
 namespace flotilla::scheduler {
 
-NodeLedger::NodeLedger(std::vector<PartitionUsage> partitions, const sandbox::AdmissionConfig& config)
+NodeLedger::NodeLedger(std::vector<PartitionUsage> partitions, const admission::AdmissionConfig& config)
     : check_(config) {
   for (size_t i = 0; i < partitions.size(); ++i) {
     PartitionUsage& p = partitions[i];
@@ -22,8 +22,8 @@ std::string NodeLedger::Decide(uint32_t partition, uint64_t memory, uint32_t cpu
   if (partition >= partitions_.size()) {
     return absl::StrCat("numa_partition: no partition ", partition, " on this node");
   }
-  sandbox::AdmissionOutcome d = check_.Check(node_, &partitions_[partition], partition, memory, cpu);
-  return d.admitted() ? std::string() : sandbox::AdmissionCheck::Reason(d);
+  admission::AdmissionOutcome d = check_.Check(node_, &partitions_[partition], partition, memory, cpu);
+  return d.admitted() ? std::string() : admission::AdmissionCheck::Reason(d);
 }
 
 // The wire form carries no per-partition CPU: the node's CPU is split evenly, as FromProto
@@ -51,7 +51,7 @@ absl::StatusOr<LedgerAdmitResult> NodeLedger::Admit(const std::string& sandbox_i
   r.reason = Decide(partition, mem, cpu);
   r.admitted = r.reason.empty();
   if (r.admitted) {
-    sandbox::AdmissionCheck::Add(node_, &partitions_[partition], mem, cpu);
+    admission::AdmissionCheck::Add(node_, &partitions_[partition], mem, cpu);
     it->second = Charge{partition, mem, cpu};
   } else {
     sandboxes_.erase(it);
@@ -76,7 +76,7 @@ absl::Status NodeLedger::Release(const std::string& sandbox_id) {
   auto it = sandboxes_.find(sandbox_id);
   if (it == sandboxes_.end()) return absl::NotFoundError(absl::StrCat("sandbox ", sandbox_id, " is not on this node"));
   const Charge& c = it->second;
-  sandbox::AdmissionCheck::Remove(node_, &partitions_[c.partition], c.memory_bytes, c.cpu_millicores);
+  admission::AdmissionCheck::Remove(node_, &partitions_[c.partition], c.memory_bytes, c.cpu_millicores);
   sandboxes_.erase(it);
   return absl::OkStatus();
 }

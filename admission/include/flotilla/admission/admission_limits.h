@@ -1,6 +1,6 @@
 // The placement engines' prediction of a node's admission decision. The node's own check is
-// sandbox::AdmissionCheck (one implementation, run by the node agent and by the simulator's
-// nodes through NodeLedger); AdmissionLimits restates its thresholds as plain arithmetic over
+// AdmissionCheck (admission_check.h: one implementation, run by the node agent and by the
+// simulator's nodes through NodeLedger); AdmissionLimits restates its thresholds as plain arithmetic over
 // ResourceVectors so an engine can test hundreds of partitions per placement. It checks CPU
 // per partition (the node's CPU split evenly), which is never looser than the node's
 // whole-node CPU check. Tests hold the two in agreement.
@@ -10,10 +10,10 @@
 
 #include "absl/status/status.h"
 #include "flotilla/proto/sandbox.pb.h"
-#include "flotilla/sandbox/admission.h"
-#include "flotilla/scheduler/resources.h"
+#include "flotilla/admission/admission_check.h"
+#include "flotilla/admission/resource_vector.h"
 
-namespace flotilla::scheduler {
+namespace flotilla::admission {
 
 enum class AdmissionVerdict {
   kAdmitted,
@@ -24,10 +24,10 @@ enum class AdmissionVerdict {
 
 class AdmissionLimits {
  public:
-  explicit AdmissionLimits(const sandbox::AdmissionConfig& config);
+  explicit AdmissionLimits(const AdmissionConfig& config);
 
   // InvalidArgument naming the field when the config is out of range (as the node says).
-  static absl::Status Validate(const sandbox::AdmissionConfig& config);
+  static absl::Status Validate(const AdmissionConfig& config);
 
   // What a request charges, with the node's defaults for fields left at 0.
   [[nodiscard]] ResourceVector RequestOf(const v1::Resources& r) const;
@@ -44,10 +44,10 @@ class AdmissionLimits {
     if (used.slots + request.slots > limits.slots) return AdmissionVerdict::kSlots;
     return AdmissionVerdict::kAdmitted;
   }
-  [[nodiscard]] const sandbox::AdmissionConfig& config() const { return config_; }
+  [[nodiscard]] const AdmissionConfig& config() const { return config_; }
 
  private:
-  sandbox::AdmissionConfig config_;
+  AdmissionConfig config_;
 };
 
-}  // namespace flotilla::scheduler
+}  // namespace flotilla::admission

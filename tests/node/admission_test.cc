@@ -1,15 +1,18 @@
 // AdmissionCheck and ReadNodeCapacity: pure arithmetic and a sysfs fixture, no kernel.
-#include "flotilla/sandbox/admission.h"
+#include "flotilla/admission/admission_check.h"
 
 #include <filesystem>
 #include <fstream>
 
-#include "flotilla/sandbox/node_agent.h"
+#include "flotilla/node/node_agent.h"
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
 
-namespace flotilla::sandbox {
+namespace flotilla::node {
 namespace {
+
+using admission::AdmissionCheck;
+using admission::AdmissionConfig;
 
 constexpr uint64_t kGiB = 1ull << 30;
 
@@ -92,6 +95,26 @@ TEST(AdmissionCheckTest, ApplyAddsToNodeAndPartitionWithDefaults) {
   EXPECT_EQ(after.partitions(1).slots_used(), 1u);
 }
 
+TEST(AdmissionCheckTest, ReleaseUndoesApplyAndStopsAtZero) {
+  AdmissionCheck check(AdmissionConfig{.default_memory_bytes = 2 * kGiB, .default_cpu_millicores = 500});
+  v1::NodeUsage u = Node(64 * kGiB, kGiB);
+  u.add_partitions()->set_index(0);
+  u.add_partitions()->set_index(1);
+  v1::AdmitRequest r;
+  r.set_numa_partition(1);
+  v1::NodeUsage back = check.Release(check.Apply(u, r), r);
+  EXPECT_EQ(back.memory_used(), kGiB);
+  EXPECT_EQ(back.cpu_millicores_used(), 0u);
+  EXPECT_EQ(back.slots_used(), 0u);
+  EXPECT_EQ(back.partitions(1).memory_used(), 0u);
+  EXPECT_EQ(back.partitions(1).slots_used(), 0u);
+  // Releasing what was never charged leaves every figure at zero, not wrapped around.
+  v1::NodeUsage twice = check.Release(back, r);
+  EXPECT_EQ(twice.memory_used(), 0u);
+  EXPECT_EQ(twice.slots_used(), 0u);
+  EXPECT_EQ(twice.partitions(1).memory_used(), 0u);
+}
+
 TEST(AdmissionCheckTest, MakeNamesTheBadField) {
   EXPECT_EQ(AdmissionCheck::Make({.memory_warning = 1.5}).status().message(), "memory_warning: must be in (0, 1], got 1.5");
   EXPECT_EQ(AdmissionCheck::Make({.memory_overcommit = 0.5}).status().message(), "memory_overcommit: must be >= 1, got 0.5");
@@ -128,4 +151,4 @@ TEST(NodeCapacityTest, ReadsNumaPartitionsFromSysfs) {
 }
 
 }  // namespace
-}  // namespace flotilla::sandbox
+}  // namespace flotilla::node

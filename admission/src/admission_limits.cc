@@ -1,13 +1,13 @@
-#include "flotilla/scheduler/admission.h"
+#include "flotilla/admission/admission_limits.h"
 
 #include <cmath>
 
-namespace flotilla::scheduler {
+namespace flotilla::admission {
 
-AdmissionLimits::AdmissionLimits(const sandbox::AdmissionConfig& config) : config_(config) {}
+AdmissionLimits::AdmissionLimits(const AdmissionConfig& config) : config_(config) {}
 
-absl::Status AdmissionLimits::Validate(const sandbox::AdmissionConfig& config) {
-  return sandbox::AdmissionCheck::Make(config).status();
+absl::Status AdmissionLimits::Validate(const AdmissionConfig& config) {
+  return AdmissionCheck::Make(config).status();
 }
 
 ResourceVector AdmissionLimits::RequestOf(const v1::Resources& r) const {
@@ -37,4 +37,4 @@ AdmissionVerdict AdmissionLimits::Check(const ResourceVector& capacity, const Re
   return CheckLimits(Limits(capacity), used, request);
 }
 
-}  // namespace flotilla::scheduler
+}  // namespace flotilla::admission

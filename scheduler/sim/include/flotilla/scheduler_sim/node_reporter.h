@@ -1,5 +1,5 @@
 // The node side of the Scheduler protocol on a thread of its own, for nodes that keep their
-// usage as a NodeUsageSnapshot (the ledger-backed agents): a sandbox::SchedulerLink (the same
+// usage as a NodeUsageSnapshot (the ledger-backed agents): a node::SchedulerLink (the same
 // code the node agent runs) stepped every interval. It registers, heartbeats usage and the
 // sandbox list, re-registers when the scheduler no longer knows the node, and hands the ids
 // the scheduler does not know to `on_unknown` (the agent destroys them).
@@ -16,12 +16,12 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
-#include "flotilla/sandbox/scheduler_link.h"
+#include "flotilla/node/scheduler_link.h"
 #include "flotilla/scheduler/resources.h"
 
 namespace flotilla::scheduler {
 
-using NodeReporterOptions = sandbox::SchedulerLinkOptions;
+using NodeReporterOptions = node::SchedulerLinkOptions;
 
 class NodeReporter {
  public:
@@ -39,7 +39,7 @@ class NodeReporter {
  private:
   void Loop();
 
-  sandbox::SchedulerLink link_;  // used by the thread only
+  node::SchedulerLink link_;  // used by the thread only
   std::atomic<bool> registered_{false};
   absl::Notification stop_;
   std::thread thread_;

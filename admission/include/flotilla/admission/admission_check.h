@@ -1,7 +1,9 @@
 // Node-local admission: does a placement fit under the node's warning thresholds?
 //
-// Pure arithmetic, no kernel: the node agent uses it on every Create/Admit and the
-// scheduler's simulator reuses it for its fake nodes. The decision itself (Check/Add) works
+// Pure arithmetic, no kernel: the node agent (node/) uses it on every Create/Admit, and the
+// scheduler's simulated nodes (scheduler/sim/) reuse it; the placement engines' prediction
+// (AdmissionLimits, admission_limits.h) restates the same thresholds. One library, so the
+// node and the scheduler never disagree on the arithmetic. The decision itself (Check/Add) works
 // over plain figures so a caller that keeps usage as plain values pays no protobuf copies;
 // Decide/Apply are the same decision over flotilla.v1.NodeUsage.
 //
@@ -17,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "flotilla/proto/sandbox.pb.h"
 
-namespace flotilla::sandbox {
+namespace flotilla::admission {
 
 struct AdmissionConfig {
   // A placement is admitted when, after it, used/capacity stays at or below each threshold.
@@ -71,6 +73,8 @@ class AdmissionCheck {
 
   // `usage` with `request` added (node totals and the partition), as the agent records it.
   [[nodiscard]] v1::NodeUsage Apply(const v1::NodeUsage& usage, const v1::AdmitRequest& request) const;
+  // `usage` with what Apply added for `request` taken back out, never below zero.
+  [[nodiscard]] v1::NodeUsage Release(const v1::NodeUsage& usage, const v1::AdmitRequest& request) const;
 
   // The decision Decide makes, over plain figures: `memory_bytes` and `cpu_millicores` as
   // charged (MemoryOf/CpuOf already applied); `partition` is null when the node lists no
@@ -92,4 +96,4 @@ class AdmissionCheck {
   AdmissionConfig config_;
 };
 
-}  // namespace flotilla::sandbox
+}  // namespace flotilla::admission

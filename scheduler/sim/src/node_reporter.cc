@@ -1,4 +1,4 @@
-#include "flotilla/scheduler/node_reporter.h"
+#include "flotilla/scheduler_sim/node_reporter.h"
 
 namespace flotilla::scheduler {
 

@@ -6,13 +6,13 @@
 #include <string>
 
 #include "flotilla/scheduler/node_client.h"
-#include "flotilla/scheduler/node_ledger.h"
+#include "flotilla/scheduler_sim/node_ledger.h"
 
 namespace flotilla::scheduler {
 
 class SimulatedNode final : public NodeClient {
  public:
-  SimulatedNode(std::string node_id, std::vector<PartitionUsage> partitions, const sandbox::AdmissionConfig& config);
+  SimulatedNode(std::string node_id, std::vector<PartitionUsage> partitions, const admission::AdmissionConfig& config);
 
   absl::StatusOr<PlaceResult> Place(const PlaceRequest& request) override;
   absl::Status Destroy(const std::string& sandbox_id) override;

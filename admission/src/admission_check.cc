@@ -1,11 +1,11 @@
-#include "flotilla/sandbox/admission.h"
+#include "flotilla/admission/admission_check.h"
 
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace flotilla::sandbox {
+namespace flotilla::admission {
 namespace {
 
 std::string Gib(double bytes) { return absl::StrFormat("%.1f GiB", bytes / double(1ull << 30)); }
@@ -168,22 +168,45 @@ v1::AdmitResponse AdmissionCheck::Decide(const v1::NodeUsage& usage, const v1::A
   return out;
 }
 
-v1::NodeUsage AdmissionCheck::Apply(const v1::NodeUsage& usage, const v1::AdmitRequest& request) const {
+namespace {
+
+// Adds (or removes) `request`'s charge in `u`'s node totals and its partition, through the
+// plain-figure Add/Remove so both directions share one piece of arithmetic.
+v1::NodeUsage Charge(const AdmissionCheck& check, const v1::NodeUsage& usage, const v1::AdmitRequest& request,
+                     bool add) {
   v1::NodeUsage u = usage;
-  const uint64_t mem = MemoryOf(request.resources());
-  const uint32_t cpu = CpuOf(request.resources());
+  const uint64_t mem = check.MemoryOf(request.resources());
+  const uint32_t cpu = check.CpuOf(request.resources());
   UsageFigures node = NodeFigures(u);
-  Add(node, nullptr, mem, cpu);
+  v1::NumaPartition* part = nullptr;
+  for (auto& p : *u.mutable_partitions()) {
+    if (p.index() == request.numa_partition()) part = &p;
+  }
+  UsageFigures part_figures;
+  if (part != nullptr) part_figures = PartitionFigures(*part);
+  if (add) {
+    AdmissionCheck::Add(node, part != nullptr ? &part_figures : nullptr, mem, cpu);
+  } else {
+    AdmissionCheck::Remove(node, part != nullptr ? &part_figures : nullptr, mem, cpu);
+  }
   u.set_memory_used(node.memory_used);
   u.set_cpu_millicores_used(node.cpu_millicores_used);
   u.set_slots_used(node.slots_used);
-  for (auto& p : *u.mutable_partitions()) {
-    if (p.index() == request.numa_partition()) {
-      p.set_memory_used(p.memory_used() + mem);
-      p.set_slots_used(p.slots_used() + 1);
-    }
+  if (part != nullptr) {
+    part->set_memory_used(part_figures.memory_used);
+    part->set_slots_used(part_figures.slots_used);
   }
   return u;
 }
 
-}  // namespace flotilla::sandbox
+}  // namespace
+
+v1::NodeUsage AdmissionCheck::Apply(const v1::NodeUsage& usage, const v1::AdmitRequest& request) const {
+  return Charge(*this, usage, request, /*add=*/true);
+}
+
+v1::NodeUsage AdmissionCheck::Release(const v1::NodeUsage& usage, const v1::AdmitRequest& request) const {
+  return Charge(*this, usage, request, /*add=*/false);
+}
+
+}  // namespace flotilla::admission

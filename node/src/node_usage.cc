@@ -3,17 +3,27 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "flotilla/sandbox/node_agent.h"
-#include "sys_util.h"
+#include "flotilla/node/node_agent.h"
 
-namespace flotilla::sandbox {
+namespace flotilla::node {
 namespace {
+
+// A sysfs or procfs file's text; NotFound when it cannot be opened.
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 // "0-3,8,10-11" -> {0,1,2,3,8,10,11}
 std::vector<int> ParseCpuList(absl::string_view text) {
@@ -108,4 +118,4 @@ absl::StatusOr<v1::NodeUsage> ReadNodeCapacity(const std::string& sysfs_root, ui
   return u;
 }
 
-}  // namespace flotilla::sandbox
+}  // namespace flotilla::node

@@ -1,13 +1,16 @@
-// TrajectoryStore: the experiment's durable state in one SQLite file (WAL).
+// ExperimentStore: an RL experiment's samples and state, kept in the worker's trajectory store
+// (worker::TrajectoryStore, the one store and schema for RL, eval and `up` sessions).
 //
 // Completed groups are written whole, in one transaction, as flotilla.v1.Trajectory records
-// (common/proto/trajectory.proto: a prompt turn with loss mask 0, an assistant turn with the
-// generated ids, logprobs, per-token policy versions and expert routing), so a kill -9 of the
-// bridge loses no completed trajectory. A group is marked consumed once it has been sent to a
-// trainer; on restart the unconsumed ones are trained on first. Counters (groups dispatched,
-// per-dataset counts, policy version, step) are kept so a restart continues the experiment.
+// (a prompt turn with loss mask 0, an assistant turn with the generated ids, logprobs,
+// per-token policy versions and expert routing), so a kill -9 of the bridge loses no completed
+// trajectory. A group is marked consumed once it has been sent to a trainer; on restart the
+// unconsumed ones are trained on first. Counters (groups dispatched, per-dataset counts, policy
+// version, step) are the experiment's state in the same store, so a restart continues it.
+// Trajectory ids are "<experiment>/s<sample>" and group ids "g<group>", so experiments share
+// one store without colliding.
 //
-// Thread-safe (the Database serialises transactions).
+// Thread-safe (the store serialises transactions).
 #pragma once
 
 #include <cstdint>
@@ -17,9 +20,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "flotilla/common/sqlite.h"
 #include "flotilla/proto/trajectory.pb.h"
 #include "flotilla/trainer_bridge/rollout_sample.h"
+#include "flotilla/worker/trajectory_store.h"
 
 namespace flotilla::trainer_bridge {
 
@@ -31,10 +34,13 @@ struct StoredState {
   int64_t step = 0;               // batches sent so far
 };
 
-class TrajectoryStore {
+class ExperimentStore {
  public:
-  static absl::StatusOr<std::unique_ptr<TrajectoryStore>> Open(const std::string& path,
+  // Opens (or creates) the trajectory store at `path` and owns it.
+  static absl::StatusOr<std::unique_ptr<ExperimentStore>> Open(const std::string& path,
                                                                const std::string& experiment);
+  // Over a store owned elsewhere (the embedded default's one store); `store` must outlive it.
+  ExperimentStore(worker::TrajectoryStore* store, std::string experiment);
 
   // Writes a complete group (all of its samples) atomically.
   absl::Status PutGroup(const std::vector<RolloutSample>& group);
@@ -52,20 +58,19 @@ class TrajectoryStore {
   [[nodiscard]] absl::StatusOr<bool> Finished();
 
   [[nodiscard]] absl::StatusOr<int64_t> CountTrajectories();
-  // Rewards of every stored trajectory in completion order (for summaries).
+  // Rewards of the experiment's trajectories in completion order (0 for failed ones).
   [[nodiscard]] absl::StatusOr<std::vector<double>> Rewards();
+
+  [[nodiscard]] worker::TrajectoryStore& trajectories() { return *store_; }
+  [[nodiscard]] const std::string& experiment() const { return experiment_; }
 
   // Conversions between the runner's sample and the normalized trajectory record.
   static v1::Trajectory ToTrajectory(const RolloutSample& s, const std::string& experiment);
   static absl::StatusOr<RolloutSample> FromTrajectory(const v1::Trajectory& t);
 
  private:
-  TrajectoryStore(std::unique_ptr<Database> db, std::string experiment)
-      : db_(std::move(db)), experiment_(std::move(experiment)) {}
-  absl::Status SetMeta(const std::string& key, const std::string& value);
-  absl::StatusOr<std::string> GetMeta(const std::string& key, const std::string& dflt);
-
-  std::unique_ptr<Database> db_;
+  std::unique_ptr<worker::TrajectoryStore> owned_;
+  worker::TrajectoryStore* store_;
   std::string experiment_;
 };
 
