@@ -8,6 +8,7 @@
 #include "flotilla/common/status.h"
 #include "flotilla/inference/tokenizer.h"
 #include "flotilla/worker/chat_types.h"
+#include "flotilla/worker/token_span.h"
 
 namespace flotilla::trainer_bridge {
 namespace {
@@ -35,7 +36,7 @@ v1::Trajectory ExperimentStore::ToTrajectory(const RolloutSample& s, const std::
   t.set_experiment(experiment);
   t.set_task(s.task_id);
   t.set_dataset(s.dataset);
-  t.set_scaffold("single-turn");
+  t.set_scaffold("single-turn");  // the only scaffold the rollout runs (experiment_config.cc)
   t.set_group_id(GroupId(s.group));
   t.set_effort(s.effort);
   t.set_reward(s.reward);
@@ -49,24 +50,17 @@ v1::Trajectory ExperimentStore::ToTrajectory(const RolloutSample& s, const std::
   prompt->set_role(v1::Turn::USER);
   // Turn text is for people (a proto string must be UTF-8); the token ids stay exact.
   prompt->set_text(worker::SanitizeUtf8(inference::Decode(s.prompt, /*skip_special=*/true)));
-  for (int32_t id : s.prompt) {
-    prompt->mutable_tokens()->add_ids(id);
-    prompt->mutable_tokens()->add_loss_mask(0);
-    prompt->mutable_tokens()->add_logprobs(0);
-    prompt->mutable_tokens()->add_policy_versions(-1);
-  }
+  worker::AppendContextTokens(prompt->mutable_tokens(), s.prompt);
   v1::Turn* reply = seg->add_turns();
   reply->set_role(v1::Turn::ASSISTANT);
   reply->set_text(worker::SanitizeUtf8(inference::Decode(s.completion, /*skip_special=*/false)));
   v1::TokenSpan* span = reply->mutable_tokens();
   span->set_experts_per_token(s.routing_width);
+  const size_t width = s.routing_width;
   for (size_t i = 0; i < s.completion.size(); ++i) {
-    span->add_ids(s.completion[i]);
-    span->add_loss_mask(1);
-    span->add_logprobs(s.logprobs[i]);
-    span->add_policy_versions(s.versions[i]);
+    worker::AppendGeneratedToken(span, s.completion[i], s.logprobs[i], s.versions[i],
+                                 absl::Span<const int32_t>(s.routing).subspan(i * width, width));
   }
-  span->mutable_experts()->Add(s.routing.begin(), s.routing.end());
   return t;
 }
 
