@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "commands.h"
-#include "embedded_sandbox.h"
+#include "flotilla/app/embedded_node.h"
 #include "flotilla/inference/engine.h"
 #include "flotilla/proto/trainer.grpc.pb.h"
 #include "flotilla/trainer_bridge/experiment.h"
@@ -36,7 +36,10 @@ int Serve(const std::string& experiment, const std::string& listen, int threads)
     std::cerr << "bridge: engine: " << engine.status().message() << "\n";
     return 1;
   }
-  auto sandbox = StartEmbeddedNode(cfg->state_dir + "/sandbox");
+  app::EmbeddedNodeOptions no;
+  no.state_dir = cfg->state_dir + "/sandbox";
+  no.cleanup_leftovers = true;
+  auto sandbox = app::EmbeddedNode::Start(no);
   if (!sandbox.ok()) {
     std::cerr << "bridge: sandbox: " << sandbox.status().message() << "\n";
     return 1;
