@@ -28,6 +28,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedPlatform>> EmbeddedPlatform::Start(const 
   scheduler::SchedulerServerOptions so;
   so.listen = o.scheduler_listen;
   so.front.state_dir = "";  // the embedded default keeps no placement journal
+  so.front.unit.engine.admission = o.admission;
   ASSIGN_OR_RETURN(p->scheduler_, scheduler::SchedulerServer::Start(so, SystemClock::Get(),
                                                                      scheduler::GrpcNodeClientFactory()));
   const std::string scheduler_address = absl::StrCat(HostOf(o.scheduler_listen), ":", p->scheduler_->port());
@@ -37,8 +38,12 @@ absl::StatusOr<std::unique_ptr<EmbeddedPlatform>> EmbeddedPlatform::Start(const 
   no.cleanup_leftovers = o.cleanup_leftovers;
   no.listen = o.node_listen;
   no.scheduler_address = scheduler_address;
+  no.admission = o.admission;
   ASSIGN_OR_RETURN(p->node_, EmbeddedNode::Start(no));
-  p->sandboxes_ = std::make_unique<worker::SandboxClient>(p->node_->channel());
+  // Every sandbox the platform's users ask for comes from the scheduler's front door.
+  p->sandboxes_ = worker::SandboxClient::ThroughScheduler(
+      grpc::CreateChannel(scheduler_address, grpc::InsecureChannelCredentials()),
+      o.experiment != nullptr ? o.experiment->name : "embedded");
 
   ASSIGN_OR_RETURN(p->worker_, EmbeddedWorker::Start(o.worker));
 
@@ -78,7 +83,11 @@ std::vector<ServiceEndpoint> EmbeddedPlatform::Services() const {
 void EmbeddedPlatform::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  // The experiment goes first and whole: its verifier destroys its sandbox through the
+  // scheduler and the node, which must still be serving (a call on the node's in-process
+  // channel after its server is gone crashes inside gRPC).
   if (experiment_) experiment_->Stop();
+  experiment_.reset();
   if (engine_server_) engine_server_->Shutdown();
   if (worker_) worker_->Stop();
   if (node_) node_->Stop();

@@ -62,11 +62,30 @@ TEST(EmbeddedPlatformTest, EveryServiceInOneProcessAndSandboxesFromTheScheduler)
   ex.add_argv("/bin/sh");
   ex.add_argv("-c");
   ex.add_argv("echo placed");
-  auto ran = (*p)->sandboxes().Exec(ex);
+  worker::SandboxClient node_client((*p)->node().channel());
+  auto ran = node_client.Exec(ex);
   ASSERT_TRUE(ran.ok()) << ran.status();
   EXPECT_EQ(ran->exit_code, 0);
   EXPECT_EQ(ran->output, "placed\n");
   EXPECT_TRUE((*p)->scheduler().front().DeleteSandbox(placed->sandbox_id()).ok());
+
+  // The platform's own sandbox client (eval's scaffolds, the verifier) goes through the same
+  // front door: the scheduler knows each sandbox it created, until it is destroyed.
+  v1::CreateRequest create;
+  create.set_policy_name("no-network");
+  auto id = (*p)->sandboxes().Create(create);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ((*p)->sandboxes().NodeOf(*id), "embedded");
+  auto known = (*p)->scheduler().front().GetSandbox(*id);
+  ASSERT_TRUE(known.ok()) << known.status();
+  EXPECT_EQ(known->node_id(), "embedded");
+  ASSERT_TRUE((*p)->sandboxes().PutFile(*id, "/tmp/x", "42", 0644).ok());
+  EXPECT_EQ(*(*p)->sandboxes().GetFile(*id, "/tmp/x", 16), "42");
+  EXPECT_TRUE((*p)->sandboxes().Destroy(*id).ok());
+  ex.set_sandbox_id(*id);
+  EXPECT_EQ((*p)->sandboxes().Exec(ex).status().code(), absl::StatusCode::kNotFound);
+  create.set_sandbox_id("chosen");
+  EXPECT_EQ((*p)->sandboxes().Create(create).status().code(), absl::StatusCode::kInvalidArgument);
   (*p)->Stop();
 }
 

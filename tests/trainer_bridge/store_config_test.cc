@@ -62,6 +62,8 @@ TEST(ExperimentConfigTest, ErrorsNameFileLineAndField) {
       {"name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\nrolout: {}\n", "x.yaml:5: rolout"},
       {"name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\ntrainer:\n  lr_schedule: cosine\n",
        "x.yaml:6: trainer.lr_schedule: must be 'constant' or 'linear', got 'cosine'"},
+      {"name: x\nscaffold: mini\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\n",
+       "x.yaml:2: scaffold: 'mini' is not run by the RL rollout yet; only 'single-turn' is"},
   };
   for (const auto& c : cases) {
     auto r = ParseExperimentConfig(c.yaml, "x.yaml", "");

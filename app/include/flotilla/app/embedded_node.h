@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "flotilla/admission/admission_check.h"
 
 namespace grpc {
 class Channel;
@@ -38,6 +39,8 @@ struct EmbeddedNodeOptions {
   std::string listen;
   // Register with this scheduler and heartbeat (needs `listen`); empty: no scheduler.
   std::string scheduler_address;
+  // The node's admission (the scheduler predicting it must use the same figures).
+  admission::AdmissionConfig admission;
 };
 
 class EmbeddedNode {

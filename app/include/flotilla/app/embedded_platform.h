@@ -46,6 +46,10 @@ struct PlatformOptions {
   std::string sandbox_state_dir;
   // Removes what an earlier process with the same sandbox state left (a killed run's mounts).
   bool cleanup_leftovers = true;
+  // Admission of the node and the scheduler's prediction of it (one config for both). A
+  // sandbox that asks for nothing is charged a tenth of a core and 256 MiB: one machine runs
+  // many mostly idle sandboxes (a charge of a whole core would admit one per core).
+  admission::AdmissionConfig admission = {.default_memory_bytes = 256ull << 20, .default_cpu_millicores = 100};
   // An RL experiment to run on the engine (its TrainerBridge, rollout controller, verifier).
   const trainer_bridge::ExperimentConfig* experiment = nullptr;
   trainer_bridge::ExperimentOptions experiment_options;
@@ -70,11 +74,13 @@ class EmbeddedPlatform {
   EmbeddedWorker& worker() { return *worker_; }
   EmbeddedNode& node() { return *node_; }
   scheduler::SchedulerServer& scheduler() { return *scheduler_; }
-  // The node's sandboxes through the NodeAgent API (eval's scaffolds, the verifier).
+  // Sandboxes placed by the scheduler and reached through the NodeAgent API (eval's
+  // scaffolds, the verifier).
   worker::SandboxClient& sandboxes() { return *sandboxes_; }
-  // Null without an experiment.
+  // Null without an experiment, and after Stop().
   trainer_bridge::Experiment* experiment() { return experiment_.get(); }
 
+  // Stops and destroys the experiment, then stops the other services (in reverse start order).
   void Stop();
 
  private:
