@@ -19,7 +19,7 @@
 #include "flotilla/common/clock.h"
 #include "flotilla/scheduler/front_door.h"
 #include "flotilla/scheduler/numa.h"
-#include "flotilla/scheduler/simulated_node.h"
+#include "flotilla/scheduler_sim/simulated_node.h"
 
 namespace flotilla::bench {
 namespace {

@@ -9,11 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "commands.h"
-#include "embedded_sandbox.h"
+#include "flotilla/app/embedded_node.h"
 #include "flotilla/common/shutdown_signals.h"
 #include "flotilla/inference/engine.h"
 #include "flotilla/proto/trainer.grpc.pb.h"
 #include "flotilla/trainer_bridge/experiment.h"
+#include "flotilla/worker/sandbox_client.h"
 
 namespace flotilla::cli {
 namespace {
@@ -33,14 +34,18 @@ int Serve(const std::string& experiment, const std::string& listen, int threads)
     std::cerr << "bridge: engine: " << engine.status().message() << "\n";
     return 1;
   }
-  auto sandbox = OpenSandboxRuntime(cfg->state_dir + "/sandbox");
+  app::EmbeddedNodeOptions no;
+  no.state_dir = cfg->state_dir + "/sandbox";
+  no.cleanup_leftovers = true;
+  auto sandbox = app::EmbeddedNode::Start(no);
   if (!sandbox.ok()) {
     std::cerr << "bridge: sandbox: " << sandbox.status().message() << "\n";
     return 1;
   }
   trainer_bridge::ExperimentOptions xo;
   xo.listen = listen;
-  auto exp = trainer_bridge::Experiment::Start(*cfg, **engine, sandbox->get(), xo);
+  worker::SandboxClient sandboxes((*sandbox)->channel());
+  auto exp = trainer_bridge::Experiment::Start(*cfg, **engine, &sandboxes, xo);
   if (!exp.ok()) {
     std::cerr << "bridge: " << exp.status().message() << "\n";
     return 1;

@@ -3,18 +3,18 @@
 #pragma once
 
 #include "CLI/CLI.hpp"
-#include "flotilla/worker/embedded_worker.h"
+#include "flotilla/app/embedded_worker.h"
 
 namespace flotilla::cli {
 
-inline void AddEmbeddedWorkerFlags(CLI::App* sub, worker::EmbeddedWorkerOptions& opts) {
+inline void AddEmbeddedWorkerFlags(CLI::App* sub, app::EmbeddedWorkerOptions& opts) {
   sub->add_option("-m,--model", opts.model_prefix,
                   "model PREFIX (.safetensors + .json) or folder (config.json + model.safetensors, e.g. a merge); "
                   "default: the embedded default model");
   sub->add_option("--state-dir", opts.state_dir, "where the default model and stores live");
   sub->add_option("--db", opts.db_path, "trajectory store (SQLite); default: <state-dir>/trajectories.db");
   sub->add_option("--experiment", opts.experiment, "experiment name written into trajectories");
-  sub->add_option("--threads", opts.threads, "engine CPU threads (0: all)");
+  sub->add_option("--threads", opts.engine.threads, "engine CPU threads (0: all)");
 }
 
 }  // namespace flotilla::cli

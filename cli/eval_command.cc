@@ -4,7 +4,7 @@
 //   flotilla eval --tasks examples/tasks [--harness mini,terminal] [--tasks-per-harness N] [--agent model]
 //
 // For each harness (a built-in scaffold) the first N tasks of the folder, in name order, run
-// in sandboxes of the embedded node against the embedded engine; each run's trajectory (task,
+// in sandboxes of the embedded default (app::EmbeddedPlatform) against its engine; each run's trajectory (task,
 // scaffold, reward, status) goes to the worker's trajectory store. Prints one line per run and
 // one per harness:
 //   eval: harness=mini task=hello-file reward=1 status=TRAJECTORY_STATUS_OK steps=2 trajectory=ID
@@ -27,8 +27,7 @@
 #include "eval_job.h"
 #include "task_environment.h"
 #include "embedded_worker_flags.h"
-#include "flotilla/worker/embedded_node.h"
-#include "flotilla/worker/embedded_worker.h"
+#include "flotilla/app/embedded_platform.h"
 #include "flotilla/worker/sandbox_client.h"
 #include "flotilla/worker/scaffold.h"
 #include "flotilla/worker/terminal_task.h"
@@ -38,7 +37,7 @@ namespace flotilla::cli {
 namespace {
 
 struct EvalFlags {
-  worker::EmbeddedWorkerOptions worker;
+  app::EmbeddedWorkerOptions worker;
   std::string tasks_dir;
   std::string harnesses = "mini,terminal";
   uint32_t tasks_per_harness = 0;  // 0: every task in the folder
@@ -119,20 +118,18 @@ int Eval(const EvalFlags& f) {
       }
     }
   }
-  worker::EmbeddedWorkerOptions wo = f.worker;
-  wo.http_address = "";
-  auto w = worker::EmbeddedWorker::Start(wo);
-  if (!w.ok()) {
-    std::cerr << "flotilla eval: " << w.status().message() << "\n";
+  app::PlatformOptions po;
+  po.worker = f.worker;
+  po.worker.http_address = "";
+  po.image_dir = f.env_store;
+  const app::EmbeddedWorkerOptions& wo = po.worker;
+  auto platform = app::EmbeddedPlatform::Start(po);
+  if (!platform.ok()) {
+    std::cerr << "flotilla eval: " << platform.status().message() << "\n";
     return 1;
   }
-  auto node = worker::EmbeddedNode::Start(std::filesystem::absolute(wo.state_dir).string() + "/sandboxes",
-                                         "flotilla-eval", f.env_store);
-  if (!node.ok()) {
-    std::cerr << "flotilla eval: embedded node: " << node.status().message() << "\n";
-    return 1;
-  }
-  worker::SandboxClient sandbox((*node)->channel());
+  app::EmbeddedWorker* const w = &(*platform)->worker();
+  worker::SandboxClient& sandbox = (*platform)->sandboxes();
   std::map<std::string, HarnessTally> tally;
   int failures = 0;
   uint64_t run_index = 0;
@@ -143,7 +140,7 @@ int Eval(const EvalFlags& f) {
       so.scaffold = harness;
       so.experiment = wo.experiment;
       so.seed = f.seed + run_index++;
-      auto r = worker::RunScaffold((*w)->service(), sandbox, task, so);
+      auto r = worker::RunScaffold(w->service(), sandbox, task, so);
       if (!r.ok()) {
         ++failures;
         std::cout << "eval: harness=" << harness << " task=" << task.name << " error=\"" << r.status().message()
@@ -166,7 +163,7 @@ int Eval(const EvalFlags& f) {
                                  rate)
               << std::endl;
   }
-  std::cout << "eval: trajectories in " << (*w)->store().path() << " (experiment " << wo.experiment << ")"
+  std::cout << "eval: trajectories in " << w->store().path() << " (experiment " << wo.experiment << ")"
             << std::endl;
   if (stop.received() != 0) return stop.exit_code();
   return failures == 0 ? 0 : 1;

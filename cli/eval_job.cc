@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
-#include "flotilla/worker/embedded_node.h"
+#include "flotilla/app/embedded_platform.h"
 #include "flotilla/worker/pass_at_k.h"
 #include "flotilla/worker/sandbox_client.h"
 #include "flotilla/worker/terminal_task.h"
@@ -229,20 +229,19 @@ int RunEvalJob(EvalJobFlags f) {
       }
     }
   }
-  worker::EmbeddedWorkerOptions wo = f.worker;
-  wo.http_address = "";
-  auto w = worker::EmbeddedWorker::Start(wo);
-  if (!w.ok()) {
-    std::cerr << "flotilla eval: " << w.status().message() << "\n";
+  // Every trial's sandbox comes from the scheduler's front door, like any other sample's.
+  app::PlatformOptions po;
+  po.worker = f.worker;
+  po.worker.http_address = "";
+  po.image_dir = f.env_store;
+  const app::EmbeddedWorkerOptions& wo = po.worker;
+  auto platform = app::EmbeddedPlatform::Start(po);
+  if (!platform.ok()) {
+    std::cerr << "flotilla eval: " << platform.status().message() << "\n";
     return 1;
   }
-  auto node = worker::EmbeddedNode::Start(fs::absolute(wo.state_dir).string() + "/sandboxes", "flotilla-eval",
-                                         f.env_store);
-  if (!node.ok()) {
-    std::cerr << "flotilla eval: embedded node: " << node.status().message() << "\n";
-    return 1;
-  }
-  worker::SandboxClient sandbox((*node)->channel());
+  app::EmbeddedWorker* const w = &(*platform)->worker();
+  worker::SandboxClient& sandbox = (*platform)->sandboxes();
   std::mutex mu;
   size_t next = 0, finished = 0, total = 0;
   for (const Trial& tr : trials) total += tr.result.is_null() ? 1 : 0;
@@ -269,12 +268,12 @@ int RunEvalJob(EvalJobFlags f) {
         so.agent = tr->agent == "oracle" ? "reference" : tr->agent == "nop" ? "none" : "model";
         so.experiment = wo.experiment;
         so.seed = f.seed + static_cast<uint64_t>(tr - trials.data());
-        auto res = worker::RunScaffold((*w)->service(), sandbox, task, so);
+        auto res = worker::RunScaffold(w->service(), sandbox, task, so);
         // The node admits a sandbox only while it has room: a trial refused for now waits its turn.
         while (!res.ok() && res.status().message().find("not admitted") != absl::string_view::npos &&
                stop.received() == 0) {
           std::this_thread::sleep_for(std::chrono::milliseconds(200));
-          res = worker::RunScaffold((*w)->service(), sandbox, task, so);
+          res = worker::RunScaffold(w->service(), sandbox, task, so);
         }
         r["error_type"] = ErrorType(res);
         if (res.ok()) {

@@ -25,13 +25,13 @@
 #include <string>
 #include <vector>
 
-#include "flotilla/worker/embedded_worker.h"
+#include "flotilla/app/embedded_worker.h"
 #include "flotilla/worker/scaffold.h"
 
 namespace flotilla::cli {
 
 struct EvalJobFlags {
-  worker::EmbeddedWorkerOptions worker;
+  app::EmbeddedWorkerOptions worker;
   worker::ScaffoldOptions scaffold;
   std::vector<std::string> paths;
   std::vector<std::string> agents;

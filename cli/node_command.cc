@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "commands.h"
 #include "flotilla/common/shutdown_signals.h"
-#include "flotilla/sandbox/node_agent.h"
+#include "flotilla/node/node_agent.h"
 #include "flotilla/sandbox/zygote_main.h"
 
 namespace flotilla::cli {
@@ -26,6 +26,7 @@ struct NodeFlags {
 int RunNode(const NodeFlags& f) {
   using namespace flotilla::sandbox;
   ShutdownSignals signals;  // before the runtime's and gRPC's threads exist
+  using namespace flotilla::node;
   RuntimeOptions ro;
   ro.state_dir = f.state_dir;
   // This binary has every component's libraries loaded; the small flotilla-zygote next to it

@@ -1,6 +1,8 @@
-// `flotilla run EXPERIMENT.yaml`: a whole RL experiment on the embedded default — engine,
-// sandbox verifier, rollout controller and TrainerBridge in this process, plus the Python
-// trainer as a child — with a live progress line and a final summary whose last line is
+// `flotilla run EXPERIMENT.yaml`: a whole RL experiment on the embedded default (app::
+// EmbeddedPlatform: the scheduler and its in-process node agent, the engine, the one
+// trajectory store, the sandbox verifier, rollout controller and TrainerBridge in this
+// process), plus the Python trainer as a child, with a live progress line and a final summary
+// whose last line is
 //   run: reward_start=A reward_end=B steps=N minutes=M
 // SIGINT or SIGTERM stops it in order: dispatch stops and no further batch goes to the trainer,
 // samples in flight finish and are stored, the trainer child is terminated, the summary is
@@ -18,11 +20,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "commands.h"
-#include "embedded_sandbox.h"
 #include "stop_signal.h"
 #include "flotilla/common/logging.h"
 #include "flotilla/common/status.h"
-#include "flotilla/inference/engine.h"
+#include "flotilla/app/embedded_platform.h"
 #include "flotilla/merge/merge.h"
 #include "flotilla/trainer_bridge/experiment.h"
 #include "trainer_process.h"
@@ -78,7 +79,7 @@ absl::Status PrepareStateDir(const trainer_bridge::ExperimentConfig& cfg, const 
   if (!fs::exists(db) || f.resume) return absl::OkStatus();
   bool finished = true;
   {
-    auto store = trainer_bridge::TrajectoryStore::Open(db.string(), cfg.name);
+    auto store = trainer_bridge::ExperimentStore::Open(db.string(), cfg.name);
     if (store.ok()) {
       auto fin = (*store)->Finished();
       finished = !fin.ok() || *fin;
@@ -128,32 +129,26 @@ int Run(const RunFlags& f) {
     }
     cfg->policy.init = *merged;
   }
-  inference::EngineOptions eo;
-  eo.backend = f.backend;
-  eo.threads = f.engine_threads;
-  eo.max_batch = std::max<uint32_t>(64, cfg->rollout.max_in_flight);
-  auto engine = inference::Engine::Create(eo);
-  if (!engine.ok()) {
-    std::cerr << "run: engine: " << engine.status().message() << "\n";
+  app::PlatformOptions po;
+  po.worker.state_dir = cfg->state_dir;
+  po.worker.serve_model = false;  // the policy is the trainer's to publish
+  po.worker.engine.backend = f.backend;
+  po.worker.engine.threads = f.engine_threads;
+  po.worker.engine.max_batch = std::max<uint32_t>(64, cfg->rollout.max_in_flight);
+  po.sandbox_state_dir = (std::filesystem::path(cfg->state_dir) / "sandbox").string();
+  po.experiment = &*cfg;
+  po.experiment_options.listen = f.listen;
+  auto platform = app::EmbeddedPlatform::Start(po);
+  if (!platform.ok()) {
+    std::cerr << "run: " << platform.status().message() << "\n";
     return 1;
   }
-  auto sandbox = OpenSandboxRuntime((std::filesystem::path(cfg->state_dir) / "sandbox").string());
-  if (!sandbox.ok()) {
-    std::cerr << "run: sandbox: " << sandbox.status().message() << "\n";
-    return 1;
-  }
-  trainer_bridge::ExperimentOptions xo;
-  xo.listen = f.listen;
-  auto exp = trainer_bridge::Experiment::Start(*cfg, **engine, sandbox->get(), xo);
-  if (!exp.ok()) {
-    std::cerr << "run: " << exp.status().message() << "\n";
-    return 1;
-  }
+  trainer_bridge::Experiment* const exp = (*platform)->experiment();
   std::optional<TrainerProcess> trainer;
   if (!f.no_trainer) {
     std::string pypath = absl::StrCat((std::filesystem::path(FlotillaSourceDir()) / "trainer_bridge" / "python").string());
     std::string stubs = (std::filesystem::path(FlotillaBinaryDir()) / "trainer_bridge" / "python").string();
-    auto p = TrainerProcess::Spawn(TrainerArgv(*cfg, (*exp)->address(), f),
+    auto p = TrainerProcess::Spawn(TrainerArgv(*cfg, exp->address(), f),
                                    {{"PYTHONPATH", pypath}, {"FLOTILLA_PROTO_PY", stubs}, {"PYTHONUNBUFFERED", "1"}});
     if (!p.ok()) {
       std::cerr << "run: trainer: " << p.status().message() << "\n";
@@ -161,7 +156,7 @@ int Run(const RunFlags& f) {
     }
     trainer.emplace(std::move(*p));
   } else {
-    std::cerr << "run: bridge at " << (*exp)->address() << "; waiting for a trainer (Ctrl-C stops)\n";
+    std::cerr << "run: bridge at " << exp->address() << "; waiting for a trainer (Ctrl-C stops)\n";
   }
   const bool tty = isatty(STDOUT_FILENO);
   uint64_t last_samples = 0;
@@ -179,9 +174,9 @@ int Run(const RunFlags& f) {
     }
     auto now = std::chrono::steady_clock::now();
     if (now - last_print < (tty ? std::chrono::milliseconds(500) : std::chrono::milliseconds(10'000))) continue;
-    auto p = (*exp)->Progress();
-    auto cs = (*exp)->ControllerStatsNow();
-    auto rs = (*exp)->RunnerStatsNow();
+    auto p = exp->Progress();
+    auto cs = exp->ControllerStatsNow();
+    auto rs = exp->RunnerStatsNow();
     double dt = std::chrono::duration<double>(now - last_t).count();
     double rate = dt > 0 ? static_cast<double>(rs.samples_completed - last_samples) / dt : 0;
     last_samples = rs.samples_completed;
@@ -205,20 +200,20 @@ int Run(const RunFlags& f) {
     std::cerr << "run: " << (stop.received() == SIGINT ? "SIGINT" : "SIGTERM")
               << ": stopping dispatch and the trainer, storing samples in flight (again to skip)\n";
     auto second_signal = [&] { return stop.count() > 1; };
-    bool drained = (*exp)->Drain(kDrainTimeoutMs, second_signal);
+    bool drained = exp->Drain(kDrainTimeoutMs, second_signal);
     trainer_exit = trainer ? trainer->Terminate(kTrainerGraceMs) : 0;
     if (!drained) std::cerr << "run: samples still in flight were not stored\n";
   }
-  auto summary = (*exp)->Summary();
+  auto summary = exp->Summary();
   bool finished = trainer_exit == 0 && stop.received() == 0;
-  if (finished) (void)(*exp)->MarkFinished();
-  (*exp)->Stop();
+  if (finished) (void)exp->MarkFinished();
+  exp->Stop();
   double minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count() / 60;
   if (!summary.ok()) {
     std::cerr << "run: summary: " << summary.status().message() << "\n";
     return 1;
   }
-  auto p = (*exp)->Progress();
+  auto p = exp->Progress();
   std::cout << absl::StrFormat("summary: experiment=%s samples=%d steps=%d final_version=%d stale_masked_tokens=%d "
                                "trainer_exit=%d",
                                cfg->name, summary->samples, summary->steps, p.policy_version, p.stale_masked_total,

@@ -7,6 +7,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "commands.h"
+#include "flotilla/admission/admission_limits.h"
 #include "flotilla/common/config.h"
 #include "flotilla/common/logging.h"
 #include "flotilla/common/shutdown_signals.h"
@@ -75,7 +76,7 @@ int Run(const SchedulerFlags& f) {
   if (!default_memory.ok()) return std::cerr << "--default-memory: " << default_memory.status().message() << "\n", 2;
   o.front.unit.engine.admission.default_memory_bytes = *default_memory;
   o.front.unit.engine.admission.default_cpu_millicores = f.default_cpu_millicores;
-  if (absl::Status s = scheduler::AdmissionLimits::Validate(o.front.unit.engine.admission); !s.ok()) {
+  if (absl::Status s = admission::AdmissionLimits::Validate(o.front.unit.engine.admission); !s.ok()) {
     std::cerr << "admission: " << s.message() << "\n";
     return 2;
   }

@@ -9,8 +9,8 @@
 
 #include "commands.h"
 #include "task_environment.h"
-#include "flotilla/worker/embedded_node.h"
-#include "flotilla/worker/embedded_worker.h"
+#include "flotilla/app/embedded_node.h"
+#include "flotilla/app/embedded_worker.h"
 #include "flotilla/worker/external_agent.h"
 #include "flotilla/worker/sandbox_client.h"
 #include "flotilla/worker/scaffold.h"
@@ -21,7 +21,7 @@
 namespace flotilla::cli {
 
 void AddWorkerCommand(CLI::App& app, int* exit_code) {
-  auto opts = std::make_shared<worker::EmbeddedWorkerOptions>();
+  auto opts = std::make_shared<app::EmbeddedWorkerOptions>();
   opts->http_address = "127.0.0.1:8000";
   CLI::App* w = app.add_subcommand("worker", "Run the worker (OpenAI/Anthropic endpoints, scaffolds)");
   w->add_option("--listen", opts->http_address, "HTTP address (HOST:PORT or unix:PATH)");
@@ -64,20 +64,20 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
         return;
       }
     }
-    worker::EmbeddedWorkerOptions eo = *opts;
+    app::EmbeddedWorkerOptions eo = *opts;
     const bool external = run->scaffold.scaffold == "pi";
     eo.http_address = external ? "127.0.0.1:0" : "";
     eo.scaffold = run->scaffold.scaffold;
-    auto w = worker::EmbeddedWorker::Start(eo);
+    auto w = app::EmbeddedWorker::Start(eo);
     if (!w.ok()) {
       std::cerr << "flotilla worker run: " << w.status().message() << "\n";
       *exit_code = 1;
       return;
     }
-    std::unique_ptr<worker::EmbeddedNode> node;
+    std::unique_ptr<app::EmbeddedNode> node;
     std::shared_ptr<grpc::Channel> channel;
     if (run->node.empty()) {
-      auto started = worker::EmbeddedNode::Start(eo.state_dir + "/sandboxes", "flotilla-worker", run->env_store);
+      auto started = app::EmbeddedNode::Start(eo.state_dir + "/sandboxes", "flotilla-worker", run->env_store);
       if (!started.ok()) {
         std::cerr << "flotilla worker run: embedded node: " << started.status().message() << "\n";
         *exit_code = 1;
@@ -127,7 +127,7 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
   w->callback([w, opts, exit_code] {
     if (!w->get_subcommands().empty()) return;
     ShutdownSignals signals;  // before the worker's threads exist, so they inherit the mask
-    auto worker = worker::EmbeddedWorker::Start(*opts);
+    auto worker = app::EmbeddedWorker::Start(*opts);
     if (!worker.ok()) {
       std::cerr << "flotilla worker: " << worker.status().message() << "\n";
       *exit_code = 1;

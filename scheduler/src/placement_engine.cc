@@ -169,7 +169,7 @@ absl::StatusOr<PlacementEngine::Choice> PlacementEngine::Choose(const ResourceVe
     for (uint32_t pi = 0; pi < v.partitions.size(); ++pi) {
       const PartitionView& p = v.partitions[pi];
       ResourceVector pred = PredictAt(p, trend_ns, now);
-      if (check_.CheckLimits(p.limits, pred, request) != AdmissionVerdict::kAdmitted) continue;
+      if (check_.CheckLimits(p.limits, pred, request) != admission::AdmissionVerdict::kAdmitted) continue;
       node_feasible = true;
       double slot_frac = static_cast<double>(pred.slots + request.slots) * p.inv_slot_limit;
       double mem_frac = static_cast<double>(pred.memory_bytes + request.memory_bytes) * p.inv_memory_limit;

@@ -15,7 +15,7 @@ absl::StatusOr<std::unique_ptr<ScaleUnit>> ScaleUnit::Open(const ScaleUnitOption
                                                            NodeClientFactory factory, EventBus* events) {
   if (options.replicas == 0) return absl::InvalidArgumentError("replicas: must be at least 1");
   if (options.heartbeat_timeout_ms <= 0) return absl::InvalidArgumentError("heartbeat_timeout_ms: must be positive");
-  RETURN_IF_ERROR(AdmissionLimits::Validate(options.engine.admission));
+  RETURN_IF_ERROR(admission::AdmissionLimits::Validate(options.engine.admission));
   std::unique_ptr<ScaleUnit> unit(new ScaleUnit(options, clock, std::move(factory), events));
   if (!options.journal_path.empty()) {
     ASSIGN_OR_RETURN(unit->journal_, Journal::Open(options.journal_path));
@@ -330,7 +330,7 @@ absl::StatusOr<v1::SandboxPlacement> ScaleUnit::CreateSandbox(const v1::CreateSa
   const std::string id = NewSandboxId();
   Entry e;
   e.tenant = request.tenant();
-  e.request = AdmissionLimits(options_.engine.admission).RequestOf(request.resources());
+  e.request = admission::AdmissionLimits(options_.engine.admission).RequestOf(request.resources());
   e.execution_class = request.execution_class() == v1::LATENCY_SENSITIVE ? v1::LATENCY_SENSITIVE : v1::BEST_EFFORT;
   for (const auto& [k, v] : request.labels()) e.labels.emplace_back(k, v);
   e.placed_ns = clock_.NowNanos();

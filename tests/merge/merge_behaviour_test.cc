@@ -10,7 +10,7 @@
 #include "absl/strings/str_replace.h"
 #include "flotilla/merge/merge.h"
 #include "flotilla/trainer_bridge/experiment_config.h"
-#include "flotilla/worker/embedded_worker.h"
+#include "flotilla/app/embedded_worker.h"
 #include "gtest/gtest.h"
 #include "merge/merge_test_util.h"
 #include "nlohmann/json.hpp"
@@ -303,11 +303,11 @@ TEST(MergeServeTest, AMergedFolderServesInTheEmbeddedWorker) {
                               dir.file("p1"), "}]\n"),
                  dir.file("merged"));
   ASSERT_TRUE(r.ok()) << r.status();
-  worker::EmbeddedWorkerOptions o;
+  app::EmbeddedWorkerOptions o;
   o.model_prefix = dir.file("merged");
   o.state_dir = dir.file("state");
   o.threads = 1;
-  auto w = worker::EmbeddedWorker::Start(o);
+  auto w = app::EmbeddedWorker::Start(o);
   ASSERT_TRUE(w.ok()) << w.status();
   EXPECT_EQ((*w)->config().ToJson(), mc.ToJson());
 }

@@ -1,15 +1,18 @@
 // Node-local admission, the node ledger and sub-NUMA partitioning.
 #include <fstream>
 
-#include "flotilla/scheduler/admission.h"
-#include "flotilla/sandbox/admission.h"
-#include "flotilla/scheduler/node_ledger.h"
+#include "flotilla/admission/admission_check.h"
+#include "flotilla/admission/admission_limits.h"
 #include "flotilla/scheduler/numa.h"
+#include "flotilla/scheduler_sim/node_ledger.h"
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
 
 namespace flotilla::scheduler {
 namespace {
+
+using admission::AdmissionLimits;
+using admission::AdmissionVerdict;
 
 constexpr uint64_t kGiB = 1ull << 30;
 
@@ -23,19 +26,19 @@ PartitionUsage Partition(uint64_t mem_cap, uint32_t cpu_cap, uint32_t slots_cap,
 
 struct AdmitCase {
   const char* name;
-  sandbox::AdmissionConfig config;
+  admission::AdmissionConfig config;
   PartitionUsage partition;
   ResourceVector request;
   AdmissionVerdict want;
 };
 
-sandbox::AdmissionConfig Config(double memory_overcommit) {
-  sandbox::AdmissionConfig c;
+admission::AdmissionConfig Config(double memory_overcommit) {
+  admission::AdmissionConfig c;
   c.memory_overcommit = memory_overcommit;
   return c;
 }
 
-// The engines' prediction (AdmissionLimits) and the node's own check (sandbox::AdmissionCheck)
+// The engines' prediction (AdmissionLimits) and the node's own check (admission::AdmissionCheck)
 // must give the same answer on a one-partition node.
 TEST(AdmissionLimitsTest, PredictsTheNodesOwnCheck) {
   const AdmitCase cases[] = {
@@ -62,13 +65,13 @@ TEST(AdmissionLimitsTest, PredictsTheNodesOwnCheck) {
     v1::AdmitRequest req;
     req.mutable_resources()->set_memory_bytes(c.request.memory_bytes);
     req.mutable_resources()->set_cpu_quota_millicores(c.request.cpu_millicores);
-    v1::AdmitResponse node_says = sandbox::AdmissionCheck(c.config).Decide(ToProto(node), req);
+    v1::AdmitResponse node_says = admission::AdmissionCheck(c.config).Decide(ToProto(node), req);
     EXPECT_EQ(node_says.admitted(), c.want == AdmissionVerdict::kAdmitted) << c.name << ": " << node_says.reason();
   }
 }
 
 TEST(AdmissionLimitsTest, RequestTakesTheNodesDefaultsAndValidateNamesTheField) {
-  sandbox::AdmissionConfig c;
+  admission::AdmissionConfig c;
   c.default_memory_bytes = 3 * kGiB;
   c.default_cpu_millicores = 700;
   AdmissionLimits limits(c);
@@ -81,12 +84,12 @@ TEST(AdmissionLimitsTest, RequestTakesTheNodesDefaultsAndValidateNamesTheField) 
   absl::Status s = AdmissionLimits::Validate(c);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(s.message()).find("memory_warning"), std::string::npos) << s;
-  EXPECT_TRUE(AdmissionLimits::Validate(sandbox::AdmissionConfig{}).ok());
+  EXPECT_TRUE(AdmissionLimits::Validate(admission::AdmissionConfig{}).ok());
 }
 
 TEST(NodeLedgerTest, AdmitsCommitsReleasesAndRejectsWithUsage) {
   NodeLedger ledger({Partition(10 * kGiB, 4000, 2, 0, 0, 0), Partition(10 * kGiB, 4000, 2, 0, 0, 0)},
-                    sandbox::AdmissionConfig{});
+                    admission::AdmissionConfig{});
   auto a = ledger.Admit("a", 1, {kGiB, 10, 1});
   ASSERT_TRUE(a.ok());
   EXPECT_TRUE(a->admitted);
@@ -134,13 +137,13 @@ TEST(AdmissionCheckTest, PlainFiguresAndProtoDecideAlike) {
        "partition 1 memory: 9.0 GiB of 10.0 GiB (0.90 > 0.90) after placement"},
       {"partition slots", 0, 4, 0, kGiB, 0, "partition 1 slots: 5 of 4 (1.25 > 1.00) after placement"},
   };
-  sandbox::AdmissionCheck check(sandbox::AdmissionConfig{});
+  admission::AdmissionCheck check(admission::AdmissionConfig{});
   for (const Case& c : cases) {
-    sandbox::UsageFigures p0{10 * kGiB, 0, 0, 0, 4, 0};
-    sandbox::UsageFigures p1{10 * kGiB, c.p1_memory_used, 0, 0, 4, c.p1_slots_used};
-    sandbox::UsageFigures node{20 * kGiB, c.p1_memory_used, 8000, c.node_cpu_used, 8, c.p1_slots_used};
-    sandbox::AdmissionOutcome plain = check.Check(node, &p1, 1, c.memory, c.cpu == 0 ? 1000 : c.cpu);
-    EXPECT_EQ(sandbox::AdmissionCheck::Reason(plain), c.want_reason) << c.name;
+    admission::UsageFigures p0{10 * kGiB, 0, 0, 0, 4, 0};
+    admission::UsageFigures p1{10 * kGiB, c.p1_memory_used, 0, 0, 4, c.p1_slots_used};
+    admission::UsageFigures node{20 * kGiB, c.p1_memory_used, 8000, c.node_cpu_used, 8, c.p1_slots_used};
+    admission::AdmissionOutcome plain = check.Check(node, &p1, 1, c.memory, c.cpu == 0 ? 1000 : c.cpu);
+    EXPECT_EQ(admission::AdmissionCheck::Reason(plain), c.want_reason) << c.name;
     EXPECT_EQ(plain.admitted(), std::string(c.want_reason).empty()) << c.name;
 
     v1::NodeUsage usage;
@@ -151,7 +154,7 @@ TEST(AdmissionCheckTest, PlainFiguresAndProtoDecideAlike) {
     usage.set_slots_capacity(node.slots_capacity);
     usage.set_slots_used(node.slots_used);
     for (uint32_t i = 0; i < 2; ++i) {
-      const sandbox::UsageFigures& f = i == 0 ? p0 : p1;
+      const admission::UsageFigures& f = i == 0 ? p0 : p1;
       v1::NumaPartition* q = usage.add_partitions();
       q->set_index(i);
       q->set_memory_capacity(f.memory_capacity);
@@ -169,13 +172,13 @@ TEST(AdmissionCheckTest, PlainFiguresAndProtoDecideAlike) {
 
     if (plain.admitted()) {
       v1::NodeUsage applied = check.Apply(usage, req);
-      sandbox::AdmissionCheck::Add(node, &p1, c.memory, c.cpu);
+      admission::AdmissionCheck::Add(node, &p1, c.memory, c.cpu);
       EXPECT_EQ(applied.memory_used(), node.memory_used) << c.name;
       EXPECT_EQ(applied.cpu_millicores_used(), node.cpu_millicores_used) << c.name;
       EXPECT_EQ(applied.slots_used(), node.slots_used) << c.name;
       EXPECT_EQ(applied.partitions(1).memory_used(), p1.memory_used) << c.name;
       EXPECT_EQ(applied.partitions(1).slots_used(), p1.slots_used) << c.name;
-      sandbox::AdmissionCheck::Remove(node, &p1, c.memory, c.cpu);
+      admission::AdmissionCheck::Remove(node, &p1, c.memory, c.cpu);
       EXPECT_EQ(node.slots_used, c.p1_slots_used) << c.name;
       EXPECT_EQ(p1.memory_used, c.p1_memory_used) << c.name;
     }

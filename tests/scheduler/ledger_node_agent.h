@@ -5,7 +5,7 @@
 #pragma once
 
 #include "flotilla/proto/sandbox.grpc.pb.h"
-#include "flotilla/scheduler/node_ledger.h"
+#include "flotilla/scheduler_sim/node_ledger.h"
 
 namespace flotilla::scheduler::testing {
 

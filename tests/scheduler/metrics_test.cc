@@ -11,7 +11,7 @@
 #include "flotilla/scheduler/metrics.h"
 #include "flotilla/scheduler/metrics_server.h"
 #include "flotilla/scheduler/scheduler_service.h"
-#include "flotilla/scheduler/simulated_node.h"
+#include "flotilla/scheduler_sim/simulated_node.h"
 #include "gtest/gtest.h"
 #include "testing/http_client.h"
 
@@ -47,7 +47,7 @@ TEST(SchedulerMetricsTest, ScrapeAfterRealPlacementsShowsExactFigures) {
   for (const char* id : {"a", "b"}) {
     PartitionUsage p;
     p.capacity = {16 * kGiB, 64000, 16};
-    nodes[id] = std::make_shared<SimulatedNode>(id, std::vector<PartitionUsage>{p}, sandbox::AdmissionConfig{});
+    nodes[id] = std::make_shared<SimulatedNode>(id, std::vector<PartitionUsage>{p}, admission::AdmissionConfig{});
     ASSERT_TRUE(front.AddNode(0, id, nodes[id], nodes[id]->ledger().Usage()).ok());
   }
 

@@ -5,7 +5,7 @@
 
 #include "flotilla/common/clock.h"
 #include "flotilla/scheduler/placement_engine.h"
-#include "flotilla/scheduler/simulated_node.h"
+#include "flotilla/scheduler_sim/simulated_node.h"
 #include "gtest/gtest.h"
 
 namespace flotilla::scheduler {
@@ -47,7 +47,7 @@ struct Node {
   std::shared_ptr<NodeHandle> handle;
 };
 
-Node MakeNode(const std::string& id, uint32_t partitions, uint32_t slots, const sandbox::AdmissionConfig& policy) {
+Node MakeNode(const std::string& id, uint32_t partitions, uint32_t slots, const admission::AdmissionConfig& policy) {
   Node n;
   n.sim = std::make_shared<SimulatedNode>(id, Shape(partitions, slots), policy);
   n.handle = std::make_shared<NodeHandle>();

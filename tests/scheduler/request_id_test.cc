@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/clock.h"
 #include "flotilla/scheduler/front_door.h"
-#include "flotilla/scheduler/simulated_node.h"
+#include "flotilla/scheduler_sim/simulated_node.h"
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
 
@@ -28,7 +28,7 @@ struct Fleet {
   std::shared_ptr<SimulatedNode> Add(const std::string& id, uint32_t slots) {
     PartitionUsage p;
     p.capacity = {uint64_t{slots} * kGiB, 1000000, slots};
-    return nodes[id] = std::make_shared<SimulatedNode>(id, std::vector<PartitionUsage>{p}, sandbox::AdmissionConfig{});
+    return nodes[id] = std::make_shared<SimulatedNode>(id, std::vector<PartitionUsage>{p}, admission::AdmissionConfig{});
   }
   NodeClientFactory Factory() {
     return [this](const std::string& id, const std::string&) -> absl::StatusOr<std::shared_ptr<NodeClient>> {

@@ -4,7 +4,7 @@
 
 #include "flotilla/common/clock.h"
 #include "flotilla/scheduler/front_door.h"
-#include "flotilla/scheduler/simulated_node.h"
+#include "flotilla/scheduler_sim/simulated_node.h"
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
 
@@ -23,7 +23,7 @@ std::vector<PartitionUsage> Shape(uint32_t slots) {
 struct Fleet {
   std::map<std::string, std::shared_ptr<SimulatedNode>> nodes;
   std::shared_ptr<SimulatedNode> Add(const std::string& id, uint32_t slots) {
-    return nodes[id] = std::make_shared<SimulatedNode>(id, Shape(slots), sandbox::AdmissionConfig{});
+    return nodes[id] = std::make_shared<SimulatedNode>(id, Shape(slots), admission::AdmissionConfig{});
   }
   NodeClientFactory Factory() {
     return [this](const std::string& id, const std::string&) -> absl::StatusOr<std::shared_ptr<NodeClient>> {

@@ -15,7 +15,7 @@
 #include "child_process.h"
 #include "flotilla/proto/sandbox.grpc.pb.h"
 #include "flotilla/proto/scheduler.grpc.pb.h"
-#include "flotilla/scheduler/node_reporter.h"
+#include "flotilla/scheduler_sim/node_reporter.h"
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
 

@@ -14,7 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/logging.h"
-#include "flotilla/scheduler/node_reporter.h"
+#include "flotilla/scheduler_sim/node_reporter.h"
 #include "flotilla/scheduler/numa.h"
 #include "ledger_node_agent.h"
 
@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   // The node's real NUMA layout, with `slots` worker slots cut across its domains.
   auto domains = ReadNumaTopology("/sys");
   if (!domains.ok()) return std::cerr << domains.status() << "\n", 1;
-  NodeLedger ledger(CutPartitions(*domains, slots), flotilla::sandbox::AdmissionConfig{});
+  NodeLedger ledger(CutPartitions(*domains, slots), flotilla::admission::AdmissionConfig{});
   testing::LedgerNodeAgent service(&ledger);
   int port = 0;
   grpc::ServerBuilder builder;

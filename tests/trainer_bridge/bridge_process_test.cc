@@ -13,7 +13,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "flotilla/proto/trainer.grpc.pb.h"
-#include "flotilla/trainer_bridge/trajectory_store.h"
+#include "flotilla/trainer_bridge/experiment_store.h"
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
 
@@ -173,7 +173,7 @@ TEST_F(BridgeProcessTest, ReconfigureMidRunThenKill9AndRestartLosesNothing) {
   std::set<uint64_t> unconsumed;
   int64_t stored = 0;
   {
-    auto store = TrajectoryStore::Open(db, "proc");
+    auto store = ExperimentStore::Open(db, "proc");
     ASSERT_TRUE(store.ok()) << store.status();
     stored = *(*store)->CountTrajectories();
     EXPECT_GE(stored, static_cast<int64_t>(completed));
@@ -199,7 +199,7 @@ TEST_F(BridgeProcessTest, ReconfigureMidRunThenKill9AndRestartLosesNothing) {
   }
   t2.TryCancel();
   bridge->Kill(SIGTERM);
-  auto store = TrajectoryStore::Open(db, "proc");
+  auto store = ExperimentStore::Open(db, "proc");
   ASSERT_TRUE(store.ok());
   EXPECT_GE(*(*store)->CountTrajectories(), stored);
 }

@@ -7,7 +7,7 @@
 #include <regex>
 #include <sstream>
 
-#include "flotilla/trainer_bridge/trajectory_store.h"
+#include "flotilla/trainer_bridge/experiment_store.h"
 #include "gtest/gtest.h"
 #include "testing/shell.h"
 #include "testing/temp_dir.h"
@@ -37,7 +37,7 @@ TEST(MainJobE2eTest, ShortRunEndsWithTheSummaryLine) {
   EXPECT_GE(steps, 2) << out;
   EXPECT_LT(std::stod(m[4]), 5.0);
   EXPECT_NE(out.find("published v0; starting grpo"), std::string::npos) << out;
-  auto store = TrajectoryStore::Open(dir.file("runs/arith-grpo/trajectories.db"), "arith-grpo");
+  auto store = ExperimentStore::Open(dir.file("runs/arith-grpo/trajectories.db"), "arith-grpo");
   ASSERT_TRUE(store.ok());
   auto rewards = (*store)->Rewards();
   ASSERT_TRUE(rewards.ok());

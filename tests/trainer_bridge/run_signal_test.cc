@@ -12,7 +12,7 @@
 #include <sstream>
 #include <thread>
 
-#include "flotilla/trainer_bridge/trajectory_store.h"
+#include "flotilla/trainer_bridge/experiment_store.h"
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
 
@@ -88,7 +88,7 @@ TEST_P(RunSignalTest, StopsInOrderAndExitsWithTheSignalCode) {
     int early = 0;
     ASSERT_EQ(waitpid(pid, &early, WNOHANG), 0) << "flotilla run ended before the signal:\n" << ReadFile(log);
     if (std::filesystem::exists(db)) {
-      auto store = TrajectoryStore::Open(db, "signal-run");
+      auto store = ExperimentStore::Open(db, "signal-run");
       if (store.ok()) {
         auto r = (*store)->Rewards();
         if (r.ok() && r->size() >= 16) {
@@ -117,7 +117,7 @@ TEST_P(RunSignalTest, StopsInOrderAndExitsWithTheSignalCode) {
       last, std::regex(R"(run: reward_start=[0-9.]+ reward_end=[0-9.]+ steps=[0-9]+ minutes=[0-9.]+\n)")))
       << last;
 
-  auto store = TrajectoryStore::Open(db, "signal-run");
+  auto store = ExperimentStore::Open(db, "signal-run");
   ASSERT_TRUE(store.ok()) << store.status();
   auto rewards = (*store)->Rewards();
   ASSERT_TRUE(rewards.ok());

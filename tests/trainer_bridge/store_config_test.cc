@@ -4,7 +4,7 @@
 #include "flotilla/trainer_bridge/experiment_config.h"
 #include "flotilla/trainer_bridge/task_source.h"
 #include "flotilla/trainer_bridge/teacher_registry.h"
-#include "flotilla/trainer_bridge/trajectory_store.h"
+#include "flotilla/trainer_bridge/experiment_store.h"
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
 
@@ -62,6 +62,8 @@ TEST(ExperimentConfigTest, ErrorsNameFileLineAndField) {
       {"name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\nrolout: {}\n", "x.yaml:5: rolout"},
       {"name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\ntrainer:\n  lr_schedule: cosine\n",
        "x.yaml:6: trainer.lr_schedule: must be 'constant' or 'linear', got 'cosine'"},
+      {"name: x\nscaffold: mini\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\n",
+       "x.yaml:2: scaffold: 'mini' is not run by the RL rollout yet; only 'single-turn' is"},
   };
   for (const auto& c : cases) {
     auto r = ParseExperimentConfig(c.yaml, "x.yaml", "");
@@ -110,7 +112,7 @@ RolloutSample Sample(uint64_t id, uint64_t group, double reward) {
 TEST(TrajectoryStoreTest, GroupsSurviveReopenAndConsumptionIsDurable) {
   testing::TempDir dir;
   {
-    auto store = TrajectoryStore::Open(dir.file("t.db"), "exp");
+    auto store = ExperimentStore::Open(dir.file("t.db"), "exp");
     ASSERT_TRUE(store.ok()) << store.status();
     ASSERT_TRUE((*store)->PutGroup({Sample(0, 0, 1), Sample(1, 0, 0)}).ok());
     ASSERT_TRUE((*store)->PutGroup({Sample(2, 1, 1), Sample(3, 1, 1)}).ok());
@@ -118,7 +120,7 @@ TEST(TrajectoryStoreTest, GroupsSurviveReopenAndConsumptionIsDurable) {
     ASSERT_TRUE((*store)->SaveCounters(5, {{"add", 5}}).ok());
     ASSERT_TRUE((*store)->SavePolicy(4, "/w/4.safetensors").ok());
   }
-  auto store = TrajectoryStore::Open(dir.file("t.db"), "exp");
+  auto store = ExperimentStore::Open(dir.file("t.db"), "exp");
   ASSERT_TRUE(store.ok());
   auto groups = (*store)->LoadUnconsumed();
   ASSERT_TRUE(groups.ok());

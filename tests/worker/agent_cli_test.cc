@@ -12,11 +12,13 @@
 #include <filesystem>
 
 #include "engine_harness.h"
-#include "flotilla/worker/embedded_node.h"
+#include "flotilla/app/embedded_node.h"
 #include "trajectory_check.h"
 
 namespace flotilla::worker {
 namespace {
+
+using app::EmbeddedNode;
 
 TEST(AgentCliTest, PiCodingAgentRunsInASandboxAgainstTheWorker) {
   const char* src = std::getenv("FLOTILLA_SOURCE_DIR");

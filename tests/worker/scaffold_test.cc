@@ -13,12 +13,14 @@
 #include <sstream>
 
 #include "engine_harness.h"
-#include "flotilla/worker/embedded_node.h"
+#include "flotilla/app/embedded_node.h"
 #include "scripted_generator.h"
 #include "trajectory_check.h"
 
 namespace flotilla::worker {
 namespace {
+
+using app::EmbeddedNode;
 
 std::string TaskDir(const std::string& name) {
   const char* s = std::getenv("FLOTILLA_SOURCE_DIR");

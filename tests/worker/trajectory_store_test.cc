@@ -90,5 +90,47 @@ TEST(TrajectoryStoreTest, RejectsEmptyId) {
   EXPECT_EQ((*store)->Put(v1::Trajectory()).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// RL groups share the store with sessions: written whole, consumed per experiment, with the
+// experiment's state set in the consuming transaction, and all of it survives a reopen.
+TEST(TrajectoryStoreTest, GroupsConsumptionAndStatePerExperiment) {
+  flotilla::testing::TempDir dir;
+  auto grouped = [](const std::string& id, const std::string& exp, const std::string& group) {
+    v1::Trajectory t = Make(id, exp, "t", v1::OK);
+    t.set_group_id(group);
+    t.set_dataset("arith");
+    return t;
+  };
+  {
+    auto store = TrajectoryStore::Open(dir.file("t.db"));
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->Put(Make("session", "up", "chat", v1::OK)).ok());
+    ASSERT_TRUE((*store)->PutAll({grouped("a/s0", "a", "g0"), grouped("a/s1", "a", "g0")}).ok());
+    ASSERT_TRUE((*store)->PutAll({grouped("a/s2", "a", "g1")}).ok());
+    ASSERT_TRUE((*store)->PutAll({grouped("b/s0", "b", "g0")}).ok());
+    ASSERT_TRUE((*store)->MarkConsumed("a", {"g0"}, {{"step", "1"}}).ok());
+    ASSERT_TRUE((*store)->SetState("a", {{"policy_version", "3"}}).ok());
+    // One bad record fails the whole group: nothing of it is stored.
+    EXPECT_EQ((*store)->PutAll({grouped("a/s3", "a", "g2"), v1::Trajectory()}).code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  auto store = TrajectoryStore::Open(dir.file("t.db"));
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(*(*store)->UnconsumedGroups("a"), std::vector<std::string>{"g1"});
+  EXPECT_EQ(*(*store)->UnconsumedGroups("b"), std::vector<std::string>{"g0"});
+  EXPECT_EQ(*(*store)->UnconsumedGroups("up"), std::vector<std::string>{});
+  EXPECT_EQ(*(*store)->GetState("a", "step", "0"), "1");
+  EXPECT_EQ(*(*store)->GetState("a", "policy_version", "0"), "3");
+  EXPECT_EQ(*(*store)->GetState("b", "step", "0"), "0");
+  TrajectoryQuery q;
+  q.experiment = "a";
+  q.group_id = "g0";
+  EXPECT_EQ(*(*store)->Count(q), 2);
+  q.group_id = "";
+  q.consumed = false;
+  EXPECT_EQ(*(*store)->Count(q), 1);
+  EXPECT_EQ(*(*store)->Count(TrajectoryQuery{}), 5);
+  EXPECT_EQ((*store)->Get("a/s3").status().code(), absl::StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace flotilla::worker

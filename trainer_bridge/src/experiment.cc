@@ -28,7 +28,7 @@ absl::StatusOr<inference::ModelConfig> PolicyModelConfig(const ExperimentConfig&
 }
 
 absl::StatusOr<std::unique_ptr<Experiment>> Experiment::Start(const ExperimentConfig& config, inference::Engine& engine,
-                                                              sandbox::Runtime* sandbox,
+                                                              worker::SandboxClient* sandboxes,
                                                               const ExperimentOptions& options) {
   std::unique_ptr<Experiment> e(new Experiment());
   e->config_ = config;
@@ -36,8 +36,12 @@ absl::StatusOr<std::unique_ptr<Experiment>> Experiment::Start(const ExperimentCo
   std::error_code ec;
   std::filesystem::create_directories(config.state_dir, ec);
   if (ec) return absl::PermissionDeniedError(absl::StrCat("state_dir '", config.state_dir, "': ", ec.message()));
-  ASSIGN_OR_RETURN(e->store_, TrajectoryStore::Open((std::filesystem::path(config.state_dir) / "trajectories.db").string(),
-                                                    config.name));
+  if (options.store != nullptr) {
+    e->store_ = std::make_unique<ExperimentStore>(options.store, config.name);
+  } else {
+    ASSIGN_OR_RETURN(e->store_, ExperimentStore::Open(
+                                    (std::filesystem::path(config.state_dir) / "trajectories.db").string(), config.name));
+  }
   ASSIGN_OR_RETURN(StoredState stored, e->store_->LoadState());
 
   e->controller_ = std::make_unique<RolloutController>(config.rollout, config.datasets, config.effort.levels,
@@ -51,10 +55,10 @@ absl::StatusOr<std::unique_ptr<Experiment>> Experiment::Start(const ExperimentCo
     if (!src.ok()) return Annotate(src.status(), absl::StrCat(config.file, ": datasets[", i, "].source"));
     tasks[config.datasets[i].name] = std::move(*src);
   }
-  if (sandbox == nullptr) {
-    return absl::FailedPreconditionError("the experiment's verifier needs the sandbox runtime; none is available");
+  if (sandboxes == nullptr) {
+    return absl::FailedPreconditionError("the experiment's verifier needs a node agent for its sandbox; none is available");
   }
-  ASSIGN_OR_RETURN(auto verifier, SandboxVerifier::Create(*sandbox, config.sandbox_policy));
+  ASSIGN_OR_RETURN(auto verifier, SandboxVerifier::Create(*sandboxes, config.sandbox_policy));
   e->verifier_ = std::move(verifier);
   if (!config.teachers.empty()) e->teachers_ = std::make_unique<TeacherRegistry>(config.teachers, config.datasets);
 

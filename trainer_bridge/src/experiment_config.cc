@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "flotilla/common/config.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "flotilla/common/status.h"
 
@@ -156,6 +157,12 @@ absl::StatusOr<ExperimentConfig> ParseExperimentConfig(const std::string& text, 
   if (cfg.state_dir.empty()) cfg.state_dir = absl::StrCat("runs/", cfg.name);
   cfg.state_dir = Resolve(base_dir, cfg.state_dir);
   ASSIGN_OR_RETURN(cfg.scaffold, root["scaffold"].AsString("single-turn"));
+  // The RL rollout runs single-turn samples only; a multi-turn scaffold is refused rather than
+  // silently run as single-turn (the worker's scaffolds run in `flotilla eval` and `worker run`).
+  if (cfg.scaffold != "single-turn") {
+    return root["scaffold"].Error(absl::StrCat("'", cfg.scaffold,
+                                               "' is not run by the RL rollout yet; only 'single-turn' is"));
+  }
   ASSIGN_OR_RETURN(cfg.sandbox_policy, root["sandbox_policy"].AsString("default"));
   ASSIGN_OR_RETURN(cfg.system_prompt, root["system_prompt"].AsString(""));
   ASSIGN_OR_RETURN(int64_t seed, root["seed"].AsInt(1));

@@ -18,7 +18,7 @@ constexpr auto kStopWait = std::chrono::seconds(30);
 
 RolloutRunner::RolloutRunner(RunnerOptions options, inference::Engine& engine, RolloutController& controller,
                              std::map<std::string, std::unique_ptr<TaskSource>> tasks, Verifier* verifier,
-                             TrajectoryStore* store, const Clock& clock)
+                             ExperimentStore* store, const Clock& clock)
     : options_(std::move(options)), engine_(engine), controller_(controller), tasks_(std::move(tasks)),
       verifier_(verifier), store_(store), clock_(clock) {}
 

@@ -27,7 +27,7 @@ BatchOptions MakeBatchOptions(const ExperimentConfig& c) {
 TrainerBridgeService::TrainerBridgeService(const ExperimentConfig& config, const std::string& model_name,
                                            const inference::ModelConfig& model_config, inference::Engine& engine,
                                            RolloutController& controller, RolloutRunner& runner,
-                                           TrajectoryStore* store, TeacherRegistry* teachers, int64_t start_step)
+                                           ExperimentStore* store, TeacherRegistry* teachers, int64_t start_step)
     : config_(config), model_name_(model_name), model_config_(model_config), engine_(engine),
       controller_(controller), runner_(runner), store_(store), teachers_(teachers),
       assembler_(MakeBatchOptions(config)), datasets_(config.datasets) {

@@ -51,27 +51,27 @@ done
   return script;
 }
 
-absl::StatusOr<std::unique_ptr<SandboxVerifier>> SandboxVerifier::Create(sandbox::Runtime& runtime,
+absl::StatusOr<std::unique_ptr<SandboxVerifier>> SandboxVerifier::Create(worker::SandboxClient& sandboxes,
                                                                          const std::string& policy_name) {
-  std::unique_ptr<SandboxVerifier> v(new SandboxVerifier(runtime, policy_name));
+  std::unique_ptr<SandboxVerifier> v(new SandboxVerifier(sandboxes, policy_name));
   RETURN_IF_ERROR(v->Recreate());
   return v;
 }
 
 absl::Status SandboxVerifier::Recreate() {
   absl::MutexLock lock(&mu_);
-  if (!sandbox_id_.empty()) (void)runtime_.Destroy(sandbox_id_);
+  if (!sandbox_id_.empty()) (void)sandboxes_.Destroy(sandbox_id_);
   sandbox_id_.clear();
-  sandbox::SandboxOptions opts;
-  opts.policy_name = policy_;
-  opts.execution_class = sandbox::ExecutionClass::kLatencySensitive;
-  opts.labels["role"] = "verifier";
-  auto created = runtime_.Create(opts);
+  v1::CreateRequest req;
+  req.set_policy_name(policy_);
+  req.set_execution_class(v1::LATENCY_SENSITIVE);
+  (*req.mutable_labels())["role"] = "verifier";
+  auto created = sandboxes_.Create(req);
   if (!created.ok()) return Annotate(created.status(), "creating the verifier sandbox");
-  RETURN_IF_ERROR(Annotate(runtime_.PutFile(created->id, kScriptPath, VerifierScript(), 0755),
+  RETURN_IF_ERROR(Annotate(sandboxes_.PutFile(*created, kScriptPath, VerifierScript(), 0755),
                            "installing the verifier script"));
-  sandbox_id_ = created->id;
-  FLOG(info, "verifier sandbox ready", {{"sandbox", sandbox_id_}, {"create_ms", created->create_ms}});
+  sandbox_id_ = *created;
+  FLOG(info, "verifier sandbox ready", {{"sandbox", sandbox_id_}});
   return absl::OkStatus();
 }
 
@@ -82,28 +82,28 @@ std::string SandboxVerifier::sandbox_id() const {
 
 SandboxVerifier::~SandboxVerifier() {
   absl::MutexLock lock(&mu_);
-  if (!sandbox_id_.empty()) (void)runtime_.Destroy(sandbox_id_);
+  if (!sandbox_id_.empty()) (void)sandboxes_.Destroy(sandbox_id_);
 }
 
 absl::StatusOr<std::vector<double>> SandboxVerifier::RunOnce(const std::string& id, const std::string& input, size_t n) {
-  sandbox::ExecOptions ex;
-  ex.argv = {"/bin/sh", kScriptPath};
-  ex.stdin_data = input;
-  ex.timeout_ms = 30000;
-  ex.output_limit_bytes = 1 << 20;
-  std::string out, err;
-  auto r = runtime_.Exec(id, ex, [&](sandbox::OutputStream s, std::string_view d) {
-    (s == sandbox::OutputStream::kStdout ? out : err).append(d);
-  });
+  v1::ExecRequest ex;
+  ex.set_sandbox_id(id);
+  ex.add_argv("/bin/sh");
+  ex.add_argv(kScriptPath);
+  ex.set_stdin(input);
+  ex.set_timeout_ms(30000);
+  ex.set_output_limit_bytes(1 << 20);
+  std::string out;
+  auto r = sandboxes_.Exec(ex, [&](std::string_view d) { out.append(d); });
   if (!r.ok()) return r.status();
   execs_.fetch_add(1);
-  if (r->reason != sandbox::StopReason::kNone || r->exit_code != 0) {
+  if (r->reason != v1::STOP_REASON_NONE || r->exit_code != 0) {
     return absl::InternalError(absl::StrCat("verifier exited with ", r->exit_code, " (",
-                                            std::string(sandbox::StopReasonName(r->reason)), " ", r->detail, "): ", err));
+                                            v1::StopReason_Name(r->reason), " ", r->detail, "): ", r->output));
   }
   std::vector<std::string> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
   if (lines.size() != n) {
-    return absl::InternalError(absl::StrCat("verifier printed ", lines.size(), " verdicts for ", n, " items: ", err));
+    return absl::InternalError(absl::StrCat("verifier printed ", lines.size(), " verdicts for ", n, " items: ", r->output));
   }
   std::vector<double> rewards;
   for (const auto& l : lines) rewards.push_back(l == "1" ? 1.0 : 0.0);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/ascii.h"
+#include "flotilla/worker/token_span.h"
 #include "nlohmann/json.hpp"
 
 namespace flotilla::worker {
@@ -11,15 +12,6 @@ namespace {
 using inference::kAssistant;
 using inference::kBos;
 using inference::kEndTurn;
-
-void AppendPromptTokens(v1::TokenSpan* span, const std::vector<int32_t>& ids) {
-  for (int32_t id : ids) {
-    span->add_ids(id);
-    span->add_loss_mask(0);
-    span->add_logprobs(0.0f);
-    span->add_policy_versions(-1);
-  }
-}
 
 std::string Trimmed(const std::string& s) {
   return std::string(absl::StripAsciiWhitespace(s));
@@ -151,7 +143,7 @@ TurnPlan Session::Plan(const std::vector<ChatMessage>& messages, int64_t now_uni
     if (context.empty() && i == first_new) ids.push_back(kBos);
     std::vector<int32_t> body = inference::RenderMessage(messages[i]);
     ids.insert(ids.end(), body.begin(), body.end());
-    AppendPromptTokens(&turn.tokens, ids);
+    AppendContextTokens(&turn.tokens, ids);
     turn.tokens.set_experts_per_token(experts_per_token_);
     turn.start_unix_ms = turn.end_unix_ms = now_unix_ms;
     context.insert(context.end(), ids.begin(), ids.end());
@@ -203,18 +195,12 @@ const RecordedTurn& Session::Commit(TurnPlan plan, const GenerationOutcome& outc
   std::vector<int32_t> head;
   if (before == 0) head.push_back(kBos);
   head.push_back(kAssistant);
-  AppendPromptTokens(&span, head);
-  for (const inference::TokenRecord& t : outcome.tokens) {
-    span.add_ids(t.token);
-    span.add_loss_mask(1);
-    span.add_logprobs(t.logprob);
-    span.add_policy_versions(t.policy_version);
-    for (int32_t e : t.experts) span.add_experts(e);
-  }
+  AppendContextTokens(&span, head);
+  AppendGeneratedTokens(&span, outcome.tokens);
   const size_t engine_tokens = before + head.size() + outcome.tokens.size();
   if (outcome.tokens.empty() || outcome.tokens.back().token != kEndTurn) {
     // Stopped by length, <eos> or an interrupt: the template still closes the turn.
-    AppendPromptTokens(&span, {kEndTurn});
+    AppendContextTokens(&span, {kEndTurn});
   }
   seg->turns.push_back(std::move(reply));
   seg->sequence_id = outcome.sequence_id;

@@ -23,7 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "flotilla/common/clock.h"
-#include "flotilla/scheduler/admission.h"
+#include "flotilla/admission/admission_limits.h"
 #include "flotilla/scheduler/node_client.h"
 
 namespace flotilla::scheduler {
@@ -58,7 +58,7 @@ struct EngineOptions {
   int64_t trend_horizon_ms = 1000;   // extrapolate a report's trend at most this far
   uint32_t candidate_sample = 0;     // stop after this many feasible nodes (0: score all)
   int64_t suspect_ms = 1000;         // skip a node this long after a failed call
-  sandbox::AdmissionConfig admission;  // the nodes' admission config, to predict their decisions
+  admission::AdmissionConfig admission;  // the nodes' admission config, to predict their decisions
 };
 
 struct PlacementStats {
@@ -164,7 +164,7 @@ class PlacementEngine {
 
   const std::string name_;
   const EngineOptions options_;
-  const AdmissionLimits check_;
+  const admission::AdmissionLimits check_;
   const Clock& clock_;
   const double decay_ns_;
 

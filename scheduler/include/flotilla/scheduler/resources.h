@@ -7,31 +7,13 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "flotilla/admission/resource_vector.h"
 #include "flotilla/proto/sandbox.pb.h"
 
 namespace flotilla::scheduler {
 
-// What one sandbox asks for (or what a partition has / has committed).
-struct ResourceVector {
-  uint64_t memory_bytes = 0;
-  uint32_t cpu_millicores = 0;
-  uint32_t slots = 0;
-
-  ResourceVector& operator+=(const ResourceVector& o) {
-    memory_bytes += o.memory_bytes;
-    cpu_millicores += o.cpu_millicores;
-    slots += o.slots;
-    return *this;
-  }
-  // Saturating subtraction: usage never goes below zero.
-  ResourceVector& operator-=(const ResourceVector& o) {
-    memory_bytes = memory_bytes > o.memory_bytes ? memory_bytes - o.memory_bytes : 0;
-    cpu_millicores = cpu_millicores > o.cpu_millicores ? cpu_millicores - o.cpu_millicores : 0;
-    slots = slots > o.slots ? slots - o.slots : 0;
-    return *this;
-  }
-  bool operator==(const ResourceVector&) const = default;
-};
+// What one sandbox asks for (or what a partition has / has committed): the admission library's.
+using ResourceVector = admission::ResourceVector;
 
 // One sub-NUMA partition of a node: a worker slot range bound to one NUMA domain's CPUs
 // (cpuset list) and memory node.

@@ -1,14 +1,15 @@
-// Experiment: one running RL experiment on an engine — the trajectory store, the rollout
+// Experiment: one running RL experiment on an engine — its records in the trajectory store, the rollout
 // controller and runner, the OPD teachers, the sandbox verifier and the TrainerBridge gRPC
 // server — wired from an ExperimentConfig.
 //
-//   ASSIGN_OR_RETURN(auto exp, Experiment::Start(cfg, engine, agent, {}));
+//   ASSIGN_OR_RETURN(auto exp, Experiment::Start(cfg, engine, &sandboxes, {}));
 //   ... a trainer connects to exp->address() ...
 //   exp->Stop();
 //
 // Restart: when the state directory holds an unfinished experiment, Start resumes it: the last
 // published weights are reloaded, counters continue, and stored groups not yet trained on are
-// sent first. Thread-safe; the engine and sandbox runtime must outlive it.
+// sent first. Thread-safe; the engine and the sandbox client (the NodeAgent API the verifier
+// reaches its sandbox through) must outlive it.
 #pragma once
 
 #include <functional>
@@ -21,14 +22,14 @@
 #include "absl/status/statusor.h"
 #include "flotilla/common/clock.h"
 #include "flotilla/inference/engine.h"
-#include "flotilla/sandbox/runtime.h"
 #include "flotilla/trainer_bridge/experiment_config.h"
 #include "flotilla/trainer_bridge/rollout_controller.h"
 #include "flotilla/trainer_bridge/rollout_runner.h"
 #include "flotilla/trainer_bridge/teacher_registry.h"
 #include "flotilla/trainer_bridge/trainer_service.h"
-#include "flotilla/trainer_bridge/trajectory_store.h"
+#include "flotilla/trainer_bridge/experiment_store.h"
 #include "flotilla/trainer_bridge/verifier.h"
+#include "flotilla/worker/sandbox_client.h"
 
 namespace flotilla::trainer_bridge {
 
@@ -36,6 +37,9 @@ struct ExperimentOptions {
   std::string model_name = "policy";
   // Overrides trainer.address ("127.0.0.1:0" picks a free port).
   std::string listen;
+  // The one trajectory store the experiment's samples go to (not owned; must outlive the
+  // experiment). Null: <state_dir>/trajectories.db, opened by the experiment.
+  worker::TrajectoryStore* store = nullptr;
 };
 
 struct RunSummary {
@@ -48,7 +52,7 @@ struct RunSummary {
 class Experiment {
  public:
   static absl::StatusOr<std::unique_ptr<Experiment>> Start(const ExperimentConfig& config, inference::Engine& engine,
-                                                           sandbox::Runtime* sandbox,
+                                                           worker::SandboxClient* sandboxes,
                                                            const ExperimentOptions& options);
   ~Experiment();
   Experiment(const Experiment&) = delete;
@@ -70,13 +74,13 @@ class Experiment {
   void Stop();
 
   RolloutRunner& runner() { return *runner_; }
-  TrajectoryStore& store() { return *store_; }
+  ExperimentStore& store() { return *store_; }
 
  private:
   Experiment() = default;
 
   ExperimentConfig config_;
-  std::unique_ptr<TrajectoryStore> store_;
+  std::unique_ptr<ExperimentStore> store_;
   std::unique_ptr<RolloutController> controller_;
   std::unique_ptr<Verifier> verifier_;
   std::unique_ptr<TeacherRegistry> teachers_;

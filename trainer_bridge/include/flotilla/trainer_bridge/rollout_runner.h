@@ -3,7 +3,7 @@
 // It renders each task into a prompt (system prompt with the effort line, then the task),
 // generates every sample of a group on the engine, records each token's logprob, policy
 // version and routing as it arrives, verifies finished groups in the sandbox, stores them
-// durably (TrajectoryStore) and hands complete groups to batch assembly.
+// durably (ExperimentStore) and hands complete groups to batch assembly.
 //
 // Checkpoint switch (SwitchWeights): the engine first stages the new weights while generation
 // continues (a bad file is refused then, with nothing interrupted); then every running sequence
@@ -41,7 +41,7 @@
 #include "flotilla/trainer_bridge/rollout_controller.h"
 #include "flotilla/trainer_bridge/rollout_sample.h"
 #include "flotilla/trainer_bridge/task_source.h"
-#include "flotilla/trainer_bridge/trajectory_store.h"
+#include "flotilla/trainer_bridge/experiment_store.h"
 #include "flotilla/trainer_bridge/verifier.h"
 
 namespace flotilla::trainer_bridge {
@@ -84,7 +84,7 @@ class RolloutRunner {
  public:
   RolloutRunner(RunnerOptions options, inference::Engine& engine, RolloutController& controller,
                 std::map<std::string, std::unique_ptr<TaskSource>> tasks, Verifier* verifier,
-                TrajectoryStore* store, const Clock& clock);
+                ExperimentStore* store, const Clock& clock);
   ~RolloutRunner();
   RolloutRunner(const RolloutRunner&) = delete;
   RolloutRunner& operator=(const RolloutRunner&) = delete;
@@ -139,7 +139,7 @@ class RolloutRunner {
   RolloutController& controller_;
   std::map<std::string, std::unique_ptr<TaskSource>> tasks_;
   Verifier* verifier_;
-  TrajectoryStore* store_;
+  ExperimentStore* store_;
   const Clock& clock_;
 
   std::mutex control_mu_;  // one switch / offload / reload at a time

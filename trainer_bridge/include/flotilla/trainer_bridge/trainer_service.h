@@ -29,7 +29,7 @@
 #include "flotilla/trainer_bridge/rollout_controller.h"
 #include "flotilla/trainer_bridge/rollout_runner.h"
 #include "flotilla/trainer_bridge/teacher_registry.h"
-#include "flotilla/trainer_bridge/trajectory_store.h"
+#include "flotilla/trainer_bridge/experiment_store.h"
 
 namespace flotilla::trainer_bridge {
 
@@ -50,7 +50,7 @@ class TrainerBridgeService final : public v1::TrainerBridge::Service {
  public:
   TrainerBridgeService(const ExperimentConfig& config, const std::string& model_name,
                        const inference::ModelConfig& model_config, inference::Engine& engine,
-                       RolloutController& controller, RolloutRunner& runner, TrajectoryStore* store,
+                       RolloutController& controller, RolloutRunner& runner, ExperimentStore* store,
                        TeacherRegistry* teachers, int64_t start_step);
 
   grpc::Status NextBatch(grpc::ServerContext* ctx, const v1::NextBatchRequest* req,
@@ -78,7 +78,7 @@ class TrainerBridgeService final : public v1::TrainerBridge::Service {
   inference::Engine& engine_;
   RolloutController& controller_;
   RolloutRunner& runner_;
-  TrajectoryStore* store_;
+  ExperimentStore* store_;
   TeacherRegistry* teachers_;
   BatchAssembler assembler_;
 

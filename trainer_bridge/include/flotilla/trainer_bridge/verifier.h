@@ -1,7 +1,8 @@
 // Verifier: turns responses into rewards. SandboxVerifier runs the task family's check script
-// inside a sandbox of the node-local runtime (flotilla::sandbox::Runtime), so a response is
-// judged in isolation and the truth is recomputed there from the prompt (for file tasks, the
-// reference answer is passed in). A broken sandbox is replaced once, then reported.
+// inside a sandbox that it reaches through the NodeAgent API (worker::SandboxClient, the one
+// door into sandboxes: a node agent's address, or the embedded node's in-process channel), so a
+// response is judged in isolation and the truth is recomputed there from the prompt (for file
+// tasks, the reference answer is passed in). A broken sandbox is replaced once, then reported.
 //
 // Thread-safe: Verify may be called from several threads; each call is one Exec.
 #pragma once
@@ -12,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "flotilla/sandbox/runtime.h"
+#include "flotilla/worker/sandbox_client.h"
 
 namespace flotilla::trainer_bridge {
 
@@ -37,7 +38,8 @@ const std::string& VerifierScript();
 class SandboxVerifier final : public Verifier {
  public:
   // Creates the verifier's sandbox (policy `policy_name`, no network) and installs the script.
-  static absl::StatusOr<std::unique_ptr<SandboxVerifier>> Create(sandbox::Runtime& runtime,
+  // `sandboxes` is not owned and must outlive the verifier.
+  static absl::StatusOr<std::unique_ptr<SandboxVerifier>> Create(worker::SandboxClient& sandboxes,
                                                                  const std::string& policy_name);
   ~SandboxVerifier() override;
   SandboxVerifier(const SandboxVerifier&) = delete;
@@ -48,11 +50,12 @@ class SandboxVerifier final : public Verifier {
   [[nodiscard]] uint64_t execs() const { return execs_.load(); }
 
  private:
-  SandboxVerifier(sandbox::Runtime& runtime, std::string policy) : runtime_(runtime), policy_(std::move(policy)) {}
+  SandboxVerifier(worker::SandboxClient& sandboxes, std::string policy)
+      : sandboxes_(sandboxes), policy_(std::move(policy)) {}
   absl::Status Recreate();
   absl::StatusOr<std::vector<double>> RunOnce(const std::string& id, const std::string& input, size_t n);
 
-  sandbox::Runtime& runtime_;
+  worker::SandboxClient& sandboxes_;
   const std::string policy_;
   mutable absl::Mutex mu_;
   std::string sandbox_id_ ABSL_GUARDED_BY(mu_);

@@ -1,0 +1,102 @@
+// EmbeddedPlatform: the one place that wires the embedded default, every service in one
+// process over the same gRPC and HTTP APIs the distributed deployment uses:
+//
+//   scheduler     the Scheduler gRPC service (front door, one scale unit) on a loopback port
+//   node agent    the NodeAgent gRPC service over this host's sandbox runtime, registered with
+//                 the scheduler and heartbeating like a `flotilla node` on another host
+//   engine        the inference engine, and its Engine gRPC service when engine_listen is set
+//   worker HTTP   the OpenAI/Anthropic wire APIs over the served model (with http_address)
+//   trainer bridge  the RL experiment's TrainerBridge gRPC service (with an experiment)
+//
+// and the one trajectory store every sample goes to. `flotilla up`, `run` and `eval` start
+// it with different options; the daemons (`flotilla scheduler`, `node`, `worker`) are the same
+// pieces one per process.
+//
+// Thread-safety: the accessors are thread-safe once Start returned; Stop() (or destruction)
+// stops everything in reverse order. Owns everything it starts.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "flotilla/app/embedded_node.h"
+#include "flotilla/app/embedded_worker.h"
+#include "flotilla/inference/engine_service.h"
+#include "flotilla/scheduler/scheduler_service.h"
+#include "flotilla/trainer_bridge/experiment.h"
+#include "flotilla/worker/sandbox_client.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace flotilla::app {
+
+struct PlatformOptions {
+  // The engine, the served model, the trajectory store and the wire APIs.
+  EmbeddedWorkerOptions worker;
+  // Where the scheduler and the node agent listen (host:port; port 0 picks one).
+  std::string scheduler_listen = "127.0.0.1:0";
+  std::string node_listen = "127.0.0.1:0";
+  // The Engine gRPC service; empty: not served (the engine is used in-process only).
+  std::string engine_listen;
+  // The node's runtime state; empty: <worker.state_dir>/sandboxes.
+  std::string sandbox_state_dir;
+  // Where the node finds image layers (built environments); empty: under its state.
+  std::string image_dir;
+  // Removes what an earlier process with the same sandbox state left (a killed run's mounts).
+  bool cleanup_leftovers = true;
+  // Admission of the node and the scheduler's prediction of it (one config for both). A
+  // sandbox that asks for nothing is charged a tenth of a core and 256 MiB: one machine runs
+  // many mostly idle sandboxes (a charge of a whole core would admit one per core).
+  admission::AdmissionConfig admission = {.default_memory_bytes = 256ull << 20, .default_cpu_millicores = 100};
+  // An RL experiment to run on the engine (its TrainerBridge, rollout controller, verifier).
+  const trainer_bridge::ExperimentConfig* experiment = nullptr;
+  trainer_bridge::ExperimentOptions experiment_options;
+};
+
+// One started service, for `up` to print.
+struct ServiceEndpoint {
+  std::string name;
+  std::string address;
+};
+
+class EmbeddedPlatform {
+ public:
+  static absl::StatusOr<std::unique_ptr<EmbeddedPlatform>> Start(const PlatformOptions& options);
+  ~EmbeddedPlatform();
+  EmbeddedPlatform(const EmbeddedPlatform&) = delete;
+  EmbeddedPlatform& operator=(const EmbeddedPlatform&) = delete;
+
+  // Every service started, in start order.
+  [[nodiscard]] std::vector<ServiceEndpoint> Services() const;
+
+  EmbeddedWorker& worker() { return *worker_; }
+  EmbeddedNode& node() { return *node_; }
+  scheduler::SchedulerServer& scheduler() { return *scheduler_; }
+  // Sandboxes placed by the scheduler and reached through the NodeAgent API (eval's
+  // scaffolds, the verifier).
+  worker::SandboxClient& sandboxes() { return *sandboxes_; }
+  // Null without an experiment, and after Stop().
+  trainer_bridge::Experiment* experiment() { return experiment_.get(); }
+
+  // Stops and destroys the experiment, then stops the other services (in reverse start order).
+  void Stop();
+
+ private:
+  EmbeddedPlatform() = default;
+
+  std::unique_ptr<scheduler::SchedulerServer> scheduler_;
+  std::unique_ptr<EmbeddedNode> node_;
+  std::unique_ptr<worker::SandboxClient> sandboxes_;
+  std::unique_ptr<EmbeddedWorker> worker_;
+  std::unique_ptr<inference::EngineService> engine_service_;
+  std::unique_ptr<grpc::Server> engine_server_;
+  std::string engine_address_;
+  std::unique_ptr<trainer_bridge::Experiment> experiment_;
+  bool stopped_ = false;
+};
+
+}  // namespace flotilla::app

@@ -1,0 +1,66 @@
+// EmbeddedWorker: the worker side of the embedded default: the engine, the one trajectory
+// store, and (when it serves a model) a ChatService recording into that store with optionally
+// the wire APIs on an HTTP address.
+//
+// The served model is PREFIX.safetensors + PREFIX.json (as the trainer writes them), or a model
+// folder with config.json and model.safetensors (as `flotilla merge` writes). Without a
+// prefix the embedded default model is used: <state_dir>/default-model, written once with
+// random weights in C++ (WriteDefaultModel). With serve_model off (an RL run, whose policy the
+// trainer publishes) only the engine and the store are started.
+//
+// Thread-safety: the accessors are thread-safe; Stop() once. Owns everything it starts.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "flotilla/inference/engine.h"
+#include "flotilla/common/http_server.h"
+#include "flotilla/worker/chat_service.h"
+#include "flotilla/worker/token_generator.h"
+#include "flotilla/worker/trajectory_store.h"
+#include "flotilla/worker/wire_api.h"
+
+namespace flotilla::app {
+
+struct EmbeddedWorkerOptions {
+  std::string model_prefix;            // a prefix or a folder; empty: the embedded default model
+  std::string state_dir = "var/flotilla";
+  std::string db_path;                 // empty: <state_dir>/trajectories.db
+  std::string experiment = "default";
+  std::string scaffold = "api";
+  std::string http_address;            // empty: no HTTP server
+  bool serve_model = true;             // false: the engine and the store only
+  inference::EngineOptions engine;
+};
+
+class EmbeddedWorker {
+ public:
+  static absl::StatusOr<std::unique_ptr<EmbeddedWorker>> Start(const EmbeddedWorkerOptions& options);
+  ~EmbeddedWorker();
+
+  // service() and generator() need serve_model.
+  worker::ChatService& service() { return *service_; }
+  worker::TrajectoryStore& store() { return *store_; }
+  inference::Engine& engine() { return *engine_; }
+  worker::TokenGenerator& generator() { return *generator_; }
+  const inference::ModelConfig& config() const { return config_; }
+  // The HTTP address actually bound ("127.0.0.1:PORT"), or "" without a server.
+  std::string http_address() const { return server_ ? server_->address() : ""; }
+  // Stops the HTTP server (requests in progress finish).
+  void Stop();
+
+ private:
+  EmbeddedWorker() = default;
+  inference::ModelConfig config_;
+  std::unique_ptr<inference::Engine> engine_;
+  std::unique_ptr<worker::TokenGenerator> generator_;
+  std::unique_ptr<worker::TrajectoryStore> store_;
+  std::unique_ptr<worker::ChatService> service_;
+  std::unique_ptr<worker::WireApi> api_;
+  std::unique_ptr<HttpServer> server_;
+  bool stopped_ = false;
+};
+
+}  // namespace flotilla::app

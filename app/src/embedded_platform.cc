@@ -1,0 +1,109 @@
+#include "flotilla/app/embedded_platform.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "flotilla/common/clock.h"
+#include "flotilla/common/logging.h"
+#include "flotilla/common/status.h"
+#include "flotilla/scheduler/grpc_node_client.h"
+
+namespace flotilla::app {
+namespace {
+
+std::string HostOf(const std::string& listen) { return listen.substr(0, listen.rfind(':')); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<EmbeddedPlatform>> EmbeddedPlatform::Start(const PlatformOptions& o) {
+  std::unique_ptr<EmbeddedPlatform> p(new EmbeddedPlatform());
+  std::error_code ec;
+  std::filesystem::create_directories(o.worker.state_dir, ec);
+  if (ec) return absl::PermissionDeniedError(absl::StrCat("state_dir '", o.worker.state_dir, "': ", ec.message()));
+  const std::string state = std::filesystem::absolute(o.worker.state_dir, ec).lexically_normal().string();
+
+  // The scheduler first, so the node can register with it.
+  scheduler::SchedulerServerOptions so;
+  so.listen = o.scheduler_listen;
+  so.front.state_dir = "";  // the embedded default keeps no placement journal
+  so.front.unit.engine.admission = o.admission;
+  ASSIGN_OR_RETURN(p->scheduler_, scheduler::SchedulerServer::Start(so, SystemClock::Get(),
+                                                                     scheduler::GrpcNodeClientFactory()));
+  const std::string scheduler_address = absl::StrCat(HostOf(o.scheduler_listen), ":", p->scheduler_->port());
+
+  EmbeddedNodeOptions no;
+  no.state_dir = o.sandbox_state_dir.empty() ? state + "/sandboxes" : o.sandbox_state_dir;
+  no.image_dir = o.image_dir;
+  no.cleanup_leftovers = o.cleanup_leftovers;
+  no.listen = o.node_listen;
+  no.scheduler_address = scheduler_address;
+  no.admission = o.admission;
+  ASSIGN_OR_RETURN(p->node_, EmbeddedNode::Start(no));
+  // Every sandbox the platform's users ask for comes from the scheduler's front door.
+  p->sandboxes_ = worker::SandboxClient::ThroughScheduler(
+      grpc::CreateChannel(scheduler_address, grpc::InsecureChannelCredentials()),
+      o.experiment != nullptr ? o.experiment->name : "embedded");
+
+  ASSIGN_OR_RETURN(p->worker_, EmbeddedWorker::Start(o.worker));
+
+  if (!o.engine_listen.empty()) {
+    p->engine_service_ = std::make_unique<inference::EngineService>(&p->worker_->engine(), o.worker.engine.backend);
+    int port = 0;
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(o.engine_listen, grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(p->engine_service_.get());
+    p->engine_server_ = builder.BuildAndStart();
+    if (p->engine_server_ == nullptr || port == 0) {
+      return absl::UnavailableError(absl::StrCat("engine_listen: cannot listen on '", o.engine_listen, "'"));
+    }
+    p->engine_address_ = absl::StrCat(HostOf(o.engine_listen), ":", port);
+  }
+
+  if (o.experiment != nullptr) {
+    trainer_bridge::ExperimentOptions xo = o.experiment_options;
+    xo.store = &p->worker_->store();
+    ASSIGN_OR_RETURN(p->experiment_,
+                     trainer_bridge::Experiment::Start(*o.experiment, p->worker_->engine(), p->sandboxes_.get(), xo));
+  }
+  FLOG(info, "embedded platform started", {{"scheduler", scheduler_address}, {"node", p->node_->address()}});
+  return p;
+}
+
+std::vector<ServiceEndpoint> EmbeddedPlatform::Services() const {
+  std::vector<ServiceEndpoint> out;
+  out.push_back({"scheduler", absl::StrCat("127.0.0.1:", scheduler_->port())});
+  out.push_back({"node agent", node_->address().empty() ? "in-process" : node_->address()});
+  out.push_back({"engine", engine_address_.empty() ? "in-process" : engine_address_});
+  if (!worker_->http_address().empty()) out.push_back({"worker HTTP", worker_->http_address()});
+  if (experiment_ != nullptr) out.push_back({"trainer bridge", experiment_->address()});
+  return out;
+}
+
+void EmbeddedPlatform::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  // The experiment goes first and whole: its verifier destroys its sandbox through the
+  // scheduler and the node, which must still be serving (a call on the node's in-process
+  // channel after its server is gone crashes inside gRPC).
+  if (experiment_) experiment_->Stop();
+  experiment_.reset();
+  if (engine_server_) engine_server_->Shutdown();
+  if (worker_) worker_->Stop();
+  if (node_) node_->Stop();
+  if (scheduler_) scheduler_->Shutdown();
+}
+
+EmbeddedPlatform::~EmbeddedPlatform() {
+  Stop();
+  experiment_.reset();
+  engine_server_.reset();
+  engine_service_.reset();
+  worker_.reset();
+  sandboxes_.reset();
+  node_.reset();
+  scheduler_.reset();
+}
+
+}  // namespace flotilla::app
