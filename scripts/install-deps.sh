@@ -11,7 +11,7 @@ PACKAGES=(
   libsqlite3-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev
   clang llvm
   libopenblas-dev libopenblas0-pthread
-  python3 python3-torch python3-grpcio python3-protobuf python3-numpy
+  python3 python3-torch python3-grpcio python3-protobuf python3-numpy python3-jinja2
   iproute2 uidmap runc apparmor debootstrap
 )
 
