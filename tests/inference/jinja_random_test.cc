@@ -60,6 +60,59 @@ std::string Expr(Rng& r, int depth) {
   }
 }
 
+// Random template layouts: text with spaces, tabs and newlines around nested tags, each tag
+// end with or without the -/+ whitespace markers, so trim_blocks, lstrip_blocks and the
+// markers meet in every combination.
+std::string Layout(Rng& r, int depth) {
+  static const std::vector<std::string> kText = {"", " ", "\n", "  \n", "a", "\t", "x\n  ", "\n\n", " b \n\t"};
+  static const std::vector<std::string> kOpen = {"", "-", "+"};
+  static const std::vector<std::string> kClose = {"", "-", "+"};
+  auto tag = [&](const std::string& body) {
+    return "{%" + r.Pick(kOpen) + " " + body + " " + r.Pick(kClose) + "%}";
+  };
+  std::string out;
+  size_t pieces = 1 + r.Below(4);
+  for (size_t i = 0; i < pieces; ++i) {
+    out += r.Pick(kText);
+    switch (depth > 0 ? r.Below(6) : 3 + r.Below(3)) {
+      case 0: out += tag(r.Below(2) ? "if xs[0] == 1" : "if xs[0] == 2") + Layout(r, depth - 1) + tag("else") + Layout(r, depth - 1) + tag("endif"); break;
+      case 1: out += tag("for i in xs") + Layout(r, depth - 1) + tag("endfor"); break;
+      case 2: out += tag("set t") + Layout(r, depth - 1) + tag("endset") + "{{ t }}"; break;
+      case 3: out += std::string("{{") + (r.Below(2) ? "-" : "") + " s " + (r.Below(2) ? "-" : "") + "}}"; break;
+      case 4: out += "{#" + r.Pick(kOpen) + " c " + r.Pick(kClose) + "#}"; break;
+      default: out += tag("set z = 1"); break;
+    }
+    out += r.Pick(kText);
+  }
+  return out;
+}
+
+TEST(JinjaRandomTest, LayoutsRenderLikeJinja2) {
+  if (!testing::OracleAvailable()) GTEST_SKIP() << "python3-jinja2 is not installed (scripts/install-deps.sh)";
+  const char* seed = std::getenv("FLOTILLA_JINJA_SEED");
+  Rng rng(seed != nullptr ? std::strtoull(seed, nullptr, 10) : 7);
+  const auto context = nlohmann::ordered_json::parse(R"({"xs": [1, 2], "s": "S"})");
+  std::vector<std::string> sources;
+  nlohmann::ordered_json cases = nlohmann::ordered_json::array();
+  for (int i = 0; i < 400; ++i) {
+    sources.push_back(Layout(rng, 2));
+    cases.push_back({{"template", sources.back()}, {"context", context}});
+  }
+  std::optional<std::vector<testing::OracleResult>> expected = testing::RunOracle(cases);
+  ASSERT_TRUE(expected.has_value()) << "the jinja2 oracle did not run";
+  for (size_t i = 0; i < sources.size(); ++i) {
+    absl::StatusOr<std::string> got = [&]() -> absl::StatusOr<std::string> {
+      absl::StatusOr<Template> t = Template::Parse(sources[i], "layout");
+      if (!t.ok()) return t.status();
+      return t->Render(context);
+    }();
+    const testing::OracleResult& want = (*expected)[i];
+    ASSERT_TRUE(want.ok) << sources[i] << "\n  jinja2 failed: " << want.error;
+    ASSERT_TRUE(got.ok()) << sources[i] << "\n  " << got.status();
+    EXPECT_EQ(*got, want.text) << "template: [" << sources[i] << "]";
+  }
+}
+
 TEST(JinjaRandomTest, ExpressionsEvaluateLikeJinja2) {
   if (!testing::OracleAvailable()) GTEST_SKIP() << "python3-jinja2 is not installed (scripts/install-deps.sh)";
   // FLOTILLA_JINJA_SEED explores other expressions; the default keeps the suite's fixed.
