@@ -35,9 +35,12 @@ void AddEvalCommand(CLI::App& app, int* exit_code);
 void AddBenchRolloutCommand(CLI::App& app, int* exit_code);
 // `flotilla bridge serve|status|reconfigure` (trainer_bridge).
 void AddBridgeCommand(CLI::App& app, int* exit_code);
-
-// `flotilla model ...` over a Hugging Face model folder (model_command.cc).
+// `flotilla model tokenize` and the other verbs over a Hugging Face model folder (model_command.cc).
 void AddModelCommand(CLI::App& app, int* exit_code);
+
+// `flotilla merge CONFIG.yaml --out DIR` (cli/merge_command.cc).
+void AddMergeCommand(CLI::App& app, int* exit_code);
+
 // Adds `chat-template` to the `model` group (model_chat_template_command.cc).
 void AddModelChatTemplateCommand(CLI::App& model, int* exit_code);
 
