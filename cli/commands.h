@@ -45,4 +45,7 @@ void AddModelCommand(CLI::App& app, int* exit_code);
 // `flotilla merge CONFIG.yaml --out DIR` (cli/merge_command.cc).
 void AddMergeCommand(CLI::App& app, int* exit_code);
 
+// Adds `chat-template` to the `model` group (model_chat_template_command.cc).
+void AddModelChatTemplateCommand(CLI::App& model, int* exit_code);
+
 }  // namespace flotilla::cli
