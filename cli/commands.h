@@ -36,4 +36,8 @@ void AddBenchRolloutCommand(CLI::App& app, int* exit_code);
 // `flotilla bridge serve|status|reconfigure` (trainer_bridge).
 void AddBridgeCommand(CLI::App& app, int* exit_code);
 
+// `flotilla model <verb>` (model_command.cc) and its `logprobs` verb (model_logprobs_command.cc).
+void AddModelCommand(CLI::App& app, int* exit_code);
+void AddModelLogprobsVerb(CLI::App& model, int* exit_code);
+
 }  // namespace flotilla::cli
