@@ -177,16 +177,31 @@ def capture_routing(model, ids, top_k):
                     if torch.is_tensor(o) and o.dtype in (torch.int64, torch.int32) and o.dim() == 2:
                         routing[li] = sorted_rows(o)
                         return
-                # An older router returns only its logits (softmax families): top-k of them.
+                # A router that returns only its logits: softmax families route by their top-k;
+                # DeepSeek-V3 by its grouped selection over sigmoid + e_score_correction_bias.
                 o = outs[0]
                 if torch.is_tensor(o) and o.is_floating_point() and o.dim() == 2:
-                    routing[li] = sorted_rows(torch.topk(o.float(), top_k, dim=-1).indices)
+                    bias = getattr(mod, "e_score_correction_bias", None)
+                    if bias is None:
+                        routing[li] = sorted_rows(torch.topk(o.float(), top_k, dim=-1).indices)
+                    else:
+                        routing[li] = sorted_rows(deepseek_select(o.float(), bias.float(), model.config, top_k))
             hooks.append(gate.register_forward_hook(post))
     with torch.no_grad():
         logits = model(input_ids=ids).logits[0].float()
     for h in hooks:
         h.remove()
     return logits, routing
+
+
+def deepseek_select(logits, bias, cfg, top_k):
+    scores = logits.sigmoid() + bias[None, :]
+    n, e = scores.shape
+    g = cfg.n_group
+    group = scores.view(n, g, e // g).topk(2, dim=-1)[0].sum(-1)
+    keep = torch.zeros_like(group).scatter_(1, group.topk(cfg.topk_group, dim=-1)[1], 1.0)
+    mask = keep[:, :, None].expand(n, g, e // g).reshape(n, e)
+    return scores.masked_fill(mask == 0, 0.0).topk(top_k, dim=-1)[1]
 
 
 def sorted_rows(idx):

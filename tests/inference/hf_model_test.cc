@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "flotilla/inference/engine.h"
 #include "flotilla/inference/hf_model.h"
 #include "gtest/gtest.h"
 #include "inference/hf_fixtures.h"
@@ -127,6 +128,52 @@ class PrintErrors : public ::testing::Environment {
   }
 };
 const auto* const kPrintErrors = ::testing::AddGlobalTestEnvironment(new PrintErrors);
+
+}  // namespace
+}  // namespace flotilla::inference
+
+namespace flotilla::inference {
+namespace {
+
+// The engine serves a checkpoint folder: its scoring (paged KV, prefill in chunks of 16 rows)
+// gives transformers' log-probs, and generation records the MoE layers' routing.
+TEST(HfEngine, ScoreAndGenerateThroughTheEngine) {
+  const std::string dir = HfFixtureRoot() + "/qwen3_moe_sparse";
+  EngineOptions options;
+  options.threads = 2;
+  options.kv_page_tokens = 8;
+  options.kv_memory_bytes = 8 << 20;
+  options.max_step_tokens = 16;
+  auto engine = Engine::Create(options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  ASSERT_TRUE((*engine)->LoadHfModel("m", dir, 3).ok());
+  auto config = (*engine)->Config("m");
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(config->max_context, 256);
+  const nlohmann::json golden = testing::ReadJsonFile(dir + "/golden.json");
+  const auto& seq = golden["sequences"][0];
+  const std::vector<int32_t> ids = seq["ids"].get<std::vector<int32_t>>();
+  const std::vector<double> want = seq["logprob"].get<std::vector<double>>();
+  auto score = (*engine)->Score("m", ids, 1, 1, false);
+  ASSERT_TRUE(score.ok()) << score.status();
+  ASSERT_EQ(score->logprobs.size(), want.size());
+  for (size_t t = 0; t < want.size(); ++t) EXPECT_NEAR(score->logprobs[t], want[t], kTolerance) << t;
+  GenerateRequest req;
+  req.model = "m";
+  req.prompt.assign(ids.begin(), ids.begin() + 20);
+  req.sampling.temperature = 0;
+  req.sampling.max_new_tokens = 4;
+  req.sampling.stop_tokens = {-1};
+  auto gen = (*engine)->GenerateBlocking(req);
+  ASSERT_TRUE(gen.ok()) << gen.status();
+  ASSERT_EQ(gen->tokens.size(), 4u);
+  EXPECT_EQ(gen->tokens[0].token, seq["top1"][19].get<int32_t>());
+  const auto& model_config = HfConfig::FromDir(dir);
+  ASSERT_TRUE(model_config.ok());
+  EXPECT_EQ(gen->tokens[0].experts.size(), static_cast<size_t>(model_config->num_moe_layers() * model_config->top_k));
+  EXPECT_EQ(gen->tokens[0].policy_version, 3);
+  EXPECT_FALSE((*engine)->UpdateWeights("m", dir + "/model.safetensors", 4).ok());
+}
 
 }  // namespace
 }  // namespace flotilla::inference
