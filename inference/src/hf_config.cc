@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <initializer_list>
 #include <set>
 #include <sstream>
 
@@ -32,6 +33,14 @@ class Fields {
     }
     *out = static_cast<int32_t>(v.get<int64_t>());
     return absl::OkStatus();
+  }
+  // The first of `keys` present (a field and its alias: transformers 5 writes
+  // num_local_experts where older versions wrote num_experts); required names the first.
+  absl::Status IntAlias(std::initializer_list<const char*> keys, int32_t* out) const {
+    for (const char* k : keys) {
+      if (Has(k)) return Int(k, out, true);
+    }
+    return Bad(*keys.begin(), "is required");
   }
   absl::Status Num(const char* key, double* out, bool required) const {
     if (!Has(key)) return required ? Bad(key, "is required") : absl::OkStatus();
@@ -264,7 +273,7 @@ absl::StatusOr<HfConfig> HfConfig::FromJson(const std::string& text, const std::
         c.qkv_bias = c.o_bias = attention_bias;
       }
       if (c.family != HfFamily::kQwen3) {
-        RETURN_IF_ERROR(f.Int("num_experts", &c.num_experts, true));
+        RETURN_IF_ERROR(f.IntAlias({"num_experts", "num_local_experts"}, &c.num_experts));
         RETURN_IF_ERROR(f.Int("num_experts_per_tok", &c.top_k, true));
         RETURN_IF_ERROR(f.Int("moe_intermediate_size", &c.moe_intermediate_size, true));
         RETURN_IF_ERROR(f.Bool("norm_topk_prob", &c.norm_topk_prob));
@@ -276,7 +285,7 @@ absl::StatusOr<HfConfig> HfConfig::FromJson(const std::string& text, const std::
       }
       break;
     case HfFamily::kMixtral:
-      RETURN_IF_ERROR(f.Int("num_local_experts", &c.num_experts, true));
+      RETURN_IF_ERROR(f.IntAlias({"num_local_experts", "num_experts"}, &c.num_experts));
       RETURN_IF_ERROR(f.Int("num_experts_per_tok", &c.top_k, true));
       RETURN_IF_ERROR(f.Int("sliding_window", &c.sliding_window, false));
       c.moe_intermediate_size = c.intermediate_size;
@@ -285,7 +294,7 @@ absl::StatusOr<HfConfig> HfConfig::FromJson(const std::string& text, const std::
       break;
     case HfFamily::kOlmoe:
       if (f.Has("clip_qkv")) return f.Bad("clip_qkv", "is not supported (must be null)");
-      RETURN_IF_ERROR(f.Int("num_experts", &c.num_experts, true));
+      RETURN_IF_ERROR(f.IntAlias({"num_experts", "num_local_experts"}, &c.num_experts));
       RETURN_IF_ERROR(f.Int("num_experts_per_tok", &c.top_k, true));
       RETURN_IF_ERROR(f.Bool("norm_topk_prob", &c.norm_topk_prob));
       c.moe_intermediate_size = c.intermediate_size;
@@ -303,7 +312,7 @@ absl::StatusOr<HfConfig> HfConfig::FromJson(const std::string& text, const std::
       RETURN_IF_ERROR(f.Int("qk_rope_head_dim", &c.qk_rope_head_dim, true));
       RETURN_IF_ERROR(f.Int("qk_nope_head_dim", &c.qk_nope_head_dim, true));
       RETURN_IF_ERROR(f.Int("v_head_dim", &c.v_head_dim, true));
-      RETURN_IF_ERROR(f.Int("n_routed_experts", &c.num_experts, true));
+      RETURN_IF_ERROR(f.IntAlias({"n_routed_experts", "num_local_experts"}, &c.num_experts));
       RETURN_IF_ERROR(f.Int("num_experts_per_tok", &c.top_k, true));
       RETURN_IF_ERROR(f.Int("moe_intermediate_size", &c.moe_intermediate_size, true));
       int32_t shared = 0, first_dense = 0;

@@ -102,6 +102,49 @@ TEST_F(HfCheckpointTest, ShardedIndexGivesTheSameModel) {
   EXPECT_THAT(bad.status().message(), HasSubstr("'model.norm.weight'"));
 }
 
+// transformers 5's in-memory layout, fused experts (gate_up_proj [E, 2I, H], down_proj
+// [E, H, I]), gives the same model as the per-expert names save_pretrained writes.
+TEST_F(HfCheckpointTest, FusedExpertLayoutGivesTheSameModel) {
+  const std::string fixture = HfFixtureRoot() + "/qwen3_moe_sparse";
+  auto config = HfConfig::FromDir(fixture);
+  ASSERT_TRUE(config.ok()) << config.status();
+  const int64_t E = config->num_experts, I = config->moe_intermediate_size, Hd = config->hidden_size;
+  auto tensors = ReadAll(fixture);
+  int fused_layers = 0;
+  for (int l = 0; l < config->num_layers; ++l) {
+    if (!config->moe_layer[l]) continue;
+    const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts.";
+    Tensor gate_up{{E, 2 * I, Hd}, {}}, down{{E, Hd, I}, {}};
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string q = p + std::to_string(e) + ".";
+      for (const char* part : {"gate_proj", "up_proj"}) {
+        const Tensor& t = tensors.at(q + part + ".weight");
+        gate_up.data.insert(gate_up.data.end(), t.data.begin(), t.data.end());
+        tensors.erase(q + part + ".weight");
+      }
+      const Tensor& d = tensors.at(q + "down_proj.weight");
+      down.data.insert(down.data.end(), d.data.begin(), d.data.end());
+      tensors.erase(q + "down_proj.weight");
+    }
+    tensors[p + "gate_up_proj"] = gate_up;
+    tensors[p + "down_proj"] = down;
+    ++fused_layers;
+  }
+  ASSERT_EQ(fused_layers, 2);
+  const std::string d = dir_.path().string();
+  Write(d + "/model.safetensors", tensors);
+  CopyConfig(fixture, d);
+  auto fused = HfModel::Load(d);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  auto per_expert = HfModel::Load(fixture);
+  ASSERT_TRUE(per_expert.ok()) << per_expert.status();
+  auto s1 = (*fused)->Score(Ids(40));
+  auto s2 = (*per_expert)->Score(Ids(40));
+  ASSERT_TRUE(s1.ok() && s2.ok());
+  EXPECT_EQ(s1->logprob, s2->logprob);
+  EXPECT_EQ(s1->experts, s2->experts);
+}
+
 TEST_F(HfCheckpointTest, MissingTensorNamesTheTensorAndFile) {
   auto tensors = ReadAll(fixture_);
   tensors.erase("model.layers.1.self_attn.k_proj.weight");
