@@ -86,6 +86,9 @@ class Fields {
 absl::Status ParseRope(const json& j, const Fields& top, const std::string& source, HfConfig* c) {
   HfRope& r = c->rope;
   RETURN_IF_ERROR(top.Num("rope_theta", &r.theta, false));
+  double top_partial = 1.0;
+  RETURN_IF_ERROR(top.Num("partial_rotary_factor", &top_partial, false));
+  if (top_partial != 1.0) return top.Bad("partial_rotary_factor", "other than 1 is not supported");
   const char* key = top.Has("rope_parameters") ? "rope_parameters" : top.Has("rope_scaling") ? "rope_scaling" : nullptr;
   if (key == nullptr) return absl::OkStatus();
   const json& p = j.at(key);
@@ -98,7 +101,12 @@ absl::Status ParseRope(const json& j, const Fields& top, const std::string& sour
     return f.Bad("rope_type", absl::StrCat("'", r.type, "' is not supported (default, linear, llama3, yarn)"));
   }
   const bool scaled = r.type != "default";
-  RETURN_IF_ERROR(f.Num("factor", &r.factor, scaled));
+  double partial = 1.0;
+  RETURN_IF_ERROR(f.Num("partial_rotary_factor", &partial, false));
+  if (partial != 1.0) return f.Bad("partial_rotary_factor", "other than 1 is not supported");
+  // yarn may leave factor out: max_position_embeddings / original_max_position_embeddings.
+  if (r.type == "yarn") r.factor = 0;
+  RETURN_IF_ERROR(f.Num("factor", &r.factor, scaled && r.type != "yarn"));
   RETURN_IF_ERROR(f.Num("original_max_position_embeddings", &r.original_max_position, r.type == "llama3"));
   RETURN_IF_ERROR(f.Num("low_freq_factor", &r.low_freq_factor, r.type == "llama3"));
   RETURN_IF_ERROR(f.Num("high_freq_factor", &r.high_freq_factor, r.type == "llama3"));
@@ -108,7 +116,7 @@ absl::Status ParseRope(const json& j, const Fields& top, const std::string& sour
   RETURN_IF_ERROR(f.Num("mscale_all_dim", &r.mscale_all_dim, false));
   RETURN_IF_ERROR(f.Num("attention_factor", &r.attention_factor, false));
   RETURN_IF_ERROR(f.Bool("truncate", &r.truncate));
-  if (scaled && !(r.factor > 0)) return f.Bad("factor", "must be > 0");
+  if ((scaled && r.type != "yarn" && !(r.factor > 0)) || r.factor < 0) return f.Bad("factor", "must be > 0");
   if (!(r.theta > 0)) return top.Bad("rope_theta", "must be > 0");
   return absl::OkStatus();
 }

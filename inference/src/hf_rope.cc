@@ -39,12 +39,10 @@ void HfConfig::RopeTables(std::vector<double>* inv_freq, double* attention_facto
       f = g;
     }
   } else if (rope.type == "yarn") {
-    double factor = rope.factor;
-    double original = max_position_embeddings;
-    if (rope.original_max_position > 0) {
-      original = rope.original_max_position;
-      factor = max_position_embeddings / original;
-    }
+    // transformers: original_max_position_embeddings defaults to max_position_embeddings; a
+    // missing factor is their ratio (DeepSeek-V3's convention).
+    const double original = rope.original_max_position > 0 ? rope.original_max_position : max_position_embeddings;
+    const double factor = rope.factor > 0 ? rope.factor : max_position_embeddings / original;
     if (rope.attention_factor >= 0) {
       *attention_factor = rope.attention_factor;
     } else if (rope.mscale != 0 && rope.mscale_all_dim != 0) {
