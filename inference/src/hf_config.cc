@@ -253,7 +253,12 @@ absl::StatusOr<HfConfig> HfConfig::FromJson(const std::string& text, const std::
       RETURN_IF_ERROR(f.IntAlias({"n_routed_experts", "num_local_experts"}, &c.num_experts));
       RETURN_IF_ERROR(f.Int("num_experts_per_tok", &c.top_k, true));
       RETURN_IF_ERROR(f.Int("moe_intermediate_size", &c.moe_intermediate_size, true));
-      int32_t shared = 0, first_dense = 0;
+      // Missing fields take transformers' DeepseekV3Config defaults.
+      int32_t shared = 1, first_dense = 3;
+      c.n_group = 8;
+      c.topk_group = 4;
+      c.routed_scaling_factor = 2.5f;
+      c.norm_topk_prob = true;
       RETURN_IF_ERROR(f.Int("n_shared_experts", &shared, false));
       c.shared_intermediate_size = shared * c.moe_intermediate_size;
       RETURN_IF_ERROR(f.Int("n_group", &c.n_group, false));
