@@ -35,9 +35,13 @@ void AddEvalCommand(CLI::App& app, int* exit_code);
 void AddBenchRolloutCommand(CLI::App& app, int* exit_code);
 // `flotilla bridge serve|status|reconfigure` (trainer_bridge).
 void AddBridgeCommand(CLI::App& app, int* exit_code);
-
-// `flotilla model <verb>` (model_command.cc) and its `logprobs` verb (model_logprobs_command.cc).
+// `flotilla model tokenize` and the other verbs over a Hugging Face model folder (model_command.cc).
 void AddModelCommand(CLI::App& app, int* exit_code);
+
+// `flotilla merge CONFIG.yaml --out DIR` (cli/merge_command.cc).
+void AddMergeCommand(CLI::App& app, int* exit_code);
+
+// `flotilla model logprobs` on the `model` group (model_logprobs_command.cc).
 void AddModelLogprobsVerb(CLI::App& model, int* exit_code);
 
 }  // namespace flotilla::cli

@@ -49,8 +49,35 @@ EngineImpl::EngineImpl(const EngineOptions& options)
   state_dir_ = options.state_dir;
   profile_.enabled = std::getenv("FLOTILLA_ENGINE_PROFILE") != nullptr;
   overlap_ = options.overlap_delivery > 0 || (options.overlap_delivery < 0 && options.backend == "cuda");
+  if (options.metrics != nullptr) RegisterMetrics(*options.metrics);
   if (overlap_) delivery_ = std::thread([this] { DeliveryLoop(); });
   scheduler_ = std::thread([this] { SchedulerLoop(); });
+}
+
+void EngineImpl::RegisterMetrics(MetricsRegistry& registry) {
+  metrics_.step_seconds = &registry.GetHistogram("flotilla_engine_step_seconds", "Wall time of one engine step",
+                                                 MetricsRegistry::ExponentialBounds(0.0005, 2, 14));
+  metrics_.weight_swap_stall_seconds =
+      &registry.GetHistogram("flotilla_engine_weight_swap_stall_seconds",
+                             "Time steps were stopped to put staged weights in service",
+                             MetricsRegistry::ExponentialBounds(0.0001, 4, 9));
+  metrics_.collector = registry.AddCollector([this](MetricsSnapshotWriter& w) {
+    EngineStats s = Stats();
+    w.Counter("flotilla_engine_prefill_tokens_total", "Tokens run through prefill", {}, static_cast<double>(s.prefill_tokens));
+    w.Counter("flotilla_engine_decode_tokens_total", "Tokens run through decode (each generated token but the first of a call)", {},
+              static_cast<double>(s.decode_tokens));
+    w.Counter("flotilla_engine_steps_total", "Engine steps", {}, static_cast<double>(s.steps));
+    w.Counter("flotilla_engine_interrupts_total", "Sequences interrupted at a token boundary", {},
+              static_cast<double>(s.interrupts));
+    w.Gauge("flotilla_engine_batch_size", "Sequences generating now", {}, s.active_sequences);
+    w.Gauge("flotilla_engine_kv_pages", "KV cache pages", {{"state", "used"}}, s.kv_pages_used);
+    w.Gauge("flotilla_engine_kv_pages", "KV cache pages", {{"state", "free"}}, s.kv_pages_total - s.kv_pages_used);
+    std::lock_guard<std::mutex> l(mu_);
+    for (const auto& [name, slot] : models_) {
+      w.Gauge("flotilla_engine_weight_version", "Policy version in service", {{"model", name}},
+              static_cast<double>(slot->version));
+    }
+  });
 }
 
 EngineImpl::~EngineImpl() {
@@ -219,10 +246,15 @@ absl::StatusOr<int64_t> EngineImpl::CommitLocked(ModelSlot* slot) {
   const int64_t version = std::exchange(slot->staged_version, -1);
   std::shared_ptr<const void> old;
   {
+    const auto stall_start = std::chrono::steady_clock::now();
     StepLock step(this);
     ASSIGN_OR_RETURN(old, slot->backend->CommitWeights());
     std::lock_guard<std::mutex> l(mu_);
     slot->version = version;
+    if (metrics_.weight_swap_stall_seconds != nullptr) {
+      metrics_.weight_swap_stall_seconds->Observe(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - stall_start).count());
+    }
   }
   old.reset();  // the replaced weights are freed while steps run again
   return version;
@@ -368,6 +400,7 @@ absl::StatusOr<uint32_t> EngineImpl::Interrupt(const std::string& sequence_id) {
   Sequence* seq = it->second.get();
   if (!seq->running) return absl::FailedPreconditionError(absl::StrCat("sequence '", sequence_id, "' is not running"));
   seq->interrupt = true;
+  ++stats_.interrupts;
   cv_.notify_all();
   return seq->call_generated;
 }
@@ -378,6 +411,7 @@ std::vector<std::string> EngineImpl::InterruptAll() {
   for (auto& [id, seq] : seqs_) {
     if (seq->running) {
       seq->interrupt = true;
+      ++stats_.interrupts;
       ids.push_back(id);
     }
   }
@@ -465,7 +499,12 @@ void EngineImpl::SchedulerLoop() {
           if (!stop) PurgeExpiredLocked();
         }
         if (stop) break;
+        const auto step_start = std::chrono::steady_clock::now();
         ran = !hold && RunStep();
+        if (ran && metrics_.step_seconds != nullptr) {
+          metrics_.step_seconds->Observe(
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count());
+        }
       } while (ran && !pending_.empty() && step_waiters_.load() == 0);
       DeliverPending(&pending_);
     }

@@ -214,6 +214,14 @@ class EngineImpl final : public Engine {
   std::map<std::string, std::unique_ptr<Sequence>> seqs_;
   std::map<std::string, SavedState> saved_;
   EngineStats stats_;
+  // Figures recorded as they happen (null without EngineOptions::metrics); the rest are read
+  // from Stats() at scrape time by the collector.
+  struct Metrics {
+    Histogram* step_seconds = nullptr;
+    Histogram* weight_swap_stall_seconds = nullptr;
+    MetricsRegistry::CollectorHandle collector;
+  } metrics_;
+  void RegisterMetrics(MetricsRegistry& registry);
   // FLOTILLA_ENGINE_PROFILE: wall time of each part of a step (host planning, the backend's
   // forward, sampling, bookkeeping, delivery), summed and printed when the engine is destroyed.
   // Touched only by the scheduler thread.

@@ -72,12 +72,16 @@ absl::StatusOr<std::unique_ptr<EmbeddedWorker>> EmbeddedWorker::Start(const Embe
       RETURN_IF_ERROR(WriteDefaultModel(prefix));
     }
   }
-  ASSIGN_OR_RETURN(std::string config_text, ReadText(prefix + ".json"));
+  // A model folder (config.json + model.safetensors, as `flotilla merge` writes) or a prefix.
+  const bool folder = fs::is_directory(prefix, ec);
+  const std::string config_path = folder ? (fs::path(prefix) / "config.json").string() : prefix + ".json";
+  const std::string weights_path = folder ? (fs::path(prefix) / "model.safetensors").string() : prefix + ".safetensors";
+  ASSIGN_OR_RETURN(std::string config_text, ReadText(config_path));
   ASSIGN_OR_RETURN(w->config_, inference::ModelConfig::FromJson(config_text));
   inference::EngineOptions eo;
   eo.threads = o.threads;
   ASSIGN_OR_RETURN(w->engine_, inference::Engine::Create(eo));
-  RETURN_IF_ERROR(w->engine_->LoadModel("default", w->config_, prefix + ".safetensors", 0));
+  RETURN_IF_ERROR(w->engine_->LoadModel("default", w->config_, weights_path, 0));
   w->generator_ = NewEngineTokenGenerator(w->engine_.get(), "default", "flotilla-default");
   std::string db = o.db_path.empty() ? (fs::path(o.state_dir) / "trajectories.db").string() : o.db_path;
   ASSIGN_OR_RETURN(w->store_, TrajectoryStore::Open(db));

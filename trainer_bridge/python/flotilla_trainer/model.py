@@ -185,6 +185,10 @@ class Transformer(nn.Module):
         logits = x @ self.embed.weight.t() if self.lm_head is None else self.lm_head(x)
         return logits, torch.stack(used, dim=2)
 
+    def routing_shape(self):
+        """(MoE layers, experts per token): the shape of one position's routing rows."""
+        return self.c.n_layers, self.c.top_k
+
     def new_cache(self):
         return [dict(k=None, v=None) for _ in range(self.c.n_layers)]
 

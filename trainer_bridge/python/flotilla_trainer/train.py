@@ -14,24 +14,13 @@ import torch
 
 from .batching import from_batch, from_examples
 from .client import BridgeClient
+from . import models
 from .losses import grpo_loss, opd_loss, sft_loss, token_logprobs
-from .model import ModelConfig, Transformer, init_weights
-from .safetensors_io import load_file, save_file
+from .safetensors_io import save_file
 
 
 def log(msg):
     print(f"trainer: {msg}", file=sys.stderr, flush=True)
-
-
-def forward_replay(model, ids, replay):
-    """Forward pass with routing replay: generated positions use the engine's experts, prompt
-    and padding positions (rows of -1) use the trainer's router."""
-    if replay is None:
-        return model(ids)[0]
-    with torch.no_grad():
-        _, used = model(ids)
-    routing = torch.where(replay >= 0, replay, used)
-    return model(ids, routing)[0]
 
 
 def sft(model, opt, client, steps, batch, seed, device, dataset="", tag="sft"):
@@ -51,6 +40,10 @@ def sft(model, opt, client, steps, batch, seed, device, dataset="", tag="sft"):
 
 
 def save(model, path):
+    """A teacher's weights: a Flotilla safetensors file, or for a Hugging Face model a folder."""
+    if isinstance(model, models.hf.HFCausalLM):
+        models.hf.save_folder(model, path)
+        return
     save_file({k: v.float().cpu() for k, v in model.export_state().items()}, path + ".tmp")
     os.replace(path + ".tmp", path)
 
@@ -61,9 +54,8 @@ def train_teachers(client, status, args, device):
         if os.path.exists(t.weights) and not args.retrain_teachers:
             continue
         with open(t.model_config) as f:
-            cfg = ModelConfig.from_json(f.read())
+            model = models.build(f.read(), seed=args.seed + 17, source=t.model_config).to(device)
         datasets = [d.name for d in status.datasets if d.name in t.domains or d.domain in t.domains]
-        model = init_weights(Transformer(cfg), seed=args.seed + 17).to(device)
         opt = torch.optim.AdamW(model.parameters(), lr=args.sft_lr, weight_decay=0.0)
         for ds in datasets:
             sft(model, opt, client, args.teacher_steps, args.sft_batch, args.seed + 7, device, ds, f"teacher {t.name}/{ds}")
@@ -77,7 +69,8 @@ def main():
     ap.add_argument("--bridge", default=os.environ.get("FLOTILLA_BRIDGE", ""))
     ap.add_argument("--out", required=True, help="directory for published weights")
     ap.add_argument("--loss", choices=["grpo", "opd"], default="grpo")
-    ap.add_argument("--init", default="random")
+    ap.add_argument("--init", default="random",
+                    help="random, a Flotilla safetensors file, or a Hugging Face checkpoint folder")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--sft-steps", type=int, default=0)
     ap.add_argument("--sft-batch", type=int, default=64)
@@ -103,9 +96,15 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     client = BridgeClient(a.bridge)
     status = client.status()
-    cfg = ModelConfig.from_json(status.model_config_json)
+    if a.init != "random" and models.is_hf_folder(a.init):
+        model = models.load(a.init)
+    elif a.init != "random":
+        model = models.load(a.init, status.model_config_json)
+    else:
+        model = models.build(status.model_config_json, seed=a.seed, source="bridge model config")
+    n_routing_layers, top_k = models.routing_shape(model)
     log(f"device={device} experiment={status.experiment} params="
-        f"{sum(p.numel() for p in Transformer(cfg).parameters())}")
+        f"{sum(p.numel() for p in model.parameters())}")
 
     if a.loss == "opd" or a.teachers_only:
         train_teachers(client, status, a, device)
@@ -113,22 +112,17 @@ def main():
         client.close()
         return
 
-    model = Transformer(cfg)
-    if a.init == "random":
-        init_weights(model, seed=a.seed)
-    else:
-        model.import_state(load_file(a.init))
     model.to(device)
     start_version = status.policy_version
     if a.sft_steps > 0 and start_version == 0:
         opt = torch.optim.AdamW(model.parameters(), lr=a.sft_lr, weight_decay=0.0)
         sft(model, opt, client, a.sft_steps, a.sft_batch, a.seed, device)
     version = start_version
-    path = os.path.join(a.out, f"v{version}.safetensors")
+    path = models.publish_path(a.out, version, model)
     if not os.path.exists(path) or start_version == 0:
-        save(model, path)
+        path = models.save(model, a.out, version)
     else:
-        model.import_state(load_file(path))
+        models.restore(model, path)
     client.publish(version, path)
     log(f"published v{version}; starting {a.loss}")
 
@@ -146,9 +140,9 @@ def main():
     for batch in client.batches(trainer_version=version):
         timing["wait_s"] += time.time() - mark
         mark = time.time()
-        t = from_batch(batch, cfg.n_layers, cfg.top_k).to(device)
+        t = from_batch(batch, n_routing_layers, top_k).to(device)
         model.train()
-        logits = forward_replay(model, t.ids, t.routing)
+        logits = models.forward_replay(model, t.ids, t.routing)
         if a.loss == "opd" and t.teacher is not None:
             loss, stats = opd_loss(logits, t.targets, t.mask, t.teacher)
         else:
@@ -166,12 +160,10 @@ def main():
         published = steps % a.publish_every == 0
         if published:
             version += 1
-            path = os.path.join(a.out, f"v{version}.safetensors")
-            save(model, path)
+            path = models.save(model, a.out, version)
             client.publish(version, path)
-            old = os.path.join(a.out, f"v{version - 3}.safetensors")
-            if version - 3 > 0 and os.path.exists(old):
-                os.remove(old)
+            if version - 3 > 0:
+                models.remove(a.out, version - 3, model)
         timing["publish_s"] += time.time() - mark
         rewards = [s.reward for s in batch.samples]
         done = steps >= a.rl_steps or (a.time_limit_s > 0 and time.time() - t0 >= a.time_limit_s)

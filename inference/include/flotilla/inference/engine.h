@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "flotilla/common/clock.h"
+#include "flotilla/common/metrics.h"
 #include "flotilla/inference/model_config.h"
 
 namespace flotilla::inference {
@@ -84,6 +85,7 @@ struct ScoreResult {
 struct EngineStats {
   uint64_t prefill_tokens = 0;       // every token ever run through prefill
   uint64_t decode_tokens = 0;
+  uint64_t interrupts = 0;           // sequences stopped by Interrupt/InterruptAll
   uint32_t active_sequences = 0;
   uint32_t kv_pages_used = 0;
   uint32_t kv_pages_total = 0;
@@ -103,6 +105,9 @@ struct EngineOptions {
   // the next step's forward runs (on a thread of their own) instead of between the two
   // forwards. -1: where the forward runs on an accelerator (cuda); 0: never; 1: always.
   int overlap_delivery = -1;
+  // Where the engine's figures go (flotilla_engine_*: tokens, step time, batch size, KV pages,
+  // interrupts, weight versions and swap stalls); null: none. Must outlive the engine.
+  MetricsRegistry* metrics = nullptr;
 };
 
 class Engine {

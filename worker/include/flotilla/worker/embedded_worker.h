@@ -2,7 +2,8 @@
 // one model, a ChatService recording into a SQLite trajectory store, and optionally the wire
 // APIs on an HTTP address.
 //
-// The model is PREFIX.safetensors + PREFIX.json (as written by the trainer's init_model.py).
+// The model is PREFIX.safetensors + PREFIX.json (as written by the trainer's init_model.py), or
+// a model folder with config.json and model.safetensors (as `flotilla merge` writes).
 // Without a prefix the embedded default model is used: <state_dir>/default-model, written once
 // with random weights by `python3 -m flotilla_trainer.init_model` (found through
 // FLOTILLA_SOURCE_DIR or next to the binary's source tree).
@@ -23,7 +24,7 @@
 namespace flotilla::worker {
 
 struct EmbeddedWorkerOptions {
-  std::string model_prefix;            // empty: the embedded default model
+  std::string model_prefix;            // a prefix or a folder; empty: the embedded default model
   std::string state_dir = "var/flotilla";
   std::string db_path;                 // empty: <state_dir>/trajectories.db
   std::string experiment = "default";

@@ -1,0 +1,312 @@
+#include "flotilla/common/metrics.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace flotilla {
+namespace {
+
+// Metric names, label names and types are literals of the code: a bad one is a programming
+// error, reported loudly before anything is exported under it.
+void Require(bool ok, const std::string& what) {
+  if (ok) return;
+  std::fprintf(stderr, "metrics: %s\n", what.c_str());
+  std::abort();
+}
+
+enum FamilyType { kCounter = 0, kGauge = 1, kHistogram = 2 };
+
+const char* TypeName(int type) {
+  switch (type) {
+    case kCounter: return "counter";
+    case kGauge: return "gauge";
+    default: return "histogram";
+  }
+}
+
+bool ValidName(std::string_view name, bool allow_colon) {
+  if (name.empty()) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (allow_colon && c == ':');
+    if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
+  }
+  return true;
+}
+
+std::string FormatValue(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return absl::StrCat(static_cast<int64_t>(v));
+  char buf[40];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);  // shortest text that reads back as v
+  return std::string(buf, end);
+}
+
+// `{a="x",b="y"}` (empty for no labels), with `extra` (already escaped) appended last.
+std::string RenderLabels(const MetricLabels& labels, std::string_view extra = {}) {
+  if (labels.empty() && extra.empty()) return "";
+  std::string out = "{";
+  for (const auto& [k, v] : labels) {
+    Require(ValidName(k, false) && k.rfind("__", 0) != 0, absl::StrCat("bad metric label name '", k, "'"));
+    if (out.size() > 1) out += ',';
+    absl::StrAppend(&out, k, "=\"", EscapeLabelValue(v), "\"");
+  }
+  if (!extra.empty()) {
+    if (out.size() > 1) out += ',';
+    out += extra;
+  }
+  out += '}';
+  return out;
+}
+
+void AtomicAdd(std::atomic<double>& a, double v) {
+  double cur = a.load(std::memory_order_relaxed);
+  while (!a.compare_exchange_weak(cur, cur + v, std::memory_order_relaxed)) {
+  }
+}
+
+std::string EscapeHelp(std::string_view help) {
+  std::string out;
+  for (char c : help) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string EscapeLabelValue(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  for (char c : v) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+void Counter::Add(double v) {
+  if (v > 0) AtomicAdd(value_, v);
+}
+double Counter::value() const { return value_.load(std::memory_order_relaxed); }
+
+void Gauge::Set(double v) { value_.store(v, std::memory_order_relaxed); }
+void Gauge::Add(double v) { AtomicAdd(value_, v); }
+double Gauge::value() const { return value_.load(std::memory_order_relaxed); }
+
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), buckets_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
+  for (size_t i = 1; i < bounds_.size(); ++i) Require(bounds_[i - 1] < bounds_[i], "histogram bounds must increase");
+  for (size_t i = 0; i <= bounds_.size(); ++i) buckets_[i].store(0, std::memory_order_relaxed);
+}
+
+void Histogram::Observe(double v) {
+  size_t i = 0;
+  while (i < bounds_.size() && v > bounds_[i]) ++i;
+  buckets_[i].fetch_add(1, std::memory_order_relaxed);
+  AtomicAdd(sum_, v);
+}
+
+Histogram::Reading Histogram::Read() const {
+  Reading r;
+  r.cumulative.resize(bounds_.size() + 1);
+  uint64_t running = 0;
+  for (size_t i = 0; i <= bounds_.size(); ++i) {
+    running += buckets_[i].load(std::memory_order_relaxed);
+    r.cumulative[i] = running;
+  }
+  r.count = running;
+  r.sum = sum_.load(std::memory_order_relaxed);
+  return r;
+}
+
+struct MetricsRegistry::Family {
+  int type = kCounter;
+  std::string help;
+  std::vector<double> bounds;  // histograms
+  // Keyed by the rendered label set, so a child is found by its labels in any later call.
+  std::map<std::string, std::unique_ptr<Counter>> counters;
+  std::map<std::string, std::unique_ptr<flotilla::Gauge>> gauges;
+  std::map<std::string, std::unique_ptr<Histogram>> histograms;
+  std::map<std::string, MetricLabels> labels;
+};
+
+MetricsRegistry::MetricsRegistry() = default;
+MetricsRegistry::~MetricsRegistry() = default;
+
+MetricsRegistry::Family& MetricsRegistry::FamilyFor(std::string_view name, std::string_view help, int type) {
+  Require(ValidName(name, true), absl::StrCat("bad metric name '", std::string(name), "'"));
+  auto it = families_.find(name);
+  if (it == families_.end()) {
+    auto f = std::make_unique<Family>();
+    f->type = type;
+    f->help = std::string(help);
+    it = families_.emplace(std::string(name), std::move(f)).first;
+  }
+  Require(it->second->type == type,
+          absl::StrCat("metric '", std::string(name), "' registered as ", TypeName(it->second->type)));
+  return *it->second;
+}
+
+Counter& MetricsRegistry::GetCounter(std::string_view name, std::string_view help, const MetricLabels& labels) {
+  absl::MutexLock lock(&mu_);
+  Family& f = FamilyFor(name, help, kCounter);
+  std::string key = RenderLabels(labels);
+  auto& slot = f.counters[key];
+  if (!slot) {
+    slot = std::make_unique<Counter>();
+    f.labels[key] = labels;
+  }
+  return *slot;
+}
+
+Gauge& MetricsRegistry::GetGauge(std::string_view name, std::string_view help, const MetricLabels& labels) {
+  absl::MutexLock lock(&mu_);
+  Family& f = FamilyFor(name, help, kGauge);
+  std::string key = RenderLabels(labels);
+  auto& slot = f.gauges[key];
+  if (!slot) {
+    slot = std::make_unique<flotilla::Gauge>();
+    f.labels[key] = labels;
+  }
+  return *slot;
+}
+
+Histogram& MetricsRegistry::GetHistogram(std::string_view name, std::string_view help, std::vector<double> bounds,
+                                         const MetricLabels& labels) {
+  absl::MutexLock lock(&mu_);
+  Family& f = FamilyFor(name, help, kHistogram);
+  if (f.histograms.empty() && f.bounds.empty()) f.bounds = bounds;
+  Require(f.bounds == bounds, absl::StrCat("histogram '", std::string(name), "' registered with other bounds"));
+  std::string key = RenderLabels(labels);
+  auto& slot = f.histograms[key];
+  if (!slot) {
+    slot = std::make_unique<Histogram>(std::move(bounds));
+    f.labels[key] = labels;
+  }
+  return *slot;
+}
+
+MetricsRegistry::CollectorHandle MetricsRegistry::AddCollector(Collector collector) {
+  absl::WriterMutexLock lock(&collectors_mu_);
+  uint64_t id = next_collector_++;
+  collectors_.emplace(id, std::move(collector));
+  return CollectorHandle(this, id);
+}
+
+void MetricsRegistry::RemoveCollector(uint64_t id) {
+  absl::WriterMutexLock lock(&collectors_mu_);
+  collectors_.erase(id);
+}
+
+MetricsRegistry::CollectorHandle::CollectorHandle(CollectorHandle&& other) noexcept
+    : registry_(std::exchange(other.registry_, nullptr)), id_(other.id_) {}
+
+MetricsRegistry::CollectorHandle& MetricsRegistry::CollectorHandle::operator=(CollectorHandle&& other) noexcept {
+  if (this != &other) {
+    if (registry_ != nullptr) registry_->RemoveCollector(id_);
+    registry_ = std::exchange(other.registry_, nullptr);
+    id_ = other.id_;
+  }
+  return *this;
+}
+
+MetricsRegistry::CollectorHandle::~CollectorHandle() {
+  if (registry_ != nullptr) registry_->RemoveCollector(id_);
+}
+
+std::vector<double> MetricsRegistry::ExponentialBounds(double start, double factor, int count) {
+  Require(start > 0 && factor > 1 && count > 0, "exponential bounds need start > 0, factor > 1, count > 0");
+  std::vector<double> out;
+  double b = start;
+  for (int i = 0; i < count; ++i, b *= factor) out.push_back(b);
+  return out;
+}
+
+namespace {
+
+// A scrape's view: family name -> type, help, and its sample lines in label order.
+struct RenderedFamily {
+  int type = kGauge;
+  std::string help;
+  std::map<std::string, std::string> lines;  // label key -> lines (without trailing newline)
+};
+
+class SnapshotWriter : public MetricsSnapshotWriter {
+ public:
+  explicit SnapshotWriter(std::map<std::string, RenderedFamily, std::less<>>& out) : out_(out) {}
+  void Gauge(std::string_view name, std::string_view help, const MetricLabels& labels, double value) override {
+    Put(name, help, labels, value, kGauge);
+  }
+  void Counter(std::string_view name, std::string_view help, const MetricLabels& labels, double value) override {
+    Put(name, help, labels, value, kCounter);
+  }
+
+ private:
+  void Put(std::string_view name, std::string_view help, const MetricLabels& labels, double value, int type) {
+    Require(ValidName(name, true), absl::StrCat("bad metric name '", std::string(name), "'"));
+    auto it = out_.find(name);
+    if (it == out_.end()) {
+      it = out_.emplace(std::string(name), RenderedFamily{type, std::string(help), {}}).first;
+    }
+    std::string key = RenderLabels(labels);
+    it->second.lines[key] = absl::StrCat(std::string(name), key, " ", FormatValue(value));
+  }
+  std::map<std::string, RenderedFamily, std::less<>>& out_;
+};
+
+}  // namespace
+
+std::string MetricsRegistry::RenderPrometheus() const {
+  std::map<std::string, RenderedFamily, std::less<>> rendered;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [name, f] : families_) {
+      RenderedFamily& r = rendered[name];
+      r.type = f->type;
+      r.help = f->help;
+      for (const auto& [key, c] : f->counters) r.lines[key] = absl::StrCat(name, key, " ", FormatValue(c->value()));
+      for (const auto& [key, g] : f->gauges) r.lines[key] = absl::StrCat(name, key, " ", FormatValue(g->value()));
+      for (const auto& [key, h] : f->histograms) {
+        const MetricLabels& labels = f->labels.at(key);
+        Histogram::Reading reading = h->Read();
+        std::string lines;
+        for (size_t i = 0; i <= f->bounds.size(); ++i) {
+          std::string le = i < f->bounds.size() ? FormatValue(f->bounds[i]) : "+Inf";
+          absl::StrAppend(&lines, name, "_bucket", RenderLabels(labels, absl::StrCat("le=\"", le, "\"")), " ",
+                          reading.cumulative[i], "\n");
+        }
+        absl::StrAppend(&lines, name, "_sum", key, " ", FormatValue(reading.sum), "\n", name, "_count", key, " ",
+                        reading.count);
+        r.lines[key] = std::move(lines);
+      }
+    }
+  }
+  // Collectors run outside mu_ (they take their owners' locks, which may be held by code
+  // that registers metrics) and under collectors_mu_ shared, so their owners outlive them.
+  {
+    absl::ReaderMutexLock lock(&collectors_mu_);
+    SnapshotWriter writer(rendered);
+    for (const auto& [id, c] : collectors_) c(writer);
+  }
+
+  std::string out;
+  for (const auto& [name, r] : rendered) {
+    absl::StrAppend(&out, "# HELP ", name, " ", EscapeHelp(r.help), "\n# TYPE ", name, " ", TypeName(r.type), "\n");
+    for (const auto& [key, line] : r.lines) absl::StrAppend(&out, line, "\n");
+  }
+  return out;
+}
+
+}  // namespace flotilla

@@ -1,0 +1,123 @@
+#include "flotilla/common/metrics.h"
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace flotilla {
+namespace {
+
+TEST(MetricsRegistryTest, RendersCountersWithHelpTypeAndSortedLabels) {
+  MetricsRegistry reg;
+  reg.GetCounter("flotilla_worker_requests_total", "Requests per API", {{"api", "openai_chat"}}).Add(3);
+  reg.GetCounter("flotilla_worker_requests_total", "ignored", {{"api", "anthropic_messages"}}).Add();
+  EXPECT_EQ(reg.RenderPrometheus(),
+            "# HELP flotilla_worker_requests_total Requests per API\n"
+            "# TYPE flotilla_worker_requests_total counter\n"
+            "flotilla_worker_requests_total{api=\"anthropic_messages\"} 1\n"
+            "flotilla_worker_requests_total{api=\"openai_chat\"} 3\n");
+}
+
+TEST(MetricsRegistryTest, SameLabelsReturnTheSameChild) {
+  MetricsRegistry reg;
+  Counter& a = reg.GetCounter("c_total", "h", {{"k", "v"}});
+  Counter& b = reg.GetCounter("c_total", "h", {{"k", "v"}});
+  EXPECT_EQ(&a, &b);
+  a.Add(2);
+  b.Add(-5);  // counters never go down
+  EXPECT_EQ(a.value(), 2.0);
+}
+
+TEST(MetricsRegistryTest, GaugesSetAndAddAndPrintFractions) {
+  MetricsRegistry reg;
+  Gauge& g = reg.GetGauge("flotilla_engine_kv_pages", "KV pages", {{"state", "used"}});
+  g.Set(10);
+  g.Add(-2.5);
+  EXPECT_EQ(reg.RenderPrometheus(),
+            "# HELP flotilla_engine_kv_pages KV pages\n"
+            "# TYPE flotilla_engine_kv_pages gauge\n"
+            "flotilla_engine_kv_pages{state=\"used\"} 7.5\n");
+}
+
+TEST(MetricsRegistryTest, HistogramBucketsAreCumulativeWithInfSumAndCount) {
+  MetricsRegistry reg;
+  Histogram& h = reg.GetHistogram("step_seconds", "Step time", {0.01, 0.1, 1});
+  for (double v : {0.0078125, 0.01, 0.0625, 0.5, 7.0}) h.Observe(v);
+  EXPECT_EQ(reg.RenderPrometheus(),
+            "# HELP step_seconds Step time\n"
+            "# TYPE step_seconds histogram\n"
+            "step_seconds_bucket{le=\"0.01\"} 2\n"
+            "step_seconds_bucket{le=\"0.1\"} 3\n"
+            "step_seconds_bucket{le=\"1\"} 4\n"
+            "step_seconds_bucket{le=\"+Inf\"} 5\n"
+            "step_seconds_sum 7.5803125\n"
+            "step_seconds_count 5\n");
+}
+
+TEST(MetricsRegistryTest, LabelledHistogramPutsLeLast) {
+  MetricsRegistry reg;
+  reg.GetHistogram("lat_seconds", "x", {1}, {{"op", "create"}}).Observe(2);
+  std::string text = reg.RenderPrometheus();
+  EXPECT_NE(text.find("lat_seconds_bucket{op=\"create\",le=\"1\"} 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("lat_seconds_bucket{op=\"create\",le=\"+Inf\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("lat_seconds_count{op=\"create\"} 1\n"), std::string::npos) << text;
+}
+
+TEST(MetricsRegistryTest, CollectorsAddFamiliesReadAtScrapeTime) {
+  MetricsRegistry reg;
+  int sandboxes = 4;
+  {
+    auto handle = reg.AddCollector([&](MetricsSnapshotWriter& w) {
+      w.Gauge("flotilla_node_sandboxes", "Sandboxes by state", {{"state", "running"}}, sandboxes);
+    });
+    EXPECT_NE(reg.RenderPrometheus().find("flotilla_node_sandboxes{state=\"running\"} 4\n"), std::string::npos);
+    sandboxes = 9;
+    EXPECT_NE(reg.RenderPrometheus().find("flotilla_node_sandboxes{state=\"running\"} 9\n"), std::string::npos);
+    MetricsRegistry::CollectorHandle moved = std::move(handle);
+    EXPECT_NE(reg.RenderPrometheus().find("flotilla_node_sandboxes"), std::string::npos);
+  }
+  // The handle is gone: so is its collector.
+  EXPECT_EQ(reg.RenderPrometheus().find("flotilla_node_sandboxes"), std::string::npos);
+}
+
+TEST(MetricsRegistryTest, LabelValuesAreEscaped) {
+  EXPECT_EQ(EscapeLabelValue("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+  MetricsRegistry reg;
+  reg.GetGauge("g", "h", {{"path", "x\"y"}}).Set(1);
+  EXPECT_NE(reg.RenderPrometheus().find("g{path=\"x\\\"y\"} 1\n"), std::string::npos);
+}
+
+TEST(MetricsRegistryTest, ConcurrentAddsAreNotLost) {
+  MetricsRegistry reg;
+  Counter& c = reg.GetCounter("n_total", "h");
+  Histogram& h = reg.GetHistogram("v", "h", {0.5});
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10000; ++i) {
+        c.Add();
+        h.Observe(1.0);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(c.value(), 40000.0);
+  EXPECT_EQ(h.Read().count, 40000u);
+  EXPECT_EQ(h.Read().sum, 40000.0);
+}
+
+TEST(MetricsRegistryTest, ExponentialBounds) {
+  EXPECT_EQ(MetricsRegistry::ExponentialBounds(0.001, 10, 3), (std::vector<double>{0.001, 0.01, 0.1}));
+}
+
+TEST(MetricsRegistryDeathTest, TypeClashIsAProgrammingError) {
+  MetricsRegistry reg;
+  reg.GetCounter("x", "h");
+  EXPECT_DEATH(reg.GetGauge("x", "h"), "registered as counter");
+  EXPECT_DEATH(reg.GetCounter("bad name", "h"), "bad metric name");
+}
+
+}  // namespace
+}  // namespace flotilla
