@@ -47,5 +47,7 @@ void AddMergeCommand(CLI::App& app, int* exit_code);
 
 // Adds `chat-template` to the `model` group (model_chat_template_command.cc).
 void AddModelChatTemplateCommand(CLI::App& model, int* exit_code);
+// `flotilla model logprobs` on the `model` group (model_logprobs_command.cc).
+void AddModelLogprobsVerb(CLI::App& model, int* exit_code);
 
 }  // namespace flotilla::cli
