@@ -306,7 +306,7 @@ TEST(MergeServeTest, AMergedFolderServesInTheEmbeddedWorker) {
   app::EmbeddedWorkerOptions o;
   o.model_prefix = dir.file("merged");
   o.state_dir = dir.file("state");
-  o.threads = 1;
+  o.engine.threads = 1;
   auto w = app::EmbeddedWorker::Start(o);
   ASSERT_TRUE(w.ok()) << w.status();
   EXPECT_EQ((*w)->config().ToJson(), mc.ToJson());

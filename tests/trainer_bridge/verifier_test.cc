@@ -1,4 +1,4 @@
-// SandboxVerifier over the real sandbox runtime: the check script recomputes the truth from the
+// SandboxVerifier over a real node (the sandbox runtime behind the NodeAgent API): the check script recomputes the truth from the
 // prompt inside a no-network sandbox, compares the response literally, and a broken sandbox is
 // replaced once.
 #include "flotilla/trainer_bridge/verifier.h"
@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "flotilla/app/embedded_node.h"
+#include "flotilla/worker/sandbox_client.h"
 #include "testing/temp_dir.h"
 
 namespace flotilla::trainer_bridge {
@@ -20,37 +22,39 @@ class VerifierTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new flotilla::testing::TempDir();
-    sandbox::RuntimeOptions o;
-    o.state_dir = dir_->file("state");
-    o.cgroup_prefix = "flotilla-verifier-test-" + std::to_string(::getpid());
-    auto rt = sandbox::Runtime::Open(o);
-    if (rt.ok()) {
-      runtime_ = rt->release();
+    auto node = app::EmbeddedNode::Start(dir_->file("state"), "flotilla-verifier-test-" + std::to_string(::getpid()));
+    if (node.ok()) {
+      node_ = node->release();
+      sandboxes_ = new worker::SandboxClient(node_->channel());
     } else {
-      open_error_ = new std::string(rt.status().ToString());
+      open_error_ = new std::string(node.status().ToString());
     }
   }
   static void TearDownTestSuite() {
-    delete runtime_;
-    runtime_ = nullptr;
+    delete sandboxes_;
+    sandboxes_ = nullptr;
+    delete node_;
+    node_ = nullptr;
     delete dir_;
     dir_ = nullptr;
   }
   void SetUp() override {
-    if (runtime_ == nullptr) GTEST_SKIP() << "sandbox runtime unavailable: " << *open_error_;
-    auto v = SandboxVerifier::Create(*runtime_, "no-network");
+    if (node_ == nullptr) GTEST_SKIP() << "sandbox runtime unavailable: " << *open_error_;
+    auto v = SandboxVerifier::Create(*sandboxes_, "no-network");
     ASSERT_TRUE(v.ok()) << v.status();
     verifier_ = std::move(*v);
   }
 
   static flotilla::testing::TempDir* dir_;
-  static sandbox::Runtime* runtime_;
+  static app::EmbeddedNode* node_;
+  static worker::SandboxClient* sandboxes_;
   static std::string* open_error_;
   std::unique_ptr<SandboxVerifier> verifier_;
 };
 
 flotilla::testing::TempDir* VerifierTest::dir_ = nullptr;
-sandbox::Runtime* VerifierTest::runtime_ = nullptr;
+app::EmbeddedNode* VerifierTest::node_ = nullptr;
+worker::SandboxClient* VerifierTest::sandboxes_ = nullptr;
 std::string* VerifierTest::open_error_ = nullptr;
 
 struct Case {
@@ -112,7 +116,7 @@ TEST_F(VerifierTest, AnEmptyBatchRunsNothing) {
 TEST_F(VerifierTest, ADestroyedSandboxIsReplacedOnce) {
   const std::string first = verifier_->sandbox_id();
   ASSERT_FALSE(first.empty());
-  ASSERT_TRUE(runtime_->Destroy(first).ok());
+  ASSERT_TRUE(sandboxes_->Destroy(first).ok());
   auto got = verifier_->Verify({{"arith", "3*3=", "9", "9"}});
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, std::vector<double>{1.0});
