@@ -183,6 +183,7 @@ void AddEvalCommand(CLI::App& app, int* exit_code) {
   ev->add_option("-k,--attempts", job->attempts, "job mode: trials per agent and task");
   ev->add_option("-n,--concurrency", job->concurrency, "job mode: trials running at once");
   ev->add_option("--jobs-dir", job->jobs_dir, "job mode: where job folders go");
+  ev->add_option("--http", job->http, "job mode: serve the dashboard and /metrics here (HOST:PORT; port 0: any)");
   ev->add_option("--job-name", job->job_name, "job mode: the job folder's name (default: the UTC time)");
   ev->add_option("--resume", job->resume, "job mode: a job folder; runs its unfinished and errored trials");
   ev->add_option("--filter-error", job->filter_errors,

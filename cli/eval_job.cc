@@ -232,7 +232,8 @@ int RunEvalJob(EvalJobFlags f) {
   // Every trial's sandbox comes from the scheduler's front door, like any other sample's.
   app::PlatformOptions po;
   po.worker = f.worker;
-  po.worker.http_address = "";
+  po.worker.http_address = f.http;
+  po.worker.dashboard.eval_jobs_dir = fs::absolute(f.jobs_dir).string();
   po.image_dir = f.env_store;
   const app::EmbeddedWorkerOptions& wo = po.worker;
   auto platform = app::EmbeddedPlatform::Start(po);
@@ -241,6 +242,7 @@ int RunEvalJob(EvalJobFlags f) {
     return 1;
   }
   app::EmbeddedWorker* const w = &(*platform)->worker();
+  if (!f.http.empty()) std::cerr << "eval: dashboard on http://" << w->http_address() << "/#eval\n";
   worker::SandboxClient& sandbox = (*platform)->sandboxes();
   std::mutex mu;
   size_t next = 0, finished = 0, total = 0;

@@ -38,6 +38,7 @@ struct EvalJobFlags {
   int attempts = 1;
   int concurrency = 1;
   std::string jobs_dir = "jobs";
+  std::string http;  // the dashboard (its eval view reads jobs_dir) and /metrics; empty: none
   std::string job_name;
   std::string resume;
   std::vector<std::string> filter_errors;

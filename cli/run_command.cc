@@ -43,6 +43,7 @@ struct RunFlags {
   int engine_threads = 1;
   int trainer_threads = 1;
   std::string listen;
+  std::string http;    // the dashboard and /metrics; empty: none
   double minutes = 0;  // 0: the experiment's own limits
 };
 
@@ -138,12 +139,16 @@ int Run(const RunFlags& f) {
   po.sandbox_state_dir = (std::filesystem::path(cfg->state_dir) / "sandbox").string();
   po.experiment = &*cfg;
   po.experiment_options.listen = f.listen;
+  po.worker.http_address = f.http;
   auto platform = app::EmbeddedPlatform::Start(po);
   if (!platform.ok()) {
     std::cerr << "run: " << platform.status().message() << "\n";
     return 1;
   }
   trainer_bridge::Experiment* const exp = (*platform)->experiment();
+  if (!f.http.empty()) {
+    std::cerr << "run: dashboard on http://" << (*platform)->worker().http_address() << "/ (metrics at /metrics)\n";
+  }
   std::optional<TrainerProcess> trainer;
   if (!f.no_trainer) {
     std::string pypath = absl::StrCat((std::filesystem::path(FlotillaSourceDir()) / "trainer_bridge" / "python").string());
@@ -240,6 +245,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   run->add_option("--engine-threads", flags->engine_threads, "engine CPU threads");
   run->add_option("--trainer-threads", flags->trainer_threads, "PyTorch threads of the trainer");
   run->add_option("--listen", flags->listen, "TrainerBridge address (default: trainer.address)");
+  run->add_option("--http", flags->http, "serve the dashboard and Prometheus /metrics here (HOST:PORT; port 0: any)");
   run->add_option("--minutes", flags->minutes, "stop RL after this many minutes");
   run->callback([flags, exit_code] { *exit_code = Run(*flags); });
 }

@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <filesystem>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/clock.h"
@@ -14,6 +15,31 @@ namespace flotilla::app {
 namespace {
 
 std::string HostOf(const std::string& listen) { return listen.substr(0, listen.rfind(':')); }
+
+const char* PlacementStateName(v1::SandboxPlacement::State s) {
+  switch (s) {
+    case v1::SandboxPlacement::PENDING: return "starting";
+    case v1::SandboxPlacement::RUNNING: return "running";
+    case v1::SandboxPlacement::DELETED: return "stopped";
+    case v1::SandboxPlacement::LOST: return "crashed";
+    default: return "unknown";
+  }
+}
+
+// The dashboard's fleet: the scheduler's placements by scale unit and node.
+std::vector<dashboard::FleetUnit> FleetOf(scheduler::FrontDoor& front) {
+  std::map<std::string, std::map<std::string, std::vector<dashboard::FleetSandbox>>> tree;
+  for (const v1::SandboxPlacement& p : front.ListSandboxes(v1::ListSandboxesRequest())) {
+    tree[p.scale_unit()][p.node_id()].push_back({p.sandbox_id(), PlacementStateName(p.state()), ""});
+  }
+  std::vector<dashboard::FleetUnit> units;
+  for (auto& [unit, nodes] : tree) {
+    dashboard::FleetUnit u{unit, {}};
+    for (auto& [node, boxes] : nodes) u.nodes.push_back({node, std::move(boxes)});
+    units.push_back(std::move(u));
+  }
+  return units;
+}
 
 }  // namespace
 
@@ -46,7 +72,18 @@ absl::StatusOr<std::unique_ptr<EmbeddedPlatform>> EmbeddedPlatform::Start(const 
       grpc::CreateChannel(scheduler_address, grpc::InsecureChannelCredentials()),
       o.experiment != nullptr ? o.experiment->name : "embedded");
 
-  ASSIGN_OR_RETURN(p->worker_, EmbeddedWorker::Start(o.worker));
+  // Every service's figures go to the platform's one registry, served at the worker's /metrics
+  // with the dashboard.
+  EmbeddedWorkerOptions wo = o.worker;
+  wo.engine.metrics = &p->metrics_;
+  wo.dashboard.metrics = &p->metrics_;
+  wo.dashboard.fleet = [front = &p->scheduler_->front()]() -> absl::StatusOr<std::vector<dashboard::FleetUnit>> {
+    return FleetOf(*front);
+  };
+  if (o.experiment != nullptr && wo.dashboard.metrics_log_path.empty()) {
+    wo.dashboard.metrics_log_path = (std::filesystem::path(o.experiment->state_dir) / "metrics.jsonl").string();
+  }
+  ASSIGN_OR_RETURN(p->worker_, EmbeddedWorker::Start(wo));
 
   if (!o.engine_listen.empty()) {
     p->engine_service_ = std::make_unique<inference::EngineService>(&p->worker_->engine(), o.worker.engine.backend);
@@ -64,6 +101,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedPlatform>> EmbeddedPlatform::Start(const 
   if (o.experiment != nullptr) {
     trainer_bridge::ExperimentOptions xo = o.experiment_options;
     xo.store = &p->worker_->store();
+    xo.metrics = &p->metrics_;
     ASSIGN_OR_RETURN(p->experiment_,
                      trainer_bridge::Experiment::Start(*o.experiment, p->worker_->engine(), p->sandboxes_.get(), xo));
   }

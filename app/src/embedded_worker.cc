@@ -1,5 +1,7 @@
 #include "flotilla/app/embedded_worker.h"
 
+#include "flotilla/inference/tokenizer.h"
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -31,7 +33,12 @@ absl::StatusOr<std::unique_ptr<EmbeddedWorker>> EmbeddedWorker::Start(const Embe
   ASSIGN_OR_RETURN(w->engine_, inference::Engine::Create(o.engine));
   std::string db = o.db_path.empty() ? (fs::path(o.state_dir) / "trajectories.db").string() : o.db_path;
   ASSIGN_OR_RETURN(w->store_, worker::TrajectoryStore::Open(db));
-  if (!o.serve_model) return w;
+  if (o.serve_model) RETURN_IF_ERROR(w->ServeModel(o));
+  if (!o.http_address.empty()) RETURN_IF_ERROR(w->ServeHttp(o));
+  return w;
+}
+
+absl::Status EmbeddedWorker::ServeModel(const EmbeddedWorkerOptions& o) {
   std::string prefix = o.model_prefix;
   if (prefix.empty()) {
     prefix = (fs::path(o.state_dir) / "default-model").string();
@@ -41,24 +48,35 @@ absl::StatusOr<std::unique_ptr<EmbeddedWorker>> EmbeddedWorker::Start(const Embe
     }
   }
   // A model folder (config.json + model.safetensors, as `flotilla merge` writes) or a prefix.
+  std::error_code ec;
   const bool folder = fs::is_directory(prefix, ec);
   const std::string config_path = folder ? (fs::path(prefix) / "config.json").string() : prefix + ".json";
   const std::string weights_path = folder ? (fs::path(prefix) / "model.safetensors").string() : prefix + ".safetensors";
   ASSIGN_OR_RETURN(std::string config_text, ReadText(config_path));
-  ASSIGN_OR_RETURN(w->config_, inference::ModelConfig::FromJson(config_text));
-  RETURN_IF_ERROR(w->engine_->LoadModel("default", w->config_, weights_path, 0));
-  w->generator_ = worker::NewEngineTokenGenerator(w->engine_.get(), "default", "flotilla-default");
+  ASSIGN_OR_RETURN(config_, inference::ModelConfig::FromJson(config_text));
+  RETURN_IF_ERROR(engine_->LoadModel("default", config_, weights_path, 0));
+  generator_ = worker::NewEngineTokenGenerator(engine_.get(), "default", "flotilla-default");
   worker::ChatServiceOptions so;
-  so.store = w->store_.get();
+  so.store = store_.get();
   so.experiment = o.experiment;
   so.scaffold = o.scaffold;
-  so.experts_per_token = w->config_.routing_width();
-  w->service_ = std::make_unique<worker::ChatService>(w->generator_.get(), so);
-  if (!o.http_address.empty()) {
-    w->api_ = std::make_unique<worker::WireApi>(w->service_.get());
-    ASSIGN_OR_RETURN(w->server_, worker::ServeWireApi(o.http_address, w->api_.get()));
-  }
-  return w;
+  so.experts_per_token = config_.routing_width();
+  service_ = std::make_unique<worker::ChatService>(generator_.get(), so);
+  api_ = std::make_unique<worker::WireApi>(service_.get());
+  return absl::OkStatus();
+}
+
+absl::Status EmbeddedWorker::ServeHttp(const EmbeddedWorkerOptions& o) {
+  dashboard::DashboardSources sources = o.dashboard;
+  worker::TrajectoryStore* store = store_.get();
+  sources.recent_trajectories = [store](int limit) { return store->Newest({}, limit); };
+  sources.trajectory = [store](const std::string& id) { return store->Get(id); };
+  // The policy's tokens are the byte model's unless the caller knows better.
+  if (!sources.token_text) sources.token_text = [](int32_t id) { return inference::Decode({id}); };
+  HttpHandler wire;
+  if (api_ != nullptr) wire = [api = api_.get()](const HttpRequest& r, HttpResponder& out) { api->Handle(r, out); };
+  ASSIGN_OR_RETURN(server_, HttpServer::Start(o.http_address, dashboard::DashboardHandler(std::move(sources), std::move(wire))));
+  return absl::OkStatus();
 }
 
 void EmbeddedWorker::Stop() {

@@ -198,15 +198,16 @@ async function loadEval() {
   for (const j of jobs) {
     const r = j.result || {};
     const table = el('table', {'data-job': j.job});
-    table.append(el('thead', {}, el('tr', {}, ...['agent', 'model', 'trials', 'pass@1', 'pass@k', 'mean ± se', 'errors'].map(h => el('th', {text: h})))));
+    const k = r.k || 1;
+    table.append(el('thead', {}, el('tr', {}, ...['agent', 'tasks', 'trials', 'pass@1', `pass@${k}`, 'mean ± se', 'errors'].map(h => el('th', {text: h})))));
     const tb = el('tbody');
-    for (const c of r.cells || r.matrix || []) {
-      tb.append(el('tr', {}, el('td', {text: c.agent}), el('td', {text: c.model}), el('td', {text: String(c.trials)}),
-        el('td', {text: fmt(c.pass_at_1)}), el('td', {text: fmt(c.pass_at_k)}),
-        el('td', {text: `${fmt(c.mean)} ± ${fmt(c.stderr)}`}), el('td', {text: String(c.errors)})));
+    for (const [agent, a] of Object.entries(r.agents || {})) {
+      tb.append(el('tr', {'data-agent': agent}, el('td', {text: agent}), el('td', {text: String(a.tasks)}),
+        el('td', {text: String(a.trials)}), el('td', {text: fmt(a['pass@1'])}), el('td', {text: fmt(a[`pass@${k}`])}),
+        el('td', {text: `${fmt(a.mean_reward)} ± ${fmt(a.reward_stderr)}`}), el('td', {text: String(a.errors)})));
     }
     table.append(tb);
-    root.append(el('h3', {text: j.job}), table);
+    root.append(el('h3', {text: `${j.job} — tasks=${r.tasks} trials=${r.trials} pass@1=${fmt(r['pass@1'])} pass@k=${fmt(r['pass@k'])} errors=${r.errors}`}), table);
   }
 }
 

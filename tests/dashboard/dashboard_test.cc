@@ -66,7 +66,7 @@ class DashboardTest : public ::testing::Test {
     metrics_.GetCounter("flotilla_worker_requests_total", "Requests per API", {{"api", "openai_chat"}}).Add(2);
     std::filesystem::create_directories(dir_.path() / "jobs" / "job-1");
     std::ofstream(dir_.path() / "jobs" / "job-1" / "result.json")
-        << R"({"cells":[{"agent":"oracle","model":"embedded","trials":3,"pass_at_1":1.0,"pass_at_k":1.0,"mean":1.0,"stderr":0.0,"errors":0}]})";
+        << R"({"agents":{"oracle":{"tasks":2,"trials":6,"errors":0,"mean_reward":1.0,"reward_stderr":0.0,"pass@1":1.0,"pass@3":1.0}},"tasks":2,"trials":6,"errors":0,"k":3,"pass@1":1.0,"pass@k":1.0})";
 
     DashboardSources src;
     src.metrics = &metrics_;
@@ -188,6 +188,7 @@ TEST_F(DashboardTest, HeadlessChromiumDrawsEveryView) {
   EXPECT_NE(dom.find("version-change"), std::string::npos);
   EXPECT_NE(dom.find("bash({\"cmd\":\"cat answer.txt\"})"), std::string::npos);
   EXPECT_NE(dom.find("data-job=\"job-1\""), std::string::npos);
+  EXPECT_NE(dom.find("data-agent=\"oracle\""), std::string::npos);
 
   for (const std::string view : {"curves", "fleet", "trajectories", "eval"}) {
     std::string png = shots + "/" + view + ".png";

@@ -134,3 +134,30 @@ TEST(TrajectoryStoreTest, GroupsConsumptionAndStatePerExperiment) {
 
 }  // namespace
 }  // namespace flotilla::worker
+
+namespace flotilla::worker {
+namespace {
+
+TEST(TrajectoryStoreTest, NewestComesNewestFirstWithinItsQuery) {
+  flotilla::testing::TempDir dir;
+  auto store = TrajectoryStore::Open(dir.file("t.db"));
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (const char* id : {"a", "b", "c", "d"}) {
+    ASSERT_TRUE((*store)->Put(Make(id, std::string(id) == "c" ? "e2" : "e1", "t", v1::OK)).ok());
+  }
+  auto newest = (*store)->Newest({}, 2);
+  ASSERT_TRUE(newest.ok()) << newest.status();
+  ASSERT_EQ(newest->size(), 2u);
+  EXPECT_EQ((*newest)[0].id(), "d");
+  EXPECT_EQ((*newest)[1].id(), "c");
+  TrajectoryQuery only_e1;
+  only_e1.experiment = "e1";
+  auto e1 = (*store)->Newest(only_e1, 10);
+  ASSERT_TRUE(e1.ok());
+  ASSERT_EQ(e1->size(), 3u);
+  EXPECT_EQ((*e1)[2].id(), "a");
+  EXPECT_EQ((*store)->Newest({}, 0).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace flotilla::worker

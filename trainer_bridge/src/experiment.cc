@@ -71,9 +71,32 @@ absl::StatusOr<std::unique_ptr<Experiment>> Experiment::Start(const ExperimentCo
   ro.seed = config.seed;
   e->runner_ = std::make_unique<RolloutRunner>(ro, engine, *e->controller_, std::move(tasks), e->verifier_.get(),
                                                e->store_.get(), SystemClock::Get());
+  ASSIGN_OR_RETURN(e->metrics_log_, MetricsLog::Open((std::filesystem::path(config.state_dir) / "metrics.jsonl").string()));
   e->service_ = std::make_unique<TrainerBridgeService>(config, options.model_name, model_config, engine,
                                                        *e->controller_, *e->runner_, e->store_.get(),
-                                                       e->teachers_.get(), stored.step);
+                                                       e->teachers_.get(), stored.step, e->metrics_log_.get());
+  if (options.metrics != nullptr) {
+    e->collector_ = options.metrics->AddCollector([svc = e->service_.get()](MetricsSnapshotWriter& w) {
+      BridgeProgress p = svc->Progress();
+      w.Gauge("flotilla_bridge_step", "Trainer steps the bridge has sent batches for", {}, static_cast<double>(p.step));
+      w.Gauge("flotilla_bridge_policy_version", "Policy version in service", {}, static_cast<double>(p.policy_version));
+      w.Gauge("flotilla_bridge_staleness_mean", "Mean policy lag of the last batch's loss tokens", {}, p.mean_staleness);
+      w.Counter("flotilla_bridge_stale_masked_tokens_total", "Loss tokens masked by the off-policy bound", {},
+                static_cast<double>(p.stale_masked_total));
+      w.Gauge("flotilla_bridge_weight_sync_ms", "Generation stall of the last weight switch", {}, p.last_switch_ms);
+      w.Gauge("flotilla_bridge_trainer_connected", "Whether a trainer holds the batch stream", {}, p.trainer_connected ? 1 : 0);
+      for (const auto& [figure, v] : p.batch_figures) {
+        if (figure.rfind("reward_mean/", 0) == 0) {
+          w.Gauge("flotilla_bridge_reward_mean", "Mean reward of the last batch per dataset", {{"dataset", figure.substr(12)}}, v);
+        } else {
+          w.Gauge("flotilla_bridge_batch", "Figures of the last batch (BatchFigures)", {{"figure", figure}}, v);
+        }
+      }
+      for (const auto& [metric, v] : p.trainer_metrics) {
+        w.Gauge("flotilla_bridge_trainer", "The trainer's last reported figures", {{"metric", metric}}, v);
+      }
+    });
+  }
   if (!stored.weights_path.empty() && std::filesystem::exists(stored.weights_path)) {
     RETURN_IF_ERROR(Annotate(engine.LoadModel(options.model_name, model_config, stored.weights_path, stored.policy_version),
                              "resuming the experiment's last weights"));

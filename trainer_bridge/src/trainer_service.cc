@@ -1,5 +1,8 @@
 #include "flotilla/trainer_bridge/trainer_service.h"
 
+#include "absl/time/clock.h"
+#include "flotilla/trainer_bridge/batch_figures.h"
+
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
@@ -27,10 +30,11 @@ BatchOptions MakeBatchOptions(const ExperimentConfig& c) {
 TrainerBridgeService::TrainerBridgeService(const ExperimentConfig& config, const std::string& model_name,
                                            const inference::ModelConfig& model_config, inference::Engine& engine,
                                            RolloutController& controller, RolloutRunner& runner,
-                                           ExperimentStore* store, TeacherRegistry* teachers, int64_t start_step)
+                                           ExperimentStore* store, TeacherRegistry* teachers, int64_t start_step,
+                                           MetricsLog* metrics_log)
     : config_(config), model_name_(model_name), model_config_(model_config), engine_(engine),
       controller_(controller), runner_(runner), store_(store), teachers_(teachers),
-      assembler_(MakeBatchOptions(config)), datasets_(config.datasets) {
+      assembler_(MakeBatchOptions(config)), datasets_(config.datasets), metrics_log_(metrics_log) {
   progress_.step = start_step;
   acked_step_ = start_step - 1;
   controller_.SetSuspended(true);  // until weights are loaded and a trainer is attached
@@ -107,15 +111,7 @@ grpc::Status TrainerBridgeService::NextBatch(grpc::ServerContext* ctx, const v1:
         }
       }
     }
-    double lag = 0;
-    uint64_t lag_n = 0;
-    for (const auto& s : batch.samples()) {
-      for (int i = 0; i < s.policy_versions_size(); ++i) {
-        if (s.policy_versions(i) < 0) continue;
-        lag += static_cast<double>(version - s.policy_versions(i));
-        ++lag_n;
-      }
-    }
+    std::map<std::string, double> figures = BatchFigures(batch, version);
     if (!writer->Write(batch)) {
       runner_.Requeue(std::move(taken));
       break;
@@ -128,7 +124,8 @@ grpc::Status TrainerBridgeService::NextBatch(grpc::ServerContext* ctx, const v1:
     taken.clear();  // consumed: released now
     std::lock_guard<std::mutex> lock(mu_);
     progress_.step = step + 1;
-    progress_.mean_staleness = lag_n ? lag / static_cast<double>(lag_n) : 0;
+    progress_.mean_staleness = figures["staleness_mean"];
+    progress_.batch_figures = std::move(figures);
     progress_.last_stale_masked = batch.stale_masked_tokens();
     progress_.stale_masked_total += batch.stale_masked_tokens();
   }
@@ -191,6 +188,16 @@ grpc::Status TrainerBridgeService::Report(grpc::ServerContext*, const v1::Report
   std::lock_guard<std::mutex> lock(mu_);
   acked_step_ = std::max(acked_step_, req->step());
   for (const auto& [k, v] : req->metrics()) progress_.trainer_metrics[k] = v;
+  if (metrics_log_ != nullptr) {
+    MetricsLogLine line;
+    line.step = req->step();
+    line.unix_ms = absl::ToUnixMillis(absl::Now());
+    line.values = progress_.batch_figures;
+    for (const auto& [k, v] : req->metrics()) line.values["trainer/" + k] = v;
+    line.values["policy_version"] = static_cast<double>(progress_.policy_version);
+    line.values["weight_sync_ms"] = progress_.last_switch_ms;
+    if (auto s = metrics_log_->Append(line); !s.ok()) FLOG(warn, "metrics log", {{"error", s.ToString()}});
+  }
   auto done = req->metrics().find("done");
   if (done != req->metrics().end() && done->second > 0) progress_.trainer_done = true;
   cv_.notify_all();

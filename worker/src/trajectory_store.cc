@@ -192,11 +192,10 @@ absl::StatusOr<v1::Trajectory> TrajectoryStore::Get(const std::string& id) {
   return t;
 }
 
-absl::Status TrajectoryStore::ForEach(const TrajectoryQuery& query,
-                                      const std::function<absl::Status(const v1::Trajectory&)>& fn) {
+absl::Status TrajectoryStore::Scan(const TrajectoryQuery& query, const std::string& order_and_limit,
+                                   const std::function<absl::Status(const v1::Trajectory&)>& fn) {
   WhereClause w = Where(query);
-  ASSIGN_OR_RETURN(auto st, db_->Prepare(absl::StrCat("SELECT id, body FROM trajectories", w.sql,
-                                                      " ORDER BY seq")));
+  ASSIGN_OR_RETURN(auto st, db_->Prepare(absl::StrCat("SELECT id, body FROM trajectories", w.sql, " ", order_and_limit)));
   RETURN_IF_ERROR(BindWhere(st, w));
   while (true) {
     ASSIGN_OR_RETURN(bool row, st.Step());
@@ -208,6 +207,21 @@ absl::Status TrajectoryStore::ForEach(const TrajectoryQuery& query,
     }
     RETURN_IF_ERROR(fn(t));
   }
+}
+
+absl::Status TrajectoryStore::ForEach(const TrajectoryQuery& query,
+                                      const std::function<absl::Status(const v1::Trajectory&)>& fn) {
+  return Scan(query, "ORDER BY seq", fn);
+}
+
+absl::StatusOr<std::vector<v1::Trajectory>> TrajectoryStore::Newest(const TrajectoryQuery& query, int limit) {
+  if (limit < 1) return absl::InvalidArgumentError(absl::StrCat("limit ", limit, ": must be at least 1"));
+  std::vector<v1::Trajectory> out;
+  RETURN_IF_ERROR(Scan(query, absl::StrCat("ORDER BY seq DESC LIMIT ", limit), [&](const v1::Trajectory& t) {
+    out.push_back(t);
+    return absl::OkStatus();
+  }));
+  return out;
 }
 
 absl::StatusOr<int64_t> TrajectoryStore::Count(const TrajectoryQuery& query) {

@@ -81,6 +81,8 @@ class EmbeddedPlatform {
   worker::SandboxClient& sandboxes() { return *sandboxes_; }
   // Null without an experiment, and after Stop().
   trainer_bridge::Experiment* experiment() { return experiment_.get(); }
+  // Every service's Prometheus figures (served at the worker's /metrics).
+  MetricsRegistry& metrics() { return metrics_; }
 
   // Stops and destroys the experiment, then stops the other services (in reverse start order).
   void Stop();
@@ -88,6 +90,7 @@ class EmbeddedPlatform {
  private:
   EmbeddedPlatform() = default;
 
+  MetricsRegistry metrics_;  // first: every service's collectors are removed before it goes
   std::unique_ptr<scheduler::SchedulerServer> scheduler_;
   std::unique_ptr<EmbeddedNode> node_;
   std::unique_ptr<worker::SandboxClient> sandboxes_;

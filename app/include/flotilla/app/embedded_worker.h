@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "flotilla/inference/engine.h"
 #include "flotilla/common/http_server.h"
+#include "flotilla/dashboard/dashboard.h"
 #include "flotilla/worker/chat_service.h"
 #include "flotilla/worker/token_generator.h"
 #include "flotilla/worker/trajectory_store.h"
@@ -30,9 +31,14 @@ struct EmbeddedWorkerOptions {
   std::string db_path;                 // empty: <state_dir>/trajectories.db
   std::string experiment = "default";
   std::string scaffold = "api";
-  std::string http_address;            // empty: no HTTP server
+  // The wire APIs (with serve_model), /metrics and the dashboard share this server; empty: no
+  // HTTP server.
+  std::string http_address;
   bool serve_model = true;             // false: the engine and the store only
   inference::EngineOptions engine;
+  // What the dashboard shows besides this worker's trajectories (metrics, the run's metrics
+  // log, the fleet, eval jobs); its trajectory sources are set by the worker.
+  dashboard::DashboardSources dashboard;
 };
 
 class EmbeddedWorker {
@@ -53,6 +59,8 @@ class EmbeddedWorker {
 
  private:
   EmbeddedWorker() = default;
+  absl::Status ServeModel(const EmbeddedWorkerOptions& options);
+  absl::Status ServeHttp(const EmbeddedWorkerOptions& options);
   inference::ModelConfig config_;
   std::unique_ptr<inference::Engine> engine_;
   std::unique_ptr<worker::TokenGenerator> generator_;

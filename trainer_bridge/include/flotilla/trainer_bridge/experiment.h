@@ -26,6 +26,7 @@
 #include "flotilla/trainer_bridge/rollout_controller.h"
 #include "flotilla/trainer_bridge/rollout_runner.h"
 #include "flotilla/trainer_bridge/teacher_registry.h"
+#include "flotilla/common/metrics.h"
 #include "flotilla/trainer_bridge/trainer_service.h"
 #include "flotilla/trainer_bridge/experiment_store.h"
 #include "flotilla/trainer_bridge/verifier.h"
@@ -40,6 +41,9 @@ struct ExperimentOptions {
   // The one trajectory store the experiment's samples go to (not owned; must outlive the
   // experiment). Null: <state_dir>/trajectories.db, opened by the experiment.
   worker::TrajectoryStore* store = nullptr;
+  // Where the bridge's figures go (flotilla_bridge_*); null: none. Must outlive the experiment.
+  // Whatever this is, every trainer step also appends a line to <state_dir>/metrics.jsonl.
+  MetricsRegistry* metrics = nullptr;
 };
 
 struct RunSummary {
@@ -85,7 +89,9 @@ class Experiment {
   std::unique_ptr<Verifier> verifier_;
   std::unique_ptr<TeacherRegistry> teachers_;
   std::unique_ptr<RolloutRunner> runner_;
+  std::unique_ptr<MetricsLog> metrics_log_;
   std::unique_ptr<TrainerBridgeService> service_;
+  MetricsRegistry::CollectorHandle collector_;  // reads service_: destroyed before it
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   bool stopped_ = false;

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "flotilla/inference/engine.h"
+#include "flotilla/common/metrics_log.h"
 #include "flotilla/proto/trainer.grpc.pb.h"
 #include "flotilla/trainer_bridge/batch_assembler.h"
 #include "flotilla/trainer_bridge/experiment_config.h"
@@ -43,6 +44,7 @@ struct BridgeProgress {
   uint32_t last_stale_masked = 0;
   uint64_t stale_masked_total = 0;
   std::map<std::string, double> trainer_metrics;
+  std::map<std::string, double> batch_figures;  // BatchFigures of the last batch sent
   bool trainer_done = false;          // the trainer reported metric "done" = 1
 };
 
@@ -51,7 +53,7 @@ class TrainerBridgeService final : public v1::TrainerBridge::Service {
   TrainerBridgeService(const ExperimentConfig& config, const std::string& model_name,
                        const inference::ModelConfig& model_config, inference::Engine& engine,
                        RolloutController& controller, RolloutRunner& runner, ExperimentStore* store,
-                       TeacherRegistry* teachers, int64_t start_step);
+                       TeacherRegistry* teachers, int64_t start_step, MetricsLog* metrics_log = nullptr);
 
   grpc::Status NextBatch(grpc::ServerContext* ctx, const v1::NextBatchRequest* req,
                          grpc::ServerWriter<v1::Batch>* writer) override;
@@ -87,6 +89,9 @@ class TrainerBridgeService final : public v1::TrainerBridge::Service {
   BridgeProgress progress_;           // guarded by mu_
   int64_t acked_step_ = -1;           // guarded by mu_
   std::vector<DatasetConfig> datasets_;  // guarded by mu_
+  // One line per trainer Report: the trainer's figures, the last batch's and the bridge's
+  // (not owned; may be null).
+  MetricsLog* const metrics_log_;
   bool shutdown_ = false;             // guarded by mu_
   bool offloaded_ = false;            // guarded by mu_
 };

@@ -55,11 +55,15 @@ class TrajectoryStore {
   // Calls `fn` for each matching trajectory in insertion order; stops at the first error.
   absl::Status ForEach(const TrajectoryQuery& query,
                        const std::function<absl::Status(const v1::Trajectory&)>& fn);
+  // The `limit` (>= 1) most recently stored matching trajectories, newest first.
+  absl::StatusOr<std::vector<v1::Trajectory>> Newest(const TrajectoryQuery& query, int limit);
   absl::StatusOr<int64_t> Count(const TrajectoryQuery& query);
   const std::string& path() const { return db_->path(); }
 
  private:
   explicit TrajectoryStore(std::unique_ptr<Database> db) : db_(std::move(db)) {}
+  absl::Status Scan(const TrajectoryQuery& query, const std::string& order_and_limit,
+                    const std::function<absl::Status(const v1::Trajectory&)>& fn);
   absl::Status PutInTransaction(const v1::Trajectory& trajectory);
   absl::Status SetStateInTransaction(const std::string& experiment, const std::map<std::string, std::string>& values);
   std::unique_ptr<Database> db_;
