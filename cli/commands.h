@@ -31,6 +31,8 @@ void AddTrajectoriesCommand(CLI::App& app, int* exit_code);
 void AddRunCommand(CLI::App& app, int* exit_code);
 // `flotilla eval`: one model across built-in harnesses on a task folder (eval_command.cc).
 void AddEvalCommand(CLI::App& app, int* exit_code);
+// `flotilla env build|ls|rm|prune`: task environments from Dockerfiles (env_command.cc).
+void AddEnvCommand(CLI::App& app, int* exit_code);
 // `flotilla bench rollout` (trainer_bridge); creates `bench` if no one has yet.
 void AddBenchRolloutCommand(CLI::App& app, int* exit_code);
 // `flotilla bridge serve|status|reconfigure` (trainer_bridge).

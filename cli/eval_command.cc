@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "commands.h"
+#include "task_environment.h"
 #include "embedded_worker_flags.h"
 #include "flotilla/worker/embedded_node.h"
 #include "flotilla/worker/embedded_worker.h"
@@ -41,6 +42,7 @@ struct EvalFlags {
   uint32_t tasks_per_harness = 0;  // 0: every task in the folder
   worker::ScaffoldOptions scaffold;
   uint64_t seed = 0;
+  std::string env_store = "/var/lib/flotilla";
 };
 
 struct HarnessTally {
@@ -100,6 +102,17 @@ int Eval(const EvalFlags& f) {
     std::cerr << "flotilla eval: " << tasks.status().message() << "\n";
     return 2;
   }
+  {
+    // Environments first: a task whose Dockerfile does not build fails before any model loads.
+    environments::EnvBuilder builder(CliEnvBuilderOptions(f.env_store));
+    for (worker::TerminalTask& task : *tasks) {
+      absl::Status env = PrepareTaskEnvironment(builder, &task, [](std::string_view l) { std::cerr << l << "\n"; });
+      if (!env.ok()) {
+        std::cerr << "flotilla eval: " << env.message() << "\n";
+        return 1;
+      }
+    }
+  }
   worker::EmbeddedWorkerOptions wo = f.worker;
   wo.http_address = "";
   auto w = worker::EmbeddedWorker::Start(wo);
@@ -108,7 +121,7 @@ int Eval(const EvalFlags& f) {
     return 1;
   }
   auto node = worker::EmbeddedNode::Start(std::filesystem::absolute(wo.state_dir).string() + "/sandboxes",
-                                         "flotilla-eval");
+                                         "flotilla-eval", f.env_store);
   if (!node.ok()) {
     std::cerr << "flotilla eval: embedded node: " << node.status().message() << "\n";
     return 1;
@@ -168,6 +181,7 @@ void AddEvalCommand(CLI::App& app, int* exit_code) {
   ev->add_option("--max-tokens", flags->scaffold.max_tokens, "tokens per model turn");
   ev->add_option("--temperature", flags->scaffold.temperature, "sampling temperature");
   ev->add_option("--policy", flags->scaffold.policy_name, "sandbox policy name");
+  ev->add_option("--env-store", flags->env_store, "where task environments are built (flotilla env)");
   ev->add_option("--seed", flags->seed, "sampling seed of the first run (each run adds its index)");
   ev->callback([flags, exit_code] { *exit_code = Eval(*flags); });
 }

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "task_environment.h"
 #include "flotilla/worker/embedded_node.h"
 #include "flotilla/worker/embedded_worker.h"
 #include "flotilla/worker/external_agent.h"
@@ -28,6 +29,7 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
 
   struct RunArgs {
     std::string task, node, agent_dir;
+    std::string env_store = "/var/lib/flotilla";
     worker::ScaffoldOptions scaffold;
     uint64_t seed = 0;
   };
@@ -44,6 +46,7 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
   r->add_option("--max-tokens", run->scaffold.max_tokens, "tokens per model turn");
   r->add_option("--policy", run->scaffold.policy_name, "sandbox policy name");
   r->add_option("--seed", run->seed, "sampling seed");
+  r->add_option("--env-store", run->env_store, "where task environments are built (flotilla env)");
 
   r->callback([opts, run, exit_code] {
     auto task = worker::LoadTerminalTask(run->task);
@@ -51,6 +54,15 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
       std::cerr << "flotilla worker run: " << task.status().message() << "\n";
       *exit_code = 2;
       return;
+    }
+    if (!task->dockerfile.empty()) {
+      environments::EnvBuilder builder(CliEnvBuilderOptions(run->env_store));
+      absl::Status env = PrepareTaskEnvironment(builder, &*task, [](std::string_view l) { std::cerr << l << "\n"; });
+      if (!env.ok()) {
+        std::cerr << "flotilla worker run: " << env.message() << "\n";
+        *exit_code = 1;
+        return;
+      }
     }
     worker::EmbeddedWorkerOptions eo = *opts;
     const bool external = run->scaffold.scaffold == "pi";
@@ -65,7 +77,7 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
     std::unique_ptr<worker::EmbeddedNode> node;
     std::shared_ptr<grpc::Channel> channel;
     if (run->node.empty()) {
-      auto started = worker::EmbeddedNode::Start(eo.state_dir + "/sandboxes", "flotilla-worker");
+      auto started = worker::EmbeddedNode::Start(eo.state_dir + "/sandboxes", "flotilla-worker", run->env_store);
       if (!started.ok()) {
         std::cerr << "flotilla worker run: embedded node: " << started.status().message() << "\n";
         *exit_code = 1;

@@ -129,7 +129,23 @@ absl::StatusOr<int> RunWithProgress(const std::vector<std::string>& argv,
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+const AptSource* SourceFor(const std::vector<AptSource>& sources, const std::string& suite) {
+  for (const AptSource& s : sources) {
+    for (const std::string& su : s.suites) {
+      if (su == suite) return &s;
+    }
+  }
+  return nullptr;
+}
+
 }  // namespace
+
+absl::StatusOr<std::string> DebianMirrorFor(const std::string& suite) {
+  std::vector<AptSource> sources = ReadAptSources("");
+  const AptSource* s = SourceFor(sources, suite);
+  if (s == nullptr) return absl::NotFoundError("suite: no apt source of this machine serves '" + suite + "'");
+  return s->uri;
+}
 
 absl::Status BuildImage(const std::string& state_dir, const std::string& name, const std::string& suite_in,
                         const std::function<void(std::string_view)>& progress) {
@@ -140,13 +156,8 @@ absl::Status BuildImage(const std::string& state_dir, const std::string& name, c
   }
   std::string suite = suite_in.empty() ? HostSuite() : suite_in;
   if (suite.empty()) return absl::InvalidArgumentError("suite: none given and the host's is unknown");
-  const AptSource* chosen = nullptr;
   std::vector<AptSource> sources = ReadAptSources("");
-  for (const AptSource& s : sources) {
-    for (const std::string& su : s.suites) {
-      if (su == suite && !chosen) chosen = &s;
-    }
-  }
+  const AptSource* chosen = SourceFor(sources, suite);
   if (!chosen) return absl::NotFoundError("suite: no apt source of this machine serves '" + suite + "'");
   const std::string dir = state_dir + "/images/" + name;
   std::error_code ec;

@@ -186,7 +186,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
     rt->spawn_cv_.wait(lock, [&] { return rt->zygote_known_; });
     RETURN_IF_ERROR(rt->zygote_started_);
   }
-  auto images = ImageStore::Open(options.state_dir, rt->userns_.get(), options.host_uid_base);
+  auto images = ImageStore::Open(options.image_dir.empty() ? options.state_dir : options.image_dir,
+                                 rt->userns_.get(), options.host_uid_base);
   if (!images.ok()) return images.status();
   rt->images_ = std::move(*images);
   // Probe id-mapped mounts now, so that a host without them fails at Open, not at Create.

@@ -67,9 +67,9 @@ TEST(EvalCommandTest, ReferenceSolutionsPassEveryTaskOnBothHarnesses) {
   testing::TempDir dir;
   Ran r = Eval(dir, {"--agent", "reference"});
   ASSERT_EQ(r.status, 0) << r.out;
-  EXPECT_TRUE(Has(r.out, "eval: harness=mini tasks=3 passed=3 pass_rate=1.000")) << r.out;
-  EXPECT_TRUE(Has(r.out, "eval: harness=terminal tasks=3 passed=3 pass_rate=1.000")) << r.out;
-  EXPECT_EQ(StoredRuns(dir), 6);
+  EXPECT_TRUE(Has(r.out, "eval: harness=mini tasks=17 passed=17 pass_rate=1.000")) << r.out;
+  EXPECT_TRUE(Has(r.out, "eval: harness=terminal tasks=17 passed=17 pass_rate=1.000")) << r.out;
+  EXPECT_EQ(StoredRuns(dir), 34);
   EXPECT_EQ(StoredRuns(dir, "hello-file"), 2);
 }
 
@@ -80,7 +80,7 @@ TEST(EvalCommandTest, DoingNothingFailsTheFirstNTasks) {
   EXPECT_TRUE(Has(r.out, "eval: harness=terminal tasks=2 passed=0 pass_rate=0.000")) << r.out;
   EXPECT_EQ(r.out.find("harness=mini"), std::string::npos) << r.out;
   EXPECT_EQ(StoredRuns(dir), 2);
-  // Name order: count-lines-tb1 and hello-file, not sum-numbers.
+  // Name order: c-fix-stack-overflow and count-lines-tb1, not sum-numbers.
   EXPECT_EQ(StoredRuns(dir, "sum-numbers"), 0);
 }
 
@@ -88,9 +88,9 @@ TEST(EvalCommandTest, TheModelRunsAndEveryRunIsStored) {
   testing::TempDir dir;
   Ran r = Eval(dir, {"-n", "1", "--max-steps", "2", "--max-tokens", "16", "--seed", "5"});
   ASSERT_EQ(r.status, 0) << r.out;
-  EXPECT_NE(r.out.find("eval: harness=mini task=count-lines-tb1 reward="), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("eval: harness=terminal task=count-lines-tb1 reward="), std::string::npos) << r.out;
-  EXPECT_EQ(StoredRuns(dir, "count-lines-tb1"), 2);
+  EXPECT_NE(r.out.find("eval: harness=mini task=c-fix-stack-overflow reward="), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("eval: harness=terminal task=c-fix-stack-overflow reward="), std::string::npos) << r.out;
+  EXPECT_EQ(StoredRuns(dir, "c-fix-stack-overflow"), 2);
 }
 
 TEST(EvalCommandTest, UnknownHarnessIsAnArgumentError) {

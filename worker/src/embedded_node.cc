@@ -9,9 +9,11 @@
 namespace flotilla::worker {
 
 absl::StatusOr<std::unique_ptr<EmbeddedNode>> EmbeddedNode::Start(const std::string& state_dir,
-                                                                   const std::string& cgroup_prefix) {
+                                                                   const std::string& cgroup_prefix,
+                                                                   const std::string& image_dir) {
   sandbox::RuntimeOptions ro;
   ro.state_dir = state_dir;
+  ro.image_dir = image_dir;
   ro.cgroup_prefix = cgroup_prefix;
   ASSIGN_OR_RETURN(std::unique_ptr<sandbox::Runtime> runtime, sandbox::Runtime::Open(ro));
   std::unique_ptr<EmbeddedNode> node(new EmbeddedNode());

@@ -8,6 +8,20 @@
 
 namespace flotilla::worker {
 
+namespace {
+
+// The image's ENV (with the usual PATH, HOME and TERM under it) for a built environment.
+void SetTaskEnv(const TerminalTask& task, v1::ExecRequest* req) {
+  if (task.env.empty()) return;
+  auto& env = *req->mutable_env();
+  env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  env["HOME"] = "/root";
+  env["TERM"] = "dumb";
+  for (const auto& [k, v] : task.env) env[k] = v;
+}
+
+}  // namespace
+
 absl::StatusOr<ExecOutcome> RunCommand(AgentContext& ctx, const std::string& command) {
   int64_t left = ctx.deadline_ms - ctx.options.clock->NowMillis();
   v1::ExecRequest req;
@@ -15,7 +29,8 @@ absl::StatusOr<ExecOutcome> RunCommand(AgentContext& ctx, const std::string& com
   req.add_argv("bash");
   req.add_argv("-lc");
   req.add_argv(command);
-  req.set_cwd("/app");
+  req.set_cwd(ctx.task.workdir);
+  SetTaskEnv(ctx.task, &req);
   req.set_timeout_ms(static_cast<uint32_t>(std::clamp<int64_t>(left, 1, ctx.options.command_timeout_ms)));
   req.set_output_limit_bytes(1 << 20);
   return ctx.sandbox.Exec(req);
@@ -49,9 +64,10 @@ absl::StatusOr<double> RunTests(AgentContext& ctx, std::string* detail) {
   v1::ExecRequest req;
   req.set_sandbox_id(ctx.sandbox_id);
   for (const std::string& a : ctx.task.test_command) req.add_argv(a);
-  req.set_cwd("/app");
+  req.set_cwd(ctx.task.workdir);
   req.set_timeout_ms(ctx.task.test_timeout_ms);
   req.set_output_limit_bytes(1 << 20);
+  SetTaskEnv(ctx.task, &req);
   (*req.mutable_env())["TEST_DIR"] = "/tests";
   (*req.mutable_env())["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
   (*req.mutable_env())["HOME"] = "/root";
@@ -60,11 +76,13 @@ absl::StatusOr<double> RunTests(AgentContext& ctx, std::string* detail) {
                          out.reason == v1::TIMEOUT ? " (timed out)" : "");
   if (ctx.task.reward_file.empty()) return out.exit_code == 0 ? 1.0 : 0.0;
   absl::StatusOr<std::string> text = ctx.sandbox.GetFile(ctx.sandbox_id, ctx.task.reward_file, 4096);
-  if (!text.ok()) {
-    *detail += absl::StrCat("; no reward file: ", text.status().message());
-    return 0.0;
+  if (text.ok()) return ParseReward(*text);
+  if (!ctx.task.reward_json_file.empty()) {
+    absl::StatusOr<std::string> json = ctx.sandbox.GetFile(ctx.sandbox_id, ctx.task.reward_json_file, 1 << 20);
+    if (json.ok()) return ParseRewardJson(*json, ctx.task.reward_json_file);
   }
-  return ParseReward(*text);
+  *detail += absl::StrCat("; no reward file: ", text.status().message());
+  return 0.0;
 }
 
 absl::Status RunReference(AgentContext& ctx) {
@@ -96,6 +114,10 @@ absl::StatusOr<ScaffoldResult> RunScaffold(ChatService& service, SandboxClient& 
   }
   v1::CreateRequest create;
   create.set_policy_name(options.policy_name);
+  create.set_image(task.image);
+  if (task.cpus > 0) create.mutable_resources()->set_cpu_quota_millicores(static_cast<uint32_t>(task.cpus * 1000));
+  if (task.memory_bytes > 0) create.mutable_resources()->set_memory_bytes(task.memory_bytes);
+  if (task.disk_bytes > 0) create.mutable_resources()->set_disk_bytes(task.disk_bytes);
   (*create.mutable_labels())["flotilla.task"] = task.name;
   (*create.mutable_labels())["flotilla.scaffold"] = options.scaffold;
   ASSIGN_OR_RETURN(std::string sandbox_id, sandbox.Create(create));
@@ -125,11 +147,15 @@ absl::StatusOr<ScaffoldResult> RunScaffold(ChatService& service, SandboxClient& 
     return result;
   };
 
-  absl::Status st = CopyFiles(sandbox, sandbox_id, task.environment_files);
+  // A built environment has its files from the Dockerfile; otherwise they are copied to /app.
+  absl::Status st = task.image.empty() ? CopyFiles(sandbox, sandbox_id, task.environment_files) : absl::OkStatus();
   if (st.ok()) {
-    v1::ExecRequest mk;  // in "/": /app may not exist yet
+    v1::ExecRequest mk;  // in "/": the working directory may not exist yet
     mk.set_sandbox_id(sandbox_id);
-    for (const char* a : {"mkdir", "-p", "/app", "/logs/verifier"}) mk.add_argv(a);
+    for (const std::string& a : {std::string("mkdir"), std::string("-p"), task.workdir, std::string("/logs/verifier"),
+                                 std::string("/logs/agent")}) {
+      mk.add_argv(a);
+    }
     mk.set_timeout_ms(30'000);
     auto made = sandbox.Exec(mk);
     if (!made.ok()) {

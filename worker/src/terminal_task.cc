@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "flotilla/common/status.h"
+#include "nlohmann/json.hpp"
 #include "yaml-cpp/yaml.h"
 
 namespace flotilla::worker {
@@ -82,13 +83,59 @@ absl::Status Seconds(const std::map<std::string, std::string>& toml, const std::
   return absl::OkStatus();
 }
 
+// [environment] memory: "2G", "512M", "1024K" or a number of MiB.
+absl::Status Memory(const std::map<std::string, std::string>& toml, const std::string& file, TerminalTask* t) {
+  if (auto it = toml.find("environment.memory_mb"); it != toml.end()) {
+    double mb;
+    if (!absl::SimpleAtod(it->second, &mb) || mb < 8 || mb > (1 << 24)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file, ": environment.memory_mb: expected MiB in [8, 16777216], got '", it->second, "'"));
+    }
+    t->memory_bytes = static_cast<uint64_t>(mb * (1 << 20));
+  }
+  if (auto it = toml.find("environment.memory"); it != toml.end() && t->memory_bytes == 0) {
+    std::string v = absl::AsciiStrToUpper(it->second);
+    double scale = 1 << 20;
+    if (!v.empty() && (v.back() == 'B')) v.pop_back();
+    if (!v.empty() && v.back() == 'G') scale = 1 << 30;
+    if (!v.empty() && v.back() == 'K') scale = 1 << 10;
+    if (!v.empty() && (v.back() == 'G' || v.back() == 'M' || v.back() == 'K')) v.pop_back();
+    double n;
+    if (!absl::SimpleAtod(v, &n) || n * scale < (8 << 20)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file, ": environment.memory: expected a size like \"2G\" or \"512M\", got '", it->second, "'"));
+    }
+    t->memory_bytes = static_cast<uint64_t>(n * scale);
+  }
+  if (auto it = toml.find("environment.storage_mb"); it != toml.end()) {
+    double mb;
+    if (!absl::SimpleAtod(it->second, &mb) || mb < 1 || mb > (1 << 24)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file, ": environment.storage_mb: expected MiB in [1, 16777216], got '", it->second, "'"));
+    }
+    t->disk_bytes = static_cast<uint64_t>(mb * (1 << 20));
+  }
+  if (auto it = toml.find("environment.cpus"); it != toml.end()) {
+    if (!absl::SimpleAtod(it->second, &t->cpus) || t->cpus <= 0 || t->cpus > 1024) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file, ": environment.cpus: expected a number in (0, 1024], got '", it->second, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status LoadV2(const fs::path& dir, TerminalTask* t) {
   t->layout = TerminalTask::Layout::kTerminalBench2;
   ASSIGN_OR_RETURN(std::string toml_text, Read(dir / "task.toml"));
   ASSIGN_OR_RETURN(auto toml, ParseSimpleToml(toml_text, "task.toml"));
   RETURN_IF_ERROR(Seconds(toml, "agent.timeout_sec", "task.toml", &t->agent_timeout_ms));
   RETURN_IF_ERROR(Seconds(toml, "verifier.timeout_sec", "task.toml", &t->test_timeout_ms));
+  RETURN_IF_ERROR(Memory(toml, "task.toml", t));
   ASSIGN_OR_RETURN(t->instruction, Read(dir / "instruction.md"));
+  if (fs::exists(dir / "environment" / "Dockerfile")) {
+    t->dockerfile = (dir / "environment" / "Dockerfile").string();
+    t->build_context = (dir / "environment").string();
+  }
   if (!fs::exists(dir / "tests" / "test.sh")) {
     return absl::InvalidArgumentError(absl::StrCat((dir / "tests").string(), ": test.sh missing"));
   }
@@ -99,6 +146,7 @@ absl::Status LoadV2(const fs::path& dir, TerminalTask* t) {
   RETURN_IF_ERROR(CollectFiles(dir / "tests", "/tests", {}, &t->test_files));
   t->test_command = {"bash", "/tests/test.sh"};
   t->reward_file = "/logs/verifier/reward.txt";
+  t->reward_json_file = "/logs/verifier/reward.json";
   if (fs::exists(dir / "solution" / "solve.sh")) {
     ASSIGN_OR_RETURN(t->solution_script, Read(dir / "solution" / "solve.sh"));
   }
@@ -118,6 +166,10 @@ absl::Status LoadV1(const fs::path& dir, TerminalTask* t) {
     return absl::InvalidArgumentError("task.yaml: instruction: required string");
   }
   t->instruction = y["instruction"].as<std::string>();
+  if (fs::exists(dir / "Dockerfile")) {
+    t->dockerfile = (dir / "Dockerfile").string();
+    t->build_context = dir.string();
+  }
   for (auto [key, out] : {std::pair{"max_agent_timeout_sec", &t->agent_timeout_ms},
                           std::pair{"max_test_timeout_sec", &t->test_timeout_ms}}) {
     if (!y[key]) continue;
@@ -154,11 +206,14 @@ absl::StatusOr<TerminalTask> LoadTerminalTask(const std::string& dir_text) {
   fs::path dir(dir_text);
   if (!fs::is_directory(dir)) return absl::NotFoundError(absl::StrCat("task ", dir_text, ": not a directory"));
   TerminalTask t;
+  t.dir = fs::absolute(dir).lexically_normal().string();
   t.name = fs::absolute(dir).lexically_normal().filename().string();
   if (t.name.empty()) t.name = fs::absolute(dir).lexically_normal().parent_path().filename().string();
   if (fs::exists(dir / "task.toml")) {
+    dir = fs::path(t.dir);
     RETURN_IF_ERROR(Annotate(LoadV2(dir, &t), absl::StrCat("task ", dir_text)));
   } else if (fs::exists(dir / "task.yaml")) {
+    dir = fs::path(t.dir);
     RETURN_IF_ERROR(Annotate(LoadV1(dir, &t), absl::StrCat("task ", dir_text)));
   } else {
     return absl::InvalidArgumentError(
@@ -174,6 +229,27 @@ absl::StatusOr<double> ParseReward(const std::string& text) {
     return absl::InvalidArgumentError(absl::StrCat("reward file: expected a number, got '", s.substr(0, 40), "'"));
   }
   return v;
+}
+
+absl::StatusOr<double> ParseRewardJson(const std::string& text, const std::string& file) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(file, ": not JSON"));
+  if (j.is_number()) return j.get<double>();
+  if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(file, ": expected a number or an object"));
+  if (j.contains("reward")) {
+    if (!j["reward"].is_number()) return absl::InvalidArgumentError(absl::StrCat(file, ": reward: expected a number"));
+    return j["reward"].get<double>();
+  }
+  double sum = 0;
+  int n = 0;
+  for (const auto& [k, v] : j.items()) {
+    if (v.is_number()) {
+      sum += v.get<double>();
+      ++n;
+    }
+  }
+  if (n == 0) return absl::InvalidArgumentError(absl::StrCat(file, ": no numeric member to take the reward from"));
+  return sum / n;
 }
 
 }  // namespace flotilla::worker

@@ -165,6 +165,9 @@ struct CleanupReport {
 
 struct RuntimeOptions {
   std::string state_dir = "/var/lib/flotilla";  // layers, images, the sandboxes' mount points
+  // Where image layers and names live (layers/, images/, base/), when not under state_dir:
+  // runtimes with their own state dirs then share one store of built environments.
+  std::string image_dir;
   // Cgroups are "<cgroup_prefix>/<instance>.<sandbox id>" (the instance names the runtime
   // process, so that a later runtime can tell a dead one's leftovers). The last runtime of a prefix removes
   // the empty "<cgroup_prefix>" parent at close, unless keep_cgroup_prefix: then it stays for
@@ -283,5 +286,9 @@ absl::Status RemoveNodeSharedState(const RuntimeOptions& options);
 // machine's apt configuration). Progress lines go to `progress` (may be null).
 absl::Status BuildImage(const std::string& state_dir, const std::string& name,
                         const std::string& suite, const std::function<void(std::string_view)>& progress);
+
+// The URI of the first apt source of this machine that serves `suite` (the mirror BuildImage
+// uses). NotFound when none does.
+absl::StatusOr<std::string> DebianMirrorFor(const std::string& suite);
 
 }  // namespace flotilla::sandbox

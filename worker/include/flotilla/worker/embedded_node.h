@@ -24,8 +24,10 @@ namespace flotilla::worker {
 class EmbeddedNode {
  public:
   // Unavailable when this host cannot run sandboxes (not root, no user namespaces...).
+  // `image_dir`: where image layers live when not under state_dir (built environments).
   static absl::StatusOr<std::unique_ptr<EmbeddedNode>> Start(const std::string& state_dir,
-                                                             const std::string& cgroup_prefix);
+                                                             const std::string& cgroup_prefix,
+                                                             const std::string& image_dir = "");
   ~EmbeddedNode();
   std::shared_ptr<grpc::Channel> channel() const { return channel_; }
 

@@ -1,14 +1,22 @@
 // TerminalTask: a Terminal-Bench style task folder, in either layout.
 //
-//   1.x: task.yaml (instruction, max_agent_timeout_sec, max_test_timeout_sec), run-tests.sh,
-//        tests/..., solution.sh, and environment files beside them (Dockerfile and
-//        docker-compose files are not used: tasks run in the sandbox's image).
-//   2.x: task.toml ([agent] timeout_sec, [verifier] timeout_sec), instruction.md,
-//        environment/... (Dockerfile ignored likewise), tests/test.sh, which writes the reward
-//        to /logs/verifier/reward.txt, and solution/solve.sh.
+//   1.x: task.yaml (instruction, max_agent_timeout_sec, max_test_timeout_sec), Dockerfile,
+//        run-tests.sh, tests/..., solution.sh; the build context is the task folder.
+//   2.x (Harbor): task.toml ([agent] timeout_sec, [verifier] timeout_sec, [environment] cpus,
+//        memory_mb or memory ("2G"), storage_mb), instruction.md, environment/Dockerfile (the
+//        build context is environment/), tests/test.sh, which writes the reward to
+//        /logs/verifier/reward.txt or /logs/verifier/reward.json, and solution/solve.sh.
 //
-// Environment files go to /app (the agent's working directory) before the agent starts; test
-// files go to /tests only after it has finished, so the agent never sees them.
+// A task with a Dockerfile runs in the environment built from it (the caller builds it with
+// flotilla::environments and sets `image`, `workdir` and `env`); its files reach the image
+// only through the Dockerfile's COPY/ADD, as under Docker. A task without one runs in the
+// sandbox's default image with its environment files copied to /app. Test files go to /tests
+// only after the agent has finished, so the agent never sees them.
+//
+// The reward of a 2.x task: reward.txt when the tests wrote it (a number); otherwise
+// reward.json: a number, or an object whose "reward" member is a number, or else the mean of
+// the object's numeric members. reward.txt wins when both exist. 1.x: 1 when the test
+// command exited 0, else 0.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +40,20 @@ struct TerminalTask {
   std::vector<std::string> test_command;                 // run after copying the test files
   std::string solution_script;                           // the reference solution (bash)
   std::string reward_file;                               // 2.x: read for the reward; 1.x: ""
+  std::string reward_json_file;                          // 2.x: read when reward_file is absent
+
+  std::string dir;             // the task folder, absolute
+  std::string dockerfile;      // its Dockerfile ("" when it has none)
+  std::string build_context;   // the Dockerfile's build context
+  double cpus = 0;             // [environment] cpus; 0: the policy's
+  uint64_t memory_bytes = 0;   // [environment] memory_mb / memory; 0: the policy's
+  uint64_t disk_bytes = 0;     // [environment] storage_mb; 0: the policy's
+
+  // Set by the caller once the environment is built: the sandbox image ("sha256:<hex>" or a
+  // root filesystem folder), the image's WORKDIR (commands run there; default /app) and ENV.
+  std::string image;
+  std::string workdir = "/app";
+  std::map<std::string, std::string> env;
 };
 
 // Loads a task folder; errors name the file and field ("task.toml: agent.timeout_sec: ...").
@@ -40,5 +62,7 @@ absl::StatusOr<TerminalTask> LoadTerminalTask(const std::string& dir);
 // Reward of a finished test run: 2.x parses the reward file's number; 1.x is 1 when the test
 // command exited 0, else 0.
 absl::StatusOr<double> ParseReward(const std::string& reward_file_text);
+// reward.json's reward (see above); errors name `file`.
+absl::StatusOr<double> ParseRewardJson(const std::string& text, const std::string& file);
 
 }  // namespace flotilla::worker

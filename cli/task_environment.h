@@ -1,0 +1,27 @@
+// Task environments for `flotilla eval` and `flotilla worker run`: a task with a Dockerfile
+// is built (from the cache when unchanged) and pointed at its image before it runs.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "flotilla/environments/env_builder.h"
+#include "flotilla/worker/terminal_task.h"
+
+namespace flotilla::cli {
+
+// A tag from a folder name: lower case, anything but [a-z0-9._-] turned into '-'.
+std::string EnvTagOf(const std::string& name);
+
+// Builds `task`'s Dockerfile, tags it "task-<name>", and sets task->image, workdir (the
+// image's WORKDIR, "/" without one, as under Docker) and env. Does nothing for a task without
+// a Dockerfile. Errors name the task and the Dockerfile line.
+absl::Status PrepareTaskEnvironment(environments::EnvBuilder& builder, worker::TerminalTask* task,
+                                    const std::function<void(std::string_view)>& progress);
+
+// Options of a builder over `store_dir` whose runtimes use this CLI's zygote.
+environments::EnvBuilderOptions CliEnvBuilderOptions(const std::string& store_dir);
+
+}  // namespace flotilla::cli
