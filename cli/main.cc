@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   flotilla::cli::AddRunCommand(app, &exit_code);
   flotilla::cli::AddEvalCommand(app, &exit_code);
   flotilla::cli::AddEnvCommand(app, &exit_code);
+  flotilla::cli::AddSynthCommand(app, &exit_code);
   flotilla::cli::AddBenchCommand(app, &exit_code);
   flotilla::cli::AddBenchRolloutCommand(app, &exit_code);
   flotilla::cli::AddTrajectoriesCommand(app, &exit_code);

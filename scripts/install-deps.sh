@@ -12,7 +12,7 @@ PACKAGES=(
   clang llvm
   libopenblas-dev libopenblas0-pthread
   python3 python3-torch python3-grpcio python3-protobuf python3-numpy
-  iproute2 uidmap runc apparmor debootstrap
+  iproute2 uidmap runc apparmor debootstrap dpkg-dev
   chromium
 )
 
