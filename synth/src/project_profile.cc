@@ -25,7 +25,7 @@ std::string ReadHead(const fs::path& p, size_t limit = 1 << 20) {
 // Folders never looked into: packaging, VCS, documentation, examples, benchmarks.
 bool Skipped(const std::string& top) {
   static const char* kSkip[] = {".git", ".pc", "debian", "doc", "docs", "examples", "bench", "benchmarks",
-                                "conda.recipe", "build", ".tox", "dist"};
+                                "conda.recipe", "build", ".tox", "dist", "contrib"};
   for (const char* s : kSkip) {
     if (top == s) return true;
   }
@@ -43,7 +43,7 @@ bool IsPythonTest(const fs::path& rel) {
 }
 
 constexpr const char* kPythonTestScript =
-    "cd /app && env -i PATH=/usr/bin:/bin HOME=/root LANG=C.UTF-8 python3 -B -s -m pytest -rA -q "
+    "cd /app && env -i PATH=/usr/bin:/bin HOME=/root LANG=C.UTF-8 COLUMNS=400 python3 -B -s -m pytest -rA -q "
     "-p no:cacheprovider --confcutdir=/app --color=no 2>&1";
 
 }  // namespace
@@ -149,8 +149,16 @@ absl::StatusOr<ProjectProfile> DetectProject(const std::string& repo_dir) {
 std::string ProjectDockerfile(const ProjectProfile& p, bool with_git_base) {
   std::ostringstream d;
   d << "FROM debian:bookworm-slim\n";
-  d << "RUN apt-get update && apt-get install -y --no-install-recommends " << absl::StrJoin(p.packages, " ")
-    << " && rm -rf /var/lib/apt/lists/*\n";
+  // The packages come as .debs in the build context, fetched on the host from its apt
+  // configuration (deb_cache.h), so the build needs no network.
+  d << "# Debian packages: " << absl::StrJoin(p.packages, " ") << " and their dependencies\n";
+  d << "COPY debs/ /tmp/debs/\n";
+  // dpkg -i does not order Pre-Depends within one call: each pass gets one level further (at
+  // most five passes); dpkg --audit then says whether anything is still half-installed.
+  d << "RUN for pass in 1 2 3 4 5; do dpkg -i /tmp/debs/*.deb >>/tmp/dpkg.log 2>&1 && break; done; "
+       "dpkg --configure -a >>/tmp/dpkg.log 2>&1; "
+       "a=$(dpkg --audit); if [ -n \"$a\" ]; then grep -A4 'dpkg: error' /tmp/dpkg.log | tail -40; echo \"$a\"; exit 1; "
+       "fi; rm -rf /tmp/debs /tmp/dpkg.log\n";
   d << "COPY repo/ /app/\n";
   d << "WORKDIR /app\n";
   if (!p.build_script.empty()) d << "RUN " << p.build_script << "\n";

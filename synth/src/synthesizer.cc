@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "flotilla/common/status.h"
+#include "deb_cache.h"
 #include "flotilla/synth/c_mutator.h"
 #include "flotilla/synth/synth_state.h"
 #include "flotilla/synth/test_results.h"
@@ -148,6 +149,7 @@ class Run {
   std::unique_ptr<environments::EnvBuilder> builder_;
   std::unique_ptr<sandbox::Runtime> runtime_;
   std::string base_top_;
+  std::string debs_dir_;
   std::unique_ptr<TestSandbox> sandbox_;
   Baseline baseline_;
 };
@@ -184,6 +186,19 @@ absl::Status Run::EnvironmentStage() {
   }
   std::ofstream(ctx / "Dockerfile") << ProjectDockerfile(profile_, false);
   builder_ = std::make_unique<environments::EnvBuilder>(o_.builder);
+  // The base root filesystem decides which packages the environment still needs.
+  fs::path from_only = fs::path(o_.out) / ".work" / "base-only";
+  fs::create_directories(from_only, ec);
+  std::ofstream(from_only / "Dockerfile") << "FROM debian:bookworm-slim\n";
+  auto base = builder_->Build(from_only.string(), (from_only / "Dockerfile").string(), {});
+  if (!base.ok()) return Refuse("environment", base.status());
+  if (base->image.top.rfind("dir:", 0) != 0) {
+    return Refuse("environment", absl::InternalError("debian:bookworm-slim is not a root filesystem: " + base->image.top));
+  }
+  auto debs = FetchDebs(profile_.packages, base->image.top.substr(4), o_.builder.store_dir + "/synth-debs");
+  if (!debs.ok()) return Refuse("environment", debs.status());
+  debs_dir_ = *debs;
+  RETURN_IF_ERROR(LinkDebs(debs_dir_, (ctx / "debs").string()));
   environments::BuildOptions bo;
   bo.tag = SafeName("synth-" + package_ + "-base");
   bo.progress = [this](std::string_view l) { Say("  build: " + std::string(l)); };
@@ -411,6 +426,7 @@ absl::Status Run::WriteAndProbe(CandidateRow& c, int index) {
   spec.hidden_sha256 = baseline_.hidden_sha256;
   spec.runner_sha256 = baseline_.runner_sha256;
   spec.base_files = baseline_.base_files;
+  spec.debs_dir = debs_dir_;
   spec.timings["validate_seconds"] = c.seconds;
   spec.timings["suite_seconds"] = baseline_.seconds;
   fs::path dir = fs::path(o_.out) / spec.name;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "deb_cache.h"
 #include "flotilla/common/status.h"
 
 namespace flotilla::synth {
@@ -131,7 +132,7 @@ absl::Status WriteTask(const std::string& dir_s, const std::string& repo_dir, co
        << "\nbase_hash = " << Toml(spec.base_hash) << "\nsource = " << Toml(spec.source)
        << "\nmutation_kind = " << Toml(spec.kind) << "\nfile = " << Toml(spec.file)
        << "\nlanguage = " << Toml(p.language) << "\nrunner = " << Toml(p.runner)
-       << "\nfail_to_pass = " << TomlList(spec.fail_to_pass) << "\npass_to_pass_count = " << spec.pass_to_pass.size()
+       << "\nfail_to_pass = " << TomlList(spec.fail_to_pass) << "\npass_to_pass = " << TomlList(spec.pass_to_pass)
        << "\ndifficulty_reason = \"no model configured: solve rate not measured\"\n\n[synth.timings]\n";
   for (const auto& [k, v] : spec.timings) toml << k << " = " << v << "\n";
   RETURN_IF_ERROR(WriteFile(dir / "task.toml", toml.str()));
@@ -139,6 +140,7 @@ absl::Status WriteTask(const std::string& dir_s, const std::string& repo_dir, co
   RETURN_IF_ERROR(CopyTree(repo_dir, dir / "environment" / "repo"));
   RETURN_IF_ERROR(WriteFile(dir / "environment" / "repo" / spec.file, spec.broken_content));
   RETURN_IF_ERROR(WriteFile(dir / "environment" / "Dockerfile", ProjectDockerfile(p, true)));
+  RETURN_IF_ERROR(LinkDebs(spec.debs_dir, (dir / "environment" / "debs").string()));
 
   for (const std::string& t : p.test_files) {
     fs::path src = fs::path(repo_dir) / t;

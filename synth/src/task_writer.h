@@ -3,7 +3,7 @@
 //   <name>/instruction.md        the problem statement (failing tests and their messages)
 //   <name>/task.toml             timeouts and [synth] provenance
 //   <name>/environment/          Dockerfile + repo/ (the broken tree; a one-commit repository
-//                                is made from it while building)
+//                                is made from it while building) + debs/ (Debian packages)
 //   <name>/tests/test.sh         the verifier (writes /logs/verifier/reward.txt)
 //   <name>/tests/hidden/...      the repository's tests and harness files, restored by test.sh
 //   <name>/tests/*.txt|*.sha256  expected tests, hashes of the hidden files and of the runner
@@ -36,6 +36,7 @@ struct TaskSpec {
   std::string runner_sha256;    // fingerprint of the runner (RunnerFingerprintScript's output)
   std::string base_files;       // the tree's Python files at the base, one a line (python only)
   std::map<std::string, double> timings;
+  std::string debs_dir;         // the environment's .debs (deb_cache.h), linked into environment/debs/
 };
 
 // A shell command printing one hash of the packages' files (dpkg -V), Python startup hooks
