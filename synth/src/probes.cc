@@ -117,9 +117,12 @@ r=$(git for-each-ref 2>/dev/null | wc -l); [ "$r" -le 1 ] || echo "LEAK: $r refs
 f=$(find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /usr/share -o -path /usr/lib \) -prune -o \( -name '*.orig' -o -name '*.rej' -o -name '*.pyc' -o -name __pycache__ -o -name '*.patch' -o -name '*.diff' \) -print 2>/dev/null | head -3)
 [ -z "$f" ] || echo "LEAK: $f"
 if [ -s /run/fix-lines.txt ] && grep -q . /run/fix-lines.txt; then
-  g=$(git cat-file --batch-all-objects --batch 2>/dev/null | grep -aF -f /run/fix-lines.txt | head -2)
+  # Whole lines, leading and trailing blanks aside (the fix lines are stored stripped).
+  strip() { sed 's/^[[:space:]]*//; s/[[:space:]]*$//'; }
+  g=$(git cat-file --batch-all-objects --batch 2>/dev/null | strip | grep -axF -f /run/fix-lines.txt | head -2)
   [ -z "$g" ] || echo "LEAK: a git object holds: $g"
-  g=$(grep -rIlF -f /run/fix-lines.txt /app /root /tmp /var/tmp /home /opt /srv /usr/local --exclude-dir=.git 2>/dev/null | head -2)
+  g=$(grep -rIlF -f /run/fix-lines.txt /app /root /tmp /var/tmp /home /opt /srv /usr/local --exclude-dir=.git 2>/dev/null |
+      while read -r f; do strip < "$f" | grep -qxF -f /run/fix-lines.txt && echo "$f"; done | head -2)
   [ -z "$g" ] || echo "LEAK: files hold a line of the fix: $g"
 fi
 true)SH";
