@@ -35,6 +35,8 @@ void AddEvalCommand(CLI::App& app, int* exit_code);
 void RegisterEvalBench(CLI::App& bench, int* exit_code);
 // `flotilla env build|ls|rm|prune`: task environments from Dockerfiles (env_command.cc).
 void AddEnvCommand(CLI::App& app, int* exit_code);
+// `flotilla synth`: coding tasks synthesized from a source tree (synth_command.cc).
+void AddSynthCommand(CLI::App& app, int* exit_code);
 // `flotilla bench rollout` (trainer_bridge); creates `bench` if no one has yet.
 void AddBenchRolloutCommand(CLI::App& app, int* exit_code);
 // `flotilla bridge serve|status|reconfigure` (trainer_bridge).

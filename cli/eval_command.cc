@@ -140,6 +140,9 @@ int Eval(const EvalFlags& f) {
       so.scaffold = harness;
       so.experiment = wo.experiment;
       so.seed = f.seed + run_index++;
+      // Harbor's names for the two fixed agents.
+      if (so.agent == "oracle") so.agent = "reference";
+      if (so.agent == "nop") so.agent = "none";
       auto r = worker::RunScaffold(w->service(), sandbox, task, so);
       if (!r.ok()) {
         ++failures;
@@ -190,7 +193,7 @@ void AddEvalCommand(CLI::App& app, int* exit_code) {
                  "job mode, --resume: rerun only trials with these error types (repeatable)");
   ev->add_option("--harness", flags->harnesses, "comma-separated built-in harnesses: mini, terminal");
   ev->add_option("--tasks-per-harness", flags->tasks_per_harness, "first N tasks in name order (0: all)");
-  ev->add_option("--agent", flags->scaffold.agent, "model, reference (the task's solution) or none");
+  ev->add_option("--agent", flags->scaffold.agent, "model, reference or oracle (the task's solution), none or nop (nothing)");
   ev->add_option("--max-steps", flags->scaffold.max_steps, "agent turns at most");
   ev->add_option("--max-tokens", flags->scaffold.max_tokens, "tokens per model turn");
   ev->add_option("--temperature", flags->scaffold.temperature, "sampling temperature");

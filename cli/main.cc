@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   flotilla::cli::AddEvalCommand(app, &exit_code);
   flotilla::cli::AddMergeCommand(app, &exit_code);
   flotilla::cli::AddEnvCommand(app, &exit_code);
+  flotilla::cli::AddSynthCommand(app, &exit_code);
   flotilla::cli::AddBenchCommand(app, &exit_code);
   flotilla::cli::AddBenchRolloutCommand(app, &exit_code);
   flotilla::cli::AddTrajectoriesCommand(app, &exit_code);

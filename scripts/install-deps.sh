@@ -13,7 +13,7 @@ PACKAGES=(
   libopenblas-dev libopenblas0-pthread
   libpcre2-dev libutf8proc-dev
   python3 python3-torch python3-grpcio python3-protobuf python3-numpy python3-jinja2
-  iproute2 uidmap runc apparmor debootstrap
+  iproute2 uidmap runc apparmor debootstrap dpkg-dev
   chromium
 )
 

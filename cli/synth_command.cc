@@ -1,0 +1,74 @@
+// `flotilla synth`: validated coding tasks from a source tree with a test suite.
+//
+//   flotilla synth --repo SRC --out TASKS_DIR [--max-tasks N] [--max-candidates N] [--model M]
+//                  [--package NAME] [--version V] [--seed S] [--env-store DIR]
+//   flotilla synth stats --out TASKS_DIR
+//
+// Progress lines go to stderr; the summary (the stats) to stdout. A rerun on the same
+// TASKS_DIR resumes from its synth.db. Exit status: 0 at least one valid task, 1 none (the
+// reasons are printed and kept in TASKS_DIR/REPORT.txt), 2 bad arguments.
+#include <iostream>
+
+#include "commands.h"
+#include "flotilla/synth/synthesizer.h"
+#include "task_environment.h"
+
+namespace flotilla::cli {
+namespace {
+
+struct SynthFlags {
+  synth::SynthOptions options;
+  std::string env_store = "/var/lib/flotilla";
+};
+
+int Synthesize(SynthFlags& f) {
+  if (f.options.repo.empty() || f.options.out.empty()) {
+    std::cerr << "flotilla synth: --repo and --out are required\n";
+    return 2;
+  }
+  f.options.builder = CliEnvBuilderOptions(f.env_store);
+  auto s = synth::RunSynth(f.options, [](std::string_view l) { std::cerr << l << std::flush; });
+  if (!s.ok()) {
+    std::cerr << "flotilla synth: " << s.status().message() << "\n";
+    return s.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  std::cout << s->report;
+  return 0;
+}
+
+}  // namespace
+
+void AddSynthCommand(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<SynthFlags>();
+  CLI::App* sy = app.add_subcommand("synth", "Synthesize validated coding tasks from a source tree");
+  sy->require_subcommand(0, 1);
+  sy->add_option("--repo", f->options.repo, "source tree with a test suite (Python/pytest, C/make check)");
+  sy->add_option("--out", f->options.out, "folder of the task folders and synth.db");
+  sy->add_option("--max-tasks", f->options.max_tasks, "stop after this many valid tasks")->capture_default_str();
+  sy->add_option("--max-candidates", f->options.max_candidates, "validation attempts at most")->capture_default_str();
+  sy->add_option("--model", f->options.model, "model for statements, rewrites and difficulty (none: deterministic)");
+  sy->add_option("--package", f->options.package, "provenance: source package (default: debian/changelog's)");
+  sy->add_option("--version", f->options.version, "provenance: its version (default: debian/changelog's)");
+  sy->add_option("--seed", f->options.seed, "order in which mutations are tried")->capture_default_str();
+  sy->add_option("--env-store", f->env_store, "where environments are built (flotilla env)")->capture_default_str();
+  CLI::App* stats = sy->add_subcommand("stats", "Yield per stage and seconds per valid task");
+  auto stats_out = std::make_shared<std::string>();
+  stats->add_option("--out", *stats_out, "the synth output folder")->required();
+  stats->callback([stats_out, exit_code] {
+    auto s = synth::SynthStats(*stats_out);
+    if (!s.ok()) {
+      std::cerr << "flotilla synth stats: " << s.status().message() << "\n";
+      *exit_code = 1;
+      return;
+    }
+    std::cout << *s;
+    *exit_code = 0;
+  });
+  sy->callback([f, sy, stats, exit_code] {
+    if (stats->parsed()) return;
+    (void)sy;
+    *exit_code = Synthesize(*f);
+  });
+}
+
+}  // namespace flotilla::cli

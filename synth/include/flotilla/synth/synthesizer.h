@@ -1,0 +1,66 @@
+// Synthesizer: turns a source tree with a test suite into validated Harbor-format coding tasks.
+//
+//   SynthOptions o{.repo = "src/toolz-0.12.0", .out = "tasks/toolz", .max_tasks = 5};
+//   ASSIGN_OR_RETURN(SynthSummary s, RunSynth(o, [](std::string_view l) { std::cerr << l; }));
+//
+// Stages (state in <out>/synth.db, see synth_state.h; a rerun resumes):
+//   environment  detect language and runner, write a Debian-only Dockerfile, build it with
+//                environments::EnvBuilder, run the suite three times at the base state; accept
+//                when >= 80 % of the tests pass; tests whose outcome changes between runs are
+//                flaky and never used.
+//   sources      procedural mutations (Python: synth/scripts/py_mutate.py, run with the
+//                environment's python3; C: MutateC); commit mining and model rewrites are
+//                recorded as skipped with their reason.
+//   validate     each candidate's broken state runs the suite: >= 1 fail-to-pass test, every
+//                other base-passing test still passing, at most half the suite broken.
+//   write        instruction (from failing test names and messages, never the diff), task.toml
+//                with provenance, environment/ (the broken tree as a fresh one-commit
+//                repository), tests/ (verifier restoring hidden tests, checking their hashes and
+//                the runner's), solution/solve.sh.
+//   probe        in the task's own built environment: oracle scores 1; nop, deleting the tests,
+//                editing the tests and replacing the runner score 0; no line unique to the fix
+//                is found in the environment. A candidate failing any probe is dropped (the next
+//                mutation takes its place: repair), its task folder removed, the reason kept.
+// Difficulty needs a model (the solve rate through `flotilla eval`); without one it is
+// recorded as unknown.
+//
+// Thread-safety: one RunSynth per output folder at a time.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "flotilla/environments/env_builder.h"
+
+namespace flotilla::synth {
+
+struct SynthOptions {
+  std::string repo;          // source tree (a Debian source package unpacked, or any folder)
+  std::string out;           // task folders and synth.db go here
+  int max_tasks = 10;
+  int max_candidates = 200;  // validation attempts at most
+  std::string model;         // empty: no model (deterministic statements, difficulty unknown)
+  std::string package;       // provenance: source package name (default: the folder's name)
+  std::string version;       // provenance: its version (default: debian/changelog's, else "")
+  uint64_t seed = 1;         // order in which candidates are tried
+  environments::EnvBuilderOptions builder;
+};
+
+struct SynthSummary {
+  int candidates = 0;  // generated
+  int tried = 0;       // validated or rejected so far
+  int validated = 0;   // passed validation
+  int valid = 0;       // tasks written and passing every probe
+  double seconds = 0;  // all stages, this run and earlier ones
+  std::string report;  // human-readable, one line per stage
+};
+
+absl::StatusOr<SynthSummary> RunSynth(const SynthOptions& options,
+                                      const std::function<void(std::string_view)>& progress);
+
+// The yield of each stage and seconds per valid task, from <out>/synth.db.
+absl::StatusOr<std::string> SynthStats(const std::string& out_dir);
+
+}  // namespace flotilla::synth

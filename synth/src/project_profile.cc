@@ -1,0 +1,173 @@
+#include "project_profile.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace flotilla::synth {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ReadHead(const fs::path& p, size_t limit = 1 << 20) {
+  std::ifstream in(p, std::ios::binary);
+  std::string s(limit, '\0');
+  in.read(s.data(), static_cast<std::streamsize>(limit));
+  s.resize(static_cast<size_t>(in.gcount()));
+  return s;
+}
+
+// Folders never looked into: packaging, VCS, documentation, examples, benchmarks.
+bool Skipped(const std::string& top) {
+  static const char* kSkip[] = {".git", ".pc", "debian", "doc", "docs", "examples", "bench", "benchmarks",
+                                "conda.recipe", "build", ".tox", "dist", "contrib"};
+  for (const char* s : kSkip) {
+    if (top == s) return true;
+  }
+  return false;
+}
+
+bool IsPythonTest(const fs::path& rel) {
+  std::string name = rel.filename().string();
+  if (name == "conftest.py") return true;
+  if (absl::StartsWith(name, "test_") || absl::EndsWith(name, "_test.py")) return true;
+  for (const auto& part : rel.parent_path()) {
+    if (part == "tests" || part == "test" || part == "testing") return true;
+  }
+  return false;
+}
+
+constexpr const char* kPythonTestScript =
+    "cd /app && env -i PATH=/usr/bin:/bin HOME=/root LANG=C.UTF-8 COLUMNS=400 python3 -B -s -m pytest -rA -q "
+    "-p no:cacheprovider --confcutdir=/app --color=no 2>&1";
+
+}  // namespace
+
+absl::StatusOr<ProjectProfile> DetectProject(const std::string& repo_dir) {
+  std::error_code ec;
+  if (!fs::is_directory(repo_dir, ec)) {
+    return absl::NotFoundError(absl::StrCat("--repo: '", repo_dir, "' is not a folder"));
+  }
+  std::vector<std::string> py_src, py_tests, c_src, harness;
+  bool has_configure_ac = false, has_makefile_check = false, has_makefile_am_tests = false;
+  for (auto it = fs::recursive_directory_iterator(repo_dir, ec); it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (ec) break;
+    fs::path rel = fs::relative(it->path(), repo_dir);
+    if (it.depth() == 0 && it->is_directory() && Skipped(rel.string())) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (!it->is_regular_file()) continue;
+    std::string name = rel.filename().string();
+    std::string r = rel.string();
+    if (absl::EndsWith(name, ".py")) {
+      if (IsPythonTest(rel)) {
+        py_tests.push_back(r);
+      } else if (name != "setup.py" && name != "versioneer.py" && name != "_version.py" &&
+                 rel.begin() != rel.end() && rel.has_parent_path()) {
+        py_src.push_back(r);
+      }
+    } else if (absl::EndsWith(name, ".c")) {
+      bool test_dir = false;
+      for (const auto& part : rel.parent_path()) test_dir |= part == "tests" || part == "test";
+      (test_dir ? harness : c_src).push_back(r);
+    }
+    if (r == "configure.ac") has_configure_ac = true;
+    if (r == "Makefile.am" || absl::EndsWith(r, "/Makefile.am")) {
+      harness.push_back(r);
+      if (absl::StrContains(ReadHead(it->path()), "TESTS")) has_makefile_am_tests = true;
+    }
+    if (r == "Makefile" || r == "Makefile.in") {
+      std::string mk = ReadHead(it->path());
+      if (absl::StrContains(mk, "\ncheck:") || absl::StartsWith(mk, "check:")) has_makefile_check = true;
+    }
+    if (r == "configure.ac" || r == "configure" || r == "Makefile.in" || r == "Makefile" ||
+        absl::StartsWith(r, "tests/") || absl::StartsWith(r, "test/")) {
+      if (!absl::EndsWith(name, ".c") && !absl::EndsWith(name, ".py")) harness.push_back(r);
+    }
+  }
+  std::sort(py_src.begin(), py_src.end());
+  std::sort(py_tests.begin(), py_tests.end());
+  std::sort(c_src.begin(), c_src.end());
+  std::sort(harness.begin(), harness.end());
+  harness.erase(std::unique(harness.begin(), harness.end()), harness.end());
+  ProjectProfile p;
+  if (!py_tests.empty() && !py_src.empty() && py_src.size() >= c_src.size()) {
+    p.language = "python";
+    p.runner = "pytest";
+    p.reasons.push_back(absl::StrCat(py_src.size(), " Python source files and ", py_tests.size(),
+                                     " test files (test_*.py, *_test.py, tests/)"));
+    p.reasons.push_back(
+        "pytest runs both pytest-style and unittest-style tests and reports each test by id (-rA), so it is the "
+        "runner either way");
+    p.packages = {"python3", "python3-pytest", "git"};
+    p.test_script = kPythonTestScript;
+    p.source_files = py_src;
+    p.test_files = py_tests;
+    for (const char* cfg : {"pytest.ini", "setup.cfg", "tox.ini", "pyproject.toml"}) {
+      if (fs::exists(fs::path(repo_dir) / cfg, ec)) p.test_files.push_back(cfg);
+    }
+    return p;
+  }
+  if (!c_src.empty() && (has_makefile_am_tests || has_makefile_check)) {
+    p.language = "c";
+    p.packages = {"build-essential", "git"};
+    if (has_configure_ac && has_makefile_am_tests) {
+      p.runner = "automake";
+      p.reasons.push_back("configure.ac and a Makefile.am with TESTS: automake's harness prints PASS:/FAIL: per test");
+      p.packages.insert(p.packages.end(), {"autoconf", "automake", "libtool", "pkgconf"});
+      p.build_script = "cd /app && (test -x configure || autoreconf -fi) && ./configure -q && make -j2";
+    } else {
+      p.runner = "make-check";
+      p.reasons.push_back("a Makefile with a check target: the whole `make check` is one test");
+      p.build_script = "cd /app && (test -x configure && ./configure || true) && make -j2";
+    }
+    p.reasons.push_back(absl::StrCat(c_src.size(), " C source files outside tests/"));
+    p.test_script = p.runner == "automake"
+                        ? "cd /app && make -j2 check >/tmp/check.out 2>&1; s=$?; cat /tmp/check.out; "
+                          "find . -name test-suite.log -exec cat {} +; exit $s"
+                        : "cd /app && if make -j2 check 2>&1; then echo 'PASS: make-check'; else echo "
+                          "'FAIL: make-check'; fi";
+    p.source_files = c_src;
+    p.test_files = harness;
+    return p;
+  }
+  std::vector<std::string> seen;
+  if (!py_src.empty()) seen.push_back(absl::StrCat(py_src.size(), " Python files but no test files"));
+  if (!c_src.empty()) seen.push_back(absl::StrCat(c_src.size(), " C files but no make check target or TESTS"));
+  if (seen.empty()) seen.push_back("no Python or C sources");
+  return absl::FailedPreconditionError(absl::StrCat("--repo '", repo_dir, "': no test suite found (",
+                                                    absl::StrJoin(seen, "; "), ")"));
+}
+
+std::string ProjectDockerfile(const ProjectProfile& p, bool with_git_base) {
+  std::ostringstream d;
+  d << "FROM debian:bookworm-slim\n";
+  // The packages come as .debs in the build context, fetched on the host from its apt
+  // configuration (deb_cache.h), so the build needs no network.
+  d << "# Debian packages: " << absl::StrJoin(p.packages, " ") << " and their dependencies\n";
+  d << "COPY debs/ /tmp/debs/\n";
+  // dpkg -i does not order Pre-Depends within one call: each pass gets one level further (at
+  // most five passes); dpkg --audit then says whether anything is still half-installed.
+  d << "RUN for pass in 1 2 3 4 5; do dpkg -i /tmp/debs/*.deb >>/tmp/dpkg.log 2>&1 && break; done; "
+       "dpkg --configure -a >>/tmp/dpkg.log 2>&1; "
+       "a=$(dpkg --audit); if [ -n \"$a\" ]; then grep -A4 'dpkg: error' /tmp/dpkg.log | tail -40; echo \"$a\"; exit 1; "
+       "fi; rm -rf /tmp/debs /tmp/dpkg.log\n";
+  d << "COPY repo/ /app/\n";
+  d << "WORKDIR /app\n";
+  if (!p.build_script.empty()) d << "RUN " << p.build_script << "\n";
+  if (with_git_base) {
+    // One commit at the task's base; no reflog, hooks, stash or tags that could carry anything else.
+    d << "RUN cd /app && git init -q && git add -A && git -c user.name=synth -c user.email=synth@localhost "
+         "commit -q -m base && rm -rf .git/logs .git/hooks .git/refs/stash && git gc -q --prune=now\n";
+  }
+  return d.str();
+}
+
+}  // namespace flotilla::synth

@@ -1,0 +1,547 @@
+#include "flotilla/synth/synthesizer.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "flotilla/common/status.h"
+#include "deb_cache.h"
+#include "flotilla/synth/c_mutator.h"
+#include "flotilla/synth/synth_state.h"
+#include "flotilla/synth/test_results.h"
+#include "nlohmann/json.hpp"
+#include "probes.h"
+#include "project_profile.h"
+#include "task_writer.h"
+#include "test_sandbox.h"
+
+namespace flotilla::synth {
+
+extern const char kPyMutateScript[];
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string Read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string Sha256Hex(std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(data.data(), data.size(), md, &n, EVP_sha256(), nullptr);
+  std::string hex;
+  for (unsigned int i = 0; i < n; ++i) absl::StrAppendFormat(&hex, "%02x", md[i]);
+  return hex;
+}
+
+std::string Quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string SafeName(std::string s) {
+  for (char& c : s) {
+    c = static_cast<char>(absl::ascii_tolower(static_cast<unsigned char>(c)));
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') c = '-';
+  }
+  return s;
+}
+
+// Package name and version from debian/changelog's first line: "name (version) suite; ...".
+std::pair<std::string, std::string> DebianIdentity(const std::string& repo) {
+  std::string first = Read(fs::path(repo) / "debian" / "changelog");
+  first = first.substr(0, first.find('\n'));
+  size_t open = first.find(" ("), close = first.find(')');
+  if (open == std::string::npos || close == std::string::npos || close < open) return {"", ""};
+  return {first.substr(0, open), first.substr(open + 2, close - open - 2)};
+}
+
+TestReport ParseReport(const ProjectProfile& p, const std::string& out) {
+  return p.language == "python" ? ParsePytestReport(out) : ParseAutomakeReport(out);
+}
+
+struct Baseline {
+  std::map<std::string, TestOutcome> stable;  // tests with one outcome in all three runs
+  std::vector<std::string> flaky;
+  double seconds = 0;                         // the slowest run
+  std::string hidden_sha256;
+  std::string runner_sha256;
+  std::string base_files;
+
+  std::string ToJson() const {
+    nlohmann::json j;
+    for (const auto& [t, o] : stable) j["stable"][t] = std::string(TestOutcomeName(o));
+    j["flaky"] = flaky;
+    j["seconds"] = seconds;
+    j["hidden_sha256"] = hidden_sha256;
+    j["runner_sha256"] = runner_sha256;
+    j["base_files"] = base_files;
+    return j.dump();
+  }
+  static absl::StatusOr<Baseline> FromJson(const std::string& text) {
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded()) return absl::DataLossError("synth.db: stages.environment: not JSON");
+    Baseline b;
+    if (j.contains("stable")) {
+      for (auto& [t, o] : j["stable"].items()) {
+        std::string s = o.get<std::string>();
+        b.stable[t] = s == "pass" ? TestOutcome::kPass : s == "fail" ? TestOutcome::kFail : TestOutcome::kSkip;
+      }
+    }
+    b.flaky = j.value("flaky", std::vector<std::string>());
+    b.seconds = j.value("seconds", 0.0);
+    b.hidden_sha256 = j.value("hidden_sha256", "");
+    b.runner_sha256 = j.value("runner_sha256", "");
+    b.base_files = j.value("base_files", "");
+    return b;
+  }
+};
+
+class Run {
+ public:
+  Run(const SynthOptions& o, const std::function<void(std::string_view)>& progress) : o_(o), progress_(progress) {}
+
+  absl::StatusOr<SynthSummary> Go();
+
+ private:
+  void Say(const std::string& line) {
+    if (progress_) progress_(line + "\n");
+  }
+  absl::Status Decide(const std::string& stage, const std::string& subject, const std::string& decision,
+                      const std::string& reason) {
+    Say(absl::StrCat("synth: ", stage, ": ", subject, ": ", decision, " (", reason, ")"));
+    return state_->Decide(stage, subject, decision, reason);
+  }
+  // Records the refusal, writes REPORT.txt and returns the error.
+  absl::Status Refuse(const std::string& stage, const absl::Status& why);
+
+  absl::Status EnvironmentStage();
+  absl::Status SourcesStage();
+  absl::Status ValidateOne(CandidateRow& c);
+  absl::Status WriteAndProbe(CandidateRow& c, int index);
+  absl::StatusOr<ShellRun> RunSuite(uint32_t timeout_ms) { return sandbox_->Run(profile_.test_script, timeout_ms); }
+  uint32_t SuiteTimeoutMs() const { return static_cast<uint32_t>((baseline_.seconds * 4 + 60) * 1000); }
+
+  const SynthOptions& o_;
+  std::function<void(std::string_view)> progress_;
+  std::unique_ptr<SynthState> state_;
+  ProjectProfile profile_;
+  std::string package_, version_;
+  std::unique_ptr<environments::EnvBuilder> builder_;
+  std::unique_ptr<sandbox::Runtime> runtime_;
+  std::string base_top_;
+  std::string debs_dir_;
+  std::unique_ptr<TestSandbox> sandbox_;
+  Baseline baseline_;
+};
+
+absl::Status Run::Refuse(const std::string& stage, const absl::Status& why) {
+  (void)Decide(stage, o_.repo, "refused", std::string(why.message()));
+  std::ostringstream r;
+  r << "flotilla synth: no tasks from " << o_.repo << "\n";
+  auto ds = state_->Decisions();
+  if (ds.ok()) {
+    for (const DecisionRow& d : *ds) r << d.stage << ": " << d.subject << ": " << d.decision << " (" << d.reason << ")\n";
+  }
+  std::ofstream(fs::path(o_.out) / "REPORT.txt") << r.str();
+  return why;
+}
+
+absl::Status Run::EnvironmentStage() {
+  auto t0 = Clock::now();
+  auto profile = DetectProject(o_.repo);
+  if (!profile.ok()) return Refuse("environment", profile.status());
+  profile_ = *profile;
+  ASSIGN_OR_RETURN(std::optional<std::string> done, state_->StageResult("environment"));
+  if (!done) {
+    for (const std::string& r : profile_.reasons) {
+      RETURN_IF_ERROR(Decide("environment", "language", profile_.language + "/" + profile_.runner, r));
+    }
+  }
+  // The environment at the base state: the build is cached, so a resumed run rebuilds nothing.
+  fs::path ctx = fs::path(o_.out) / ".work" / "base-env";
+  std::error_code ec;
+  if (!fs::exists(ctx / "Dockerfile", ec)) {
+    fs::remove_all(ctx, ec);
+    RETURN_IF_ERROR(CopyRepoTree(o_.repo, (ctx / "repo").string()));
+  }
+  std::ofstream(ctx / "Dockerfile") << ProjectDockerfile(profile_, false);
+  builder_ = std::make_unique<environments::EnvBuilder>(o_.builder);
+  // The base root filesystem decides which packages the environment still needs.
+  fs::path from_only = fs::path(o_.out) / ".work" / "base-only";
+  fs::create_directories(from_only, ec);
+  std::ofstream(from_only / "Dockerfile") << "FROM debian:bookworm-slim\n";
+  auto base = builder_->Build(from_only.string(), (from_only / "Dockerfile").string(), {});
+  if (!base.ok()) return Refuse("environment", base.status());
+  if (base->image.top.rfind("dir:", 0) != 0) {
+    return Refuse("environment", absl::InternalError("debian:bookworm-slim is not a root filesystem: " + base->image.top));
+  }
+  auto debs = FetchDebs(profile_.packages, base->image.top.substr(4), o_.builder.store_dir + "/synth-debs");
+  if (!debs.ok()) return Refuse("environment", debs.status());
+  debs_dir_ = *debs;
+  RETURN_IF_ERROR(LinkDebs(debs_dir_, (ctx / "debs").string()));
+  environments::BuildOptions bo;
+  bo.tag = SafeName("synth-" + package_ + "-base");
+  bo.progress = [this](std::string_view l) { Say("  build: " + std::string(l)); };
+  auto built = builder_->Build(ctx.string(), (ctx / "Dockerfile").string(), bo);
+  if (!built.ok()) {
+    return Refuse("environment", absl::FailedPreconditionError(
+                                     absl::StrCat("the environment does not build: ", built.status().message())));
+  }
+  base_top_ = built->image.top;
+  sandbox::RuntimeOptions ro = o_.builder.runtime;
+  ro.state_dir = o_.builder.store_dir + "/synth-sandboxes";
+  ro.image_dir = o_.builder.store_dir;
+  ro.start_ahead = false;
+  ASSIGN_OR_RETURN(runtime_, sandbox::Runtime::Open(ro));
+  ASSIGN_OR_RETURN(sandbox_, TestSandbox::Start(*runtime_, base_top_));
+  if (done) {
+    ASSIGN_OR_RETURN(baseline_, Baseline::FromJson(*done));
+    Say(absl::StrCat("synth: environment: resumed (", baseline_.stable.size(), " tests in the baseline)"));
+    return absl::OkStatus();
+  }
+  // Three runs at the base state: a test whose outcome changes is flaky and never used.
+  std::vector<TestReport> runs;
+  for (int i = 0; i < 3; ++i) {
+    ASSIGN_OR_RETURN(ShellRun r, sandbox_->Run(profile_.test_script, 1800 * 1000));
+    if (r.timed_out) return Refuse("environment", absl::DeadlineExceededError("the test suite ran past 30 minutes"));
+    TestReport rep = ParseReport(profile_, r.output);
+    if (rep.outcomes.empty()) {
+      std::string tail = r.output.size() > 1500 ? r.output.substr(r.output.size() - 1500) : r.output;
+      return Refuse("environment", absl::FailedPreconditionError(absl::StrCat(
+                                       "the test suite reported no tests (exit status ", r.exit_code, "): ", tail)));
+    }
+    baseline_.seconds = std::max(baseline_.seconds, r.seconds);
+    Say(absl::StrFormat("synth: environment: base run %d: %d passed, %d failed, %d skipped in %.1f s", i + 1,
+                        rep.Count(TestOutcome::kPass), rep.Count(TestOutcome::kFail), rep.Count(TestOutcome::kSkip),
+                        r.seconds));
+    runs.push_back(std::move(rep));
+  }
+  std::set<std::string> all;
+  for (const auto& r : runs) {
+    for (const auto& [t, o] : r.outcomes) all.insert(t);
+  }
+  for (const std::string& t : all) {
+    std::set<TestOutcome> seen;
+    for (const auto& r : runs) {
+      auto it = r.outcomes.find(t);
+      seen.insert(it == r.outcomes.end() ? TestOutcome::kSkip : it->second);
+    }
+    if (seen.size() == 1) {
+      baseline_.stable[t] = *seen.begin();
+    } else {
+      baseline_.flaky.push_back(t);
+    }
+  }
+  int passing = 0;
+  for (const auto& [t, o] : baseline_.stable) passing += o == TestOutcome::kPass ? 1 : 0;
+  double rate = static_cast<double>(passing) / static_cast<double>(all.size());
+  if (!baseline_.flaky.empty()) {
+    RETURN_IF_ERROR(Decide("environment", "flaky tests", "dropped",
+                           absl::StrCat(baseline_.flaky.size(), " changed outcome across 3 runs: ",
+                                        absl::StrJoin(baseline_.flaky.begin(),
+                                                      baseline_.flaky.begin() + std::min<size_t>(5, baseline_.flaky.size()),
+                                                      ", "))));
+  }
+  if (rate < 0.8) {
+    return Refuse("environment", absl::FailedPreconditionError(absl::StrFormat(
+                                     "only %d of %d tests pass at the base state (%.0f %% < 80 %%)", passing,
+                                     static_cast<int>(all.size()), rate * 100)));
+  }
+  RETURN_IF_ERROR(Decide("environment", o_.repo, "accepted",
+                         absl::StrFormat("%d of %d tests pass at the base state (%.1f %% >= 80 %%), suite %.1f s",
+                                         passing, static_cast<int>(all.size()), rate * 100, baseline_.seconds)));
+  std::vector<std::string> quoted;
+  for (const std::string& t : profile_.test_files) quoted.push_back(Quote(t));
+  ASSIGN_OR_RETURN(ShellRun h, sandbox_->Run(absl::StrCat("cd /app && sha256sum ", absl::StrJoin(quoted, " ")), 60000));
+  if (h.exit_code != 0) return Refuse("environment", absl::InternalError("hashing the test files: " + h.output));
+  baseline_.hidden_sha256 = h.output;
+  ASSIGN_OR_RETURN(ShellRun f, sandbox_->Run(RunnerFingerprintScript(), 120000));
+  baseline_.runner_sha256 = std::string(absl::StripAsciiWhitespace(f.output));
+  ASSIGN_OR_RETURN(ShellRun b, sandbox_->Run("find /app -name .git -prune -o \\( -name '*.py' -o -name '*.pth' \\) "
+                                             "-print | sed 's|^/app/||' | sort", 60000));
+  baseline_.base_files = b.output;
+  return state_->CompleteStage("environment", baseline_.ToJson(), Since(t0));
+}
+
+absl::Status Run::SourcesStage() {
+  ASSIGN_OR_RETURN(std::optional<std::string> done, state_->StageResult("sources"));
+  if (done) return absl::OkStatus();
+  auto t0 = Clock::now();
+  std::vector<SourceEdit> edits;
+  if (profile_.language == "python") {
+    RETURN_IF_ERROR(sandbox_->Put("/tmp/py_mutate.py", kPyMutateScript, 0644));
+    std::vector<std::string> files;
+    for (const std::string& f : profile_.source_files) files.push_back(Quote(f));
+    ASSIGN_OR_RETURN(ShellRun r, sandbox_->Run(absl::StrCat("python3 -B /tmp/py_mutate.py /app ",
+                                                            absl::StrJoin(files, " ")), 300000));
+    if (r.exit_code != 0) return Refuse("sources", absl::InternalError("py_mutate.py failed: " + r.output.substr(0, 2000)));
+    for (absl::string_view line : absl::StrSplit(r.output, '\n', absl::SkipEmpty())) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.is_object()) continue;
+      if (j.contains("error")) {
+        RETURN_IF_ERROR(Decide("sources", j.value("file", ""), "skipped", "does not parse: " + j.value("error", "")));
+        continue;
+      }
+      edits.push_back(SourceEdit{j.value("file", ""), j.value("kind", ""), j.value("line", 0),
+                                 j.value("start", size_t{0}), j.value("end", size_t{0}), j.value("replacement", ""),
+                                 j.value("description", "")});
+    }
+  } else {
+    for (const std::string& f : profile_.source_files) {
+      std::vector<SourceEdit> e = MutateC(f, Read(fs::path(o_.repo) / f));
+      edits.insert(edits.end(), e.begin(), e.end());
+    }
+  }
+  std::mt19937_64 rng(o_.seed);
+  std::shuffle(edits.begin(), edits.end(), rng);
+  std::vector<CandidateRow> rows;
+  std::map<std::string, int> per_kind;
+  for (const SourceEdit& e : edits) {
+    CandidateRow c;
+    c.id = absl::StrCat(e.kind, "-", Sha256Hex(e.file).substr(0, 8), "-", e.start);
+    c.source = "mutation";
+    c.kind = e.kind;
+    c.file = e.file;
+    c.line = e.line;
+    c.start = static_cast<int64_t>(e.start);
+    c.end = static_cast<int64_t>(e.end);
+    c.replacement = e.replacement;
+    c.description = e.description;
+    per_kind[e.kind]++;
+    rows.push_back(std::move(c));
+  }
+  RETURN_IF_ERROR(state_->AddCandidates(rows));
+  std::vector<std::string> kinds;
+  for (const auto& [k, n] : per_kind) kinds.push_back(absl::StrCat(k, "=", n));
+  RETURN_IF_ERROR(Decide("sources", "procedural mutation", "generated",
+                         absl::StrCat(rows.size(), " candidates from ", profile_.source_files.size(), " files (",
+                                      absl::StrJoin(kinds, " "), ")")));
+  std::error_code ec;
+  RETURN_IF_ERROR(Decide("sources", "commit mining", "skipped",
+                         fs::exists(fs::path(o_.repo) / ".git", ec)
+                             ? "the repository has history, but commit mining is not part of this build"
+                             : "no git history (no .git in the source tree)"));
+  RETURN_IF_ERROR(Decide("sources", "model-written rewrites", "skipped",
+                         o_.model.empty() ? "no model configured"
+                                          : "model-written rewrites are not part of this build (--model " + o_.model + ")"));
+  return state_->CompleteStage("sources", absl::StrCat(rows.size()), Since(t0));
+}
+
+absl::Status Run::ValidateOne(CandidateRow& c) {
+  auto t0 = Clock::now();
+  std::string original = Read(fs::path(o_.repo) / c.file);
+  if (c.end > static_cast<int64_t>(original.size()) || c.start > c.end) {
+    c.state = "rejected";
+    c.reason = "the edit lies outside the file";
+    return state_->UpdateCandidate(c);
+  }
+  SourceEdit e{c.file, c.kind, c.line, static_cast<size_t>(c.start), static_cast<size_t>(c.end), c.replacement, ""};
+  std::string broken = ApplyEdit(original, e);
+  RETURN_IF_ERROR(sandbox_->Put("/app/" + c.file, broken, 0644));
+  auto run = RunSuite(SuiteTimeoutMs());
+  absl::Status restore = sandbox_->Put("/app/" + c.file, original, 0644);
+  RETURN_IF_ERROR(run.status());
+  RETURN_IF_ERROR(restore);
+  c.seconds = Since(t0);
+  if (run->timed_out) {
+    c.state = "rejected";
+    c.reason = absl::StrFormat("the suite ran past %.0f s at the broken state", SuiteTimeoutMs() / 1000.0);
+    return state_->UpdateCandidate(c);
+  }
+  TestReport rep = ParseReport(profile_, run->output);
+  std::vector<std::string> f2p, p2p, messages;
+  int base_passing = 0;
+  for (const auto& [t, o] : baseline_.stable) {
+    if (o != TestOutcome::kPass) continue;
+    ++base_passing;
+    auto it = rep.outcomes.find(t);
+    if (it != rep.outcomes.end() && it->second == TestOutcome::kPass) {
+      p2p.push_back(t);
+    } else {
+      f2p.push_back(t);
+      auto m = rep.messages.find(t);
+      messages.push_back(absl::StrCat(t, ": ", m == rep.messages.end() ? (it == rep.outcomes.end() ? "not run" : "failed")
+                                                                        : m->second));
+    }
+  }
+  c.fail_to_pass = absl::StrJoin(f2p, "\n");
+  c.pass_to_pass = absl::StrJoin(p2p, "\n");
+  c.messages = absl::StrJoin(messages, "\n");
+  if (rep.outcomes.empty()) {
+    c.state = "rejected";
+    c.reason = "the suite reported no tests at the broken state (build or collection failed)";
+  } else if (f2p.empty()) {
+    c.state = "rejected";
+    c.reason = "no fail-to-pass test: every test passes with the bug";
+  } else if (f2p.size() * 2 > static_cast<size_t>(base_passing)) {
+    c.state = "rejected";
+    c.reason = absl::StrCat("breaks ", f2p.size(), " of ", base_passing, " passing tests: too broad to be a task");
+  } else {
+    c.state = "validated";
+    c.reason = absl::StrCat(f2p.size(), " fail-to-pass, ", p2p.size(), " pass-to-pass");
+  }
+  return state_->UpdateCandidate(c);
+}
+
+absl::Status Run::WriteAndProbe(CandidateRow& c, int index) {
+  auto t0 = Clock::now();
+  std::string original = Read(fs::path(o_.repo) / c.file);
+  SourceEdit e{c.file, c.kind, c.line, static_cast<size_t>(c.start), static_cast<size_t>(c.end), c.replacement, ""};
+  TaskSpec spec;
+  spec.name = SafeName(absl::StrFormat("%s-%03d-%s", package_, index, c.kind));
+  spec.package = package_;
+  spec.version = version_;
+  spec.source = c.source;
+  spec.kind = c.kind;
+  spec.file = c.file;
+  spec.fixed_content = original;
+  spec.broken_content = ApplyEdit(original, e);
+  spec.base_hash = Sha256Hex(absl::StrCat(c.file, "\n", spec.broken_content));
+  spec.fail_to_pass = absl::StrSplit(c.fail_to_pass, '\n', absl::SkipEmpty());
+  spec.pass_to_pass = absl::StrSplit(c.pass_to_pass, '\n', absl::SkipEmpty());
+  for (absl::string_view m : absl::StrSplit(c.messages, '\n', absl::SkipEmpty())) {
+    size_t colon = m.find(": ");
+    if (colon != absl::string_view::npos) spec.messages[std::string(m.substr(0, colon))] = std::string(m.substr(colon + 2));
+  }
+  spec.hidden_sha256 = baseline_.hidden_sha256;
+  spec.runner_sha256 = baseline_.runner_sha256;
+  spec.base_files = baseline_.base_files;
+  spec.debs_dir = debs_dir_;
+  spec.timings["validate_seconds"] = c.seconds;
+  spec.timings["suite_seconds"] = baseline_.seconds;
+  fs::path dir = fs::path(o_.out) / spec.name;
+  RETURN_IF_ERROR(WriteTask(dir.string(), o_.repo, profile_, spec));
+
+  // Lines of the fix found nowhere in the broken tree: none may be findable by the agent.
+  std::set<std::string> broken_lines;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir / "environment" / "repo", ec);
+       it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (!it->is_regular_file()) continue;
+    for (absl::string_view l : absl::StrSplit(Read(it->path()), '\n')) {
+      broken_lines.insert(std::string(absl::StripAsciiWhitespace(l)));
+    }
+  }
+  std::vector<std::string> unique;
+  for (absl::string_view l : absl::StrSplit(original, '\n')) {
+    std::string s(absl::StripAsciiWhitespace(l));
+    if (s.size() >= 4 && broken_lines.count(s) == 0) unique.push_back(s);
+  }
+  environments::BuildOptions bo;
+  bo.tag = SafeName("synth-" + spec.name);
+  auto built = builder_->Build((dir / "environment").string(), (dir / "environment" / "Dockerfile").string(), bo);
+  auto drop = [&](const std::string& why) -> absl::Status {
+    fs::remove_all(dir, ec);
+    c.state = "dropped";
+    c.reason = why;
+    c.seconds += Since(t0);
+    RETURN_IF_ERROR(state_->UpdateCandidate(c));
+    return Decide("repair", c.id, "dropped", why + "; the next mutation takes its place");
+  };
+  if (!built.ok()) return drop(absl::StrCat("the task environment does not build: ", built.status().message()));
+  ASSIGN_OR_RETURN(std::vector<ProbeResult> probes,
+                   ProbeTask(*runtime_, built->image.top, dir.string(), profile_, spec, unique, SuiteTimeoutMs() * 2));
+  for (const ProbeResult& p : probes) {
+    if (!p.ok) {
+      return drop(absl::StrFormat("probe %s: reward %g, expected %s: %s", p.name, p.reward,
+                                  p.name == "oracle" ? "1" : "0", p.detail));
+    }
+  }
+  // Timings of the write and probe stages go into task.toml's [synth.timings] too.
+  spec.timings["write_probe_seconds"] = Since(t0);
+  RETURN_IF_ERROR(WriteTask(dir.string(), o_.repo, profile_, spec));
+  c.state = "valid";
+  c.reason = absl::StrCat("oracle 1; nop, delete-tests, edit-tests, replace-runner 0; no leak (", unique.size(),
+                          " fix lines searched)");
+  c.seconds += Since(t0);
+  RETURN_IF_ERROR(state_->UpdateCandidate(c));
+  return Decide("probe", c.id, "valid", absl::StrCat(spec.name, ": ", c.reason));
+}
+
+absl::StatusOr<SynthSummary> Run::Go() {
+  std::error_code ec;
+  fs::create_directories(o_.out, ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("--out '", o_.out, "': ", ec.message()));
+  ASSIGN_OR_RETURN(state_, SynthState::Open((fs::path(o_.out) / "synth.db").string()));
+  auto [pkg, ver] = DebianIdentity(o_.repo);
+  package_ = !o_.package.empty() ? o_.package : !pkg.empty() ? pkg : fs::path(o_.repo).lexically_normal().filename().string();
+  if (package_.empty()) package_ = fs::absolute(o_.repo).parent_path().filename().string();
+  version_ = !o_.version.empty() ? o_.version : ver;
+  auto t_start = Clock::now();
+  RETURN_IF_ERROR(EnvironmentStage());
+  RETURN_IF_ERROR(SourcesStage());
+  RETURN_IF_ERROR(Decide("difficulty", "solve rate", "unknown",
+                         o_.model.empty() ? "no model configured: difficulty is not measured"
+                                          : "difficulty through flotilla eval is not part of this build"));
+  ASSIGN_OR_RETURN(std::vector<CandidateRow> cands, state_->Candidates());
+  int valid = 0, tried = 0, validated = 0;
+  for (const CandidateRow& c : cands) {
+    valid += c.state == "valid" ? 1 : 0;
+    tried += c.state != "generated" ? 1 : 0;
+  }
+  for (CandidateRow& c : cands) {
+    if (valid >= o_.max_tasks || tried >= o_.max_candidates) break;
+    if (c.state == "generated") {
+      ++tried;
+      RETURN_IF_ERROR(ValidateOne(c));
+      Say(absl::StrFormat("synth: validate [%d/%d] %s %s:%d %s: %s", tried, o_.max_candidates, c.kind, c.file, c.line,
+                          c.state, c.reason));
+    }
+    if (c.state == "validated") {
+      ++validated;
+      RETURN_IF_ERROR(WriteAndProbe(c, valid + 1));
+      if (c.state == "valid") ++valid;
+      Say(absl::StrFormat("synth: probe %s: %s (%d/%d valid)", c.id, c.reason, valid, o_.max_tasks));
+    }
+  }
+  // Each run's wall time (stats sum them: a resumed synthesis counts every run).
+  RETURN_IF_ERROR(state_->CompleteStage(
+      absl::StrCat("run-", std::chrono::system_clock::now().time_since_epoch().count()), absl::StrCat(valid),
+      Since(t_start)));
+  if (valid == 0) {
+    return Refuse("validate", absl::FailedPreconditionError(absl::StrCat(
+                                  "no candidate became a valid task after ", tried, " tries (",
+                                  cands.size(), " generated); the reasons are in synth.db and REPORT.txt")));
+  }
+  ASSIGN_OR_RETURN(std::string stats, SynthStats(o_.out));
+  SynthSummary s;
+  s.candidates = static_cast<int>(cands.size());
+  s.tried = tried;
+  s.validated = validated;
+  s.valid = valid;
+  s.report = stats;
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<SynthSummary> RunSynth(const SynthOptions& options,
+                                      const std::function<void(std::string_view)>& progress) {
+  if (options.repo.empty()) return absl::InvalidArgumentError("--repo: required");
+  if (options.out.empty()) return absl::InvalidArgumentError("--out: required");
+  if (options.max_tasks < 1) return absl::InvalidArgumentError("--max-tasks: must be at least 1");
+  Run run(options, progress);
+  return run.Go();
+}
+
+}  // namespace flotilla::synth
