@@ -35,5 +35,7 @@ void AddEvalCommand(CLI::App& app, int* exit_code);
 void AddBenchRolloutCommand(CLI::App& app, int* exit_code);
 // `flotilla bridge serve|status|reconfigure` (trainer_bridge).
 void AddBridgeCommand(CLI::App& app, int* exit_code);
+// `flotilla model tokenize` and the other verbs over a Hugging Face model folder (model_command.cc).
+void AddModelCommand(CLI::App& app, int* exit_code);
 
 }  // namespace flotilla::cli

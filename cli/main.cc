@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   flotilla::cli::AddBenchRolloutCommand(app, &exit_code);
   flotilla::cli::AddTrajectoriesCommand(app, &exit_code);
   flotilla::cli::AddPolicyCommand(app, &exit_code);
+  flotilla::cli::AddModelCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -11,6 +11,7 @@ PACKAGES=(
   libsqlite3-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev
   clang llvm
   libopenblas-dev libopenblas0-pthread
+  libpcre2-dev libutf8proc-dev
   python3 python3-torch python3-grpcio python3-protobuf python3-numpy
   iproute2 uidmap runc apparmor debootstrap
   chromium
