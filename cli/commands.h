@@ -37,5 +37,7 @@ void AddBenchRolloutCommand(CLI::App& app, int* exit_code);
 void AddBridgeCommand(CLI::App& app, int* exit_code);
 // `flotilla model tokenize` and the other verbs over a Hugging Face model folder (model_command.cc).
 void AddModelCommand(CLI::App& app, int* exit_code);
+// Adds `chat-template` to the `model` group (model_chat_template_command.cc).
+void AddModelChatTemplateCommand(CLI::App& model, int* exit_code);
 
 }  // namespace flotilla::cli

@@ -51,6 +51,7 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
   CLI::App* model = app.add_subcommand("model", "Tools over a Hugging Face model folder");
   model->require_subcommand(1);
   AddTokenizeVerb(*model, exit_code);
+  AddModelChatTemplateCommand(*model, exit_code);
 }
 
 }  // namespace flotilla::cli

@@ -12,7 +12,7 @@ PACKAGES=(
   clang llvm
   libopenblas-dev libopenblas0-pthread
   libpcre2-dev libutf8proc-dev
-  python3 python3-torch python3-grpcio python3-protobuf python3-numpy
+  python3 python3-torch python3-grpcio python3-protobuf python3-numpy python3-jinja2
   iproute2 uidmap runc apparmor debootstrap
   chromium
 )
