@@ -39,5 +39,7 @@ void AddBridgeCommand(CLI::App& app, int* exit_code);
 void AddModelCommand(CLI::App& app, int* exit_code);
 // Adds `chat-template` to the `model` group (model_chat_template_command.cc).
 void AddModelChatTemplateCommand(CLI::App& model, int* exit_code);
+// Adds `logprobs` to the `model` group (model_logprobs_command.cc).
+void AddModelLogprobsVerb(CLI::App& model, int* exit_code);
 
 }  // namespace flotilla::cli

@@ -52,6 +52,7 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
   model->require_subcommand(1);
   AddTokenizeVerb(*model, exit_code);
   AddModelChatTemplateCommand(*model, exit_code);
+  AddModelLogprobsVerb(*model, exit_code);
 }
 
 }  // namespace flotilla::cli

@@ -38,6 +38,9 @@ struct StepInput {
   std::vector<int32_t> row_seq;
   std::vector<std::vector<int32_t>> seq_pages;
   std::vector<int32_t> logit_rows;  // rows whose next-token logits are wanted
+  // Empty, or rows x (MoE layers) x top_k expert ids the rows must use instead of the router's
+  // choice (routing replay), in the layout of StepOutput::experts.
+  std::vector<int32_t> replay_experts;
   // Empty, or (only for a backend whose SamplesOnDevice() is true) one entry per logit row: the
   // backend then samples every logit row itself and returns StepOutput::sampled, not logits.
   std::vector<RowSampling> sampling;
@@ -54,7 +57,9 @@ struct SampledRow {
 struct StepOutput {
   std::vector<float> logits;    // logit_rows.size() x vocab_size (empty when sampled)
   std::vector<SampledRow> sampled;  // one per logit row when StepInput::sampling was set
-  std::vector<int32_t> experts; // rows x n_layers x top_k, the router's choice (descending)
+  // rows x n_layers x top_k, the router's choice (descending); a Hugging Face family's backend
+  // gives rows x (its MoE layers) x top_k.
+  std::vector<int32_t> experts;
 };
 
 class ModelBackend {
@@ -97,6 +102,12 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateCpuBackend(const ModelConfig
                                                                uint32_t page_tokens,
                                                                uint64_t kv_bytes,
                                                                ThreadPool* pool);
+struct HfWeights;
+// The CPU backend of a Hugging Face family (hf_config.h), over weights HfWeights::Load made.
+// SetWeights and the staging calls take Flotilla's format only and refuse.
+absl::StatusOr<std::unique_ptr<ModelBackend>> CreateHfCpuBackend(std::shared_ptr<const HfWeights> weights,
+                                                                 uint32_t page_tokens, uint64_t kv_bytes,
+                                                                 ThreadPool* pool);
 // Defined only in builds with CUDA; otherwise returns UNIMPLEMENTED.
 absl::StatusOr<std::unique_ptr<ModelBackend>> CreateCudaBackend(const ModelConfig& config,
                                                                 uint32_t page_tokens,

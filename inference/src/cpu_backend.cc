@@ -101,7 +101,7 @@ class CpuBackend final : public ModelBackend {
   }
   void Rope(float* v, int n_heads, int pos) const;
   void Attention(const StepInput& in, int layer, const float* q, float* o);
-  void Moe(int layer, const float* xn, int T, float* x, int32_t* experts);
+  void Moe(int layer, const float* xn, int T, float* x, int32_t* experts, const int32_t* replay);
 
   ModelConfig c_;
   uint32_t page_tokens_;
@@ -166,7 +166,7 @@ void CpuBackend::Attention(const StepInput& in, int layer, const float* q, float
   });
 }
 
-void CpuBackend::Moe(int layer, const float* xn, int T, float* x, int32_t* experts) {
+void CpuBackend::Moe(int layer, const float* xn, int T, float* x, int32_t* experts, const int32_t* replay) {
   const LayerWeights& L = w_->layers[layer];
   const int D = c_.d_model, E = c_.n_experts, F = c_.expert_hidden, K = c_.top_k;
   const int LK = c_.n_layers * K;
@@ -181,8 +181,12 @@ void CpuBackend::Moe(int layer, const float* xn, int T, float* x, int32_t* exper
     for (int e = 0; e < E; ++e) sum += (lg[e] = std::exp(lg[e] - mx));
     for (int e = 0; e < E; ++e) lg[e] /= sum;
     for (int e = 0; e < E; ++e) order[e] = e;
-    std::partial_sort(order.begin(), order.begin() + K, order.end(),
-                      [&](int a, int b) { return lg[a] > lg[b] || (lg[a] == lg[b] && a < b); });
+    if (replay != nullptr) {
+      for (int k = 0; k < K; ++k) order[k] = replay[static_cast<size_t>(r) * LK + layer * K + k];
+    } else {
+      std::partial_sort(order.begin(), order.begin() + K, order.end(),
+                        [&](int a, int b) { return lg[a] > lg[b] || (lg[a] == lg[b] && a < b); });
+    }
     float tot = 0;
     for (int k = 0; k < K; ++k) tot += lg[order[k]];
     for (int k = 0; k < K; ++k) {
@@ -241,6 +245,17 @@ absl::Status CpuBackend::Forward(const StepInput& in, StepOutput* out) {
     std::memcpy(&x[static_cast<size_t>(r) * D], &w_->embed[static_cast<size_t>(in.tokens[r]) * D], D * sizeof(float));
   }
   out->experts.assign(static_cast<size_t>(T) * c_.n_layers * c_.top_k, 0);
+  const int32_t* replay = nullptr;
+  if (!in.replay_experts.empty()) {
+    if (in.replay_experts.size() != out->experts.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("replay_experts has ", in.replay_experts.size(),
+                                                     " ids, rows x n_layers x top_k is ", out->experts.size()));
+    }
+    for (int32_t e : in.replay_experts) {
+      if (e < 0 || e >= c_.n_experts) return absl::InvalidArgumentError(absl::StrCat("replayed expert ", e, " outside [0, ", c_.n_experts, ")"));
+    }
+    replay = in.replay_experts.data();
+  }
   for (int l = 0; l < c_.n_layers; ++l) {
     const LayerWeights& L = w_->layers[l];
     for (int r = 0; r < T; ++r) RmsNorm(&x[r * D], L.attn_norm.data(), &xn[r * D], D, c_.norm_eps);
@@ -257,7 +272,7 @@ absl::Status CpuBackend::Forward(const StepInput& in, StepOutput* out) {
     Attention(in, l, q.data(), o.data());
     MatMulT(o.data(), L.wo.data(), x.data(), T, D, H * hd, true);
     for (int r = 0; r < T; ++r) RmsNorm(&x[r * D], L.ffn_norm.data(), &xn[r * D], D, c_.norm_eps);
-    Moe(l, xn.data(), T, x.data(), out->experts.data());
+    Moe(l, xn.data(), T, x.data(), out->experts.data(), replay);
   }
   const int R = static_cast<int>(in.logit_rows.size());
   std::vector<float> hn(static_cast<size_t>(R) * D);

@@ -11,7 +11,10 @@
 #include "engine_impl.h"
 #include "flotilla/common/ids.h"
 #include "flotilla/common/status.h"
+#include "flotilla/inference/hf_config.h"
 #include "flotilla/inference/safetensors.h"
+#include "hf_checkpoint.h"
+#include "hf_weights.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -191,6 +194,33 @@ absl::Status EngineImpl::LoadModel(const std::string& name, const ModelConfig& c
   }
   ASSIGN_OR_RETURN(auto weights, ModelWeights::Load(config, path, version));
   return InstallModel(name, std::move(weights));
+}
+
+absl::Status EngineImpl::LoadHfModel(const std::string& name, const std::string& dir, int64_t version) {
+  if (name.empty()) return absl::InvalidArgumentError("model name must not be empty");
+  ASSIGN_OR_RETURN(HfConfig config, HfConfig::FromDir(dir));
+  if (options_.backend != "cpu") {
+    return absl::UnimplementedError(absl::StrCat(options_.backend, " backend: model_type ", config.model_type,
+                                                 " not supported yet (the cpu backend runs it)"));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<HfCheckpoint> ckpt, HfCheckpoint::Open(dir));
+  ASSIGN_OR_RETURN(std::shared_ptr<const HfWeights> weights, HfWeights::Load(config, *ckpt));
+  StepLock step(this);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (FindModelLocked(name) != nullptr) return absl::AlreadyExistsError(absl::StrCat("model '", name, "' exists"));
+  }
+  auto slot = std::make_unique<ModelSlot>();
+  slot->name = name;
+  ASSIGN_OR_RETURN(slot->backend, CreateHfCpuBackend(std::move(weights), options_.kv_page_tokens,
+                                                     options_.kv_memory_bytes, &pool_));
+  slot->config = slot->backend->config();
+  slot->version = version;
+  for (int32_t p = static_cast<int32_t>(slot->backend->num_pages()) - 1; p >= 0; --p) slot->free_pages.push_back(p);
+  std::lock_guard<std::mutex> l(mu_);
+  if (default_model_.empty()) default_model_ = name;
+  models_[name] = std::move(slot);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::pair<ModelSlot*, ModelConfig>> EngineImpl::LoadedModel(const std::string& name) const {

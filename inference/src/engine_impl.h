@@ -78,6 +78,7 @@ class EngineImpl final : public Engine {
 
   absl::Status LoadModel(const std::string& name, const ModelConfig& config,
                          const std::string& safetensors_path, int64_t version) override;
+  absl::Status LoadHfModel(const std::string& name, const std::string& dir, int64_t version) override;
   absl::Status UpdateWeights(const std::string& name, const std::string& path,
                              int64_t version) override;
   absl::Status StageWeights(const std::string& name, const std::string& path,

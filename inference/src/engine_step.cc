@@ -138,7 +138,8 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_
   const double sample_ms = MillisSince(&mark);
   std::lock_guard<std::mutex> l(mu_);
   ++stats_.steps;
-  const int32_t LK = c.n_layers * c.top_k;
+  // Routing width per row: n_layers x top_k, or a Hugging Face family's MoE layers x top_k.
+  const int32_t LK = static_cast<int32_t>(result.experts.size() / std::max<size_t>(1, in.tokens.size()));
   // The step's routing, shared with the rows whose records are made during the next forward.
   auto experts = std::make_shared<const std::vector<int32_t>>(std::move(result.experts));
   out->reserve(out->size() + plan.size());

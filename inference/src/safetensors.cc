@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 
@@ -14,8 +15,66 @@
 
 namespace flotilla::inference {
 
-const char* DTypeName(DType d) { return d == DType::kF32 ? "F32" : "BF16"; }
-size_t DTypeSize(DType d) { return d == DType::kF32 ? 4 : 2; }
+const char* DTypeName(DType d) {
+  switch (d) {
+    case DType::kF32: return "F32";
+    case DType::kBF16: return "BF16";
+    case DType::kF16: return "F16";
+    case DType::kF8E4M3: return "F8_E4M3";
+  }
+  return "?";
+}
+size_t DTypeSize(DType d) {
+  switch (d) {
+    case DType::kF32: return 4;
+    case DType::kBF16: case DType::kF16: return 2;
+    case DType::kF8E4M3: return 1;
+  }
+  return 0;
+}
+
+float F16ToF32(uint16_t h) {
+  const uint32_t sign = (h >> 15) & 1u, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  float v;
+  if (exp == 0) {
+    v = std::ldexp(static_cast<float>(mant), -24);
+  } else if (exp == 31) {
+    v = mant == 0 ? INFINITY : NAN;
+  } else {
+    v = std::ldexp(static_cast<float>(mant | 0x400u), static_cast<int>(exp) - 25);
+  }
+  return sign ? -v : v;
+}
+
+float F8E4M3ToF32(uint8_t b) {
+  const uint32_t sign = b >> 7, exp = (b >> 3) & 0xfu, mant = b & 7u;
+  float v;
+  if (exp == 15 && mant == 7) {
+    v = NAN;
+  } else if (exp == 0) {
+    v = std::ldexp(static_cast<float>(mant), -9);
+  } else {
+    v = std::ldexp(static_cast<float>(mant | 8u), static_cast<int>(exp) - 10);
+  }
+  return sign ? -v : v;
+}
+
+float ElementAsF32(const TensorView& t, size_t i) {
+  switch (t.dtype) {
+    case DType::kF32: {
+      float f;
+      std::memcpy(&f, t.data + 4 * i, 4);
+      return f;
+    }
+    case DType::kBF16: case DType::kF16: {
+      uint16_t b;
+      std::memcpy(&b, t.data + 2 * i, 2);
+      return t.dtype == DType::kBF16 ? Bf16ToF32(b) : F16ToF32(b);
+    }
+    case DType::kF8E4M3: return F8E4M3ToF32(t.data[i]);
+  }
+  return NAN;
+}
 
 int64_t TensorView::numel() const {
   int64_t n = 1;
@@ -84,8 +143,12 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
       t.dtype = DType::kF32;
     } else if (dt == "BF16") {
       t.dtype = DType::kBF16;
+    } else if (dt == "F16") {
+      t.dtype = DType::kF16;
+    } else if (dt == "F8_E4M3") {
+      t.dtype = DType::kF8E4M3;
     } else {
-      return bad(absl::StrCat("unsupported dtype ", dt, " (want F32 or BF16)"));
+      return bad(absl::StrCat("unsupported dtype ", dt, " (want F32, BF16, F16 or F8_E4M3)"));
     }
     if (!v["shape"].is_array()) return bad("shape is not an array");
     for (const auto& s : v["shape"]) {

@@ -71,6 +71,10 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> OpenCheckedWeights(const ModelC
       return absl::InvalidArgumentError(absl::StrCat(path, ": missing tensor '", slot.name, "'"));
     }
     const TensorView& t = it->second;
+    if (t.dtype != DType::kF32 && t.dtype != DType::kBF16) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", slot.name, "' has dtype ",
+                                                     DTypeName(t.dtype), ", Flotilla's format wants F32 or BF16"));
+    }
     if (t.shape != slot.shape) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", slot.name, "' has shape ",
                                                      ShapeText(t.shape), ", config wants ",

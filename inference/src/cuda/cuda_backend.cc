@@ -585,6 +585,7 @@ absl::Status CudaBackend::MoeOnDevice(const DeviceLayer& L, int T, const int32_t
 }
 
 absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
+  if (!in.replay_experts.empty()) return absl::UnimplementedError("cuda backend: routing replay is not supported yet");
   if (!w_) return absl::FailedPreconditionError("cuda backend: no weights loaded");
   const int T = static_cast<int>(in.tokens.size());
   const int D = c_.d_model, H = c_.n_heads, hd = c_.head_dim, KVH = c_.n_kv_heads, V = c_.vocab_size;

@@ -119,6 +119,11 @@ class Engine {
   // Loading an existing name is UpdateWeights. The first model loaded is the default.
   virtual absl::Status LoadModel(const std::string& name, const ModelConfig& config,
                                  const std::string& safetensors_path, int64_t version) = 0;
+  // Loads a Hugging Face checkpoint folder (config.json + safetensors, hf_config.h's families)
+  // for the CPU backend; its context is max_position_embeddings. The cuda backend refuses
+  // (UNIMPLEMENTED), and such a model takes no weight updates. Token records carry the
+  // experts of its MoE layers only (a dense model's records carry none).
+  virtual absl::Status LoadHfModel(const std::string& name, const std::string& dir, int64_t version) = 0;
   // Swaps a model's weights between two steps; no sequence loses its state. On a bad file the
   // old weights stay in service and the error says why. StageWeights then CommitWeights.
   virtual absl::Status UpdateWeights(const std::string& name, const std::string& path,

@@ -1,5 +1,6 @@
 // Reading and writing safetensors files: an 8-byte little-endian header length, a JSON header
-// naming each tensor's dtype, shape and byte range, then the raw data. Only F32 and BF16.
+// naming each tensor's dtype, shape and byte range, then the raw data. Reads F32, BF16, F16 and
+// F8_E4M3 (e4m3fn, DeepSeek-V3's block-scaled weights); writes F32 and BF16.
 //
 // SafetensorsFile maps the file read-only; its tensors point into that mapping and stay valid
 // for the object's lifetime. Not copyable; thread-safe for concurrent reads.
@@ -16,7 +17,7 @@
 
 namespace flotilla::inference {
 
-enum class DType { kF32, kBF16 };
+enum class DType { kF32, kBF16, kF16, kF8E4M3 };
 const char* DTypeName(DType d);
 size_t DTypeSize(DType d);
 
@@ -73,5 +74,9 @@ inline uint16_t F32ToBf16(float f) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return static_cast<uint16_t>(u >> 16);
 }
+float F16ToF32(uint16_t h);
+float F8E4M3ToF32(uint8_t b);  // e4m3fn: no infinities, 0x7f/0xff are NaN
+// Element i of a tensor of any readable dtype, widened to f32.
+float ElementAsF32(const TensorView& t, size_t i);
 
 }  // namespace flotilla::inference
