@@ -41,5 +41,7 @@ void AddModelCommand(CLI::App& app, int* exit_code);
 void AddModelChatTemplateCommand(CLI::App& model, int* exit_code);
 // Adds `logprobs` to the `model` group (model_logprobs_command.cc).
 void AddModelLogprobsVerb(CLI::App& model, int* exit_code);
+// Adds `init` to the `model` group (model_init_command.cc).
+void AddModelInitVerb(CLI::App& model, int* exit_code);
 
 }  // namespace flotilla::cli

@@ -64,21 +64,31 @@ absl::StatusOr<std::unique_ptr<EmbeddedWorker>> EmbeddedWorker::Start(const Embe
   std::unique_ptr<EmbeddedWorker> w(new EmbeddedWorker());
   std::error_code ec;
   fs::create_directories(o.state_dir, ec);
-  std::string prefix = o.model_prefix;
-  if (prefix.empty()) {
-    prefix = (fs::path(o.state_dir) / "default-model").string();
-    if (!fs::exists(prefix + ".safetensors") || !fs::exists(prefix + ".json")) {
-      FLOG(info, "writing the embedded default model", {{"prefix", prefix}});
-      RETURN_IF_ERROR(WriteDefaultModel(prefix));
-    }
-  }
-  ASSIGN_OR_RETURN(std::string config_text, ReadText(prefix + ".json"));
-  ASSIGN_OR_RETURN(w->config_, inference::ModelConfig::FromJson(config_text));
   inference::EngineOptions eo;
   eo.threads = o.threads;
   ASSIGN_OR_RETURN(w->engine_, inference::Engine::Create(eo));
-  RETURN_IF_ERROR(w->engine_->LoadModel("default", w->config_, prefix + ".safetensors", 0));
-  w->generator_ = NewEngineTokenGenerator(w->engine_.get(), "default", "flotilla-default");
+  std::string prefix = o.model_prefix;
+  if (!prefix.empty() && fs::is_directory(prefix)) {
+    // A Hugging Face model folder: config.json + safetensors + tokenizer files.
+    RETURN_IF_ERROR(w->engine_->LoadHfModel("default", prefix, 0));
+    ASSIGN_OR_RETURN(w->config_, w->engine_->Config("default"));
+    ASSIGN_OR_RETURN(w->hf_, HfChat::Load(prefix));
+    std::string name = fs::path(prefix).lexically_normal().filename().string();
+    if (name.empty()) name = fs::path(prefix).lexically_normal().parent_path().filename().string();
+    w->generator_ = NewEngineTokenGenerator(w->engine_.get(), "default", name);
+  } else {
+    if (prefix.empty()) {
+      prefix = (fs::path(o.state_dir) / "default-model").string();
+      if (!fs::exists(prefix + ".safetensors") || !fs::exists(prefix + ".json")) {
+        FLOG(info, "writing the embedded default model", {{"prefix", prefix}});
+        RETURN_IF_ERROR(WriteDefaultModel(prefix));
+      }
+    }
+    ASSIGN_OR_RETURN(std::string config_text, ReadText(prefix + ".json"));
+    ASSIGN_OR_RETURN(w->config_, inference::ModelConfig::FromJson(config_text));
+    RETURN_IF_ERROR(w->engine_->LoadModel("default", w->config_, prefix + ".safetensors", 0));
+    w->generator_ = NewEngineTokenGenerator(w->engine_.get(), "default", "flotilla-default");
+  }
   std::string db = o.db_path.empty() ? (fs::path(o.state_dir) / "trajectories.db").string() : o.db_path;
   ASSIGN_OR_RETURN(w->store_, TrajectoryStore::Open(db));
   ChatServiceOptions so;
@@ -86,6 +96,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedWorker>> EmbeddedWorker::Start(const Embe
   so.experiment = o.experiment;
   so.scaffold = o.scaffold;
   so.experts_per_token = w->config_.routing_width();
+  so.hf = w->hf_.get();
   w->service_ = std::make_unique<ChatService>(w->generator_.get(), so);
   if (!o.http_address.empty()) {
     w->api_ = std::make_unique<WireApi>(w->service_.get());

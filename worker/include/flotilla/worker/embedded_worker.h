@@ -2,7 +2,9 @@
 // one model, a ChatService recording into a SQLite trajectory store, and optionally the wire
 // APIs on an HTTP address.
 //
-// The model is PREFIX.safetensors + PREFIX.json (as written by the trainer's init_model.py).
+// The model is a Hugging Face model folder (config.json, safetensors, tokenizer.json and
+// tokenizer_config.json: served through its tokenizer and chat template), or
+// PREFIX.safetensors + PREFIX.json (as written by the trainer's init_model.py).
 // Without a prefix the embedded default model is used: <state_dir>/default-model, written once
 // with random weights by `python3 -m flotilla_trainer.init_model` (found through
 // FLOTILLA_SOURCE_DIR or next to the binary's source tree).
@@ -16,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "flotilla/inference/engine.h"
 #include "flotilla/worker/chat_service.h"
+#include "flotilla/worker/hf_chat.h"
 #include "flotilla/common/http_server.h"
 #include "flotilla/worker/trajectory_store.h"
 #include "flotilla/worker/wire_api.h"
@@ -23,7 +26,7 @@
 namespace flotilla::worker {
 
 struct EmbeddedWorkerOptions {
-  std::string model_prefix;            // empty: the embedded default model
+  std::string model_prefix;            // a Hugging Face folder or a PREFIX; empty: the default model
   std::string state_dir = "var/flotilla";
   std::string db_path;                 // empty: <state_dir>/trajectories.db
   std::string experiment = "default";
@@ -49,6 +52,7 @@ class EmbeddedWorker {
   EmbeddedWorker() = default;
   inference::ModelConfig config_;
   std::unique_ptr<inference::Engine> engine_;
+  std::unique_ptr<HfChat> hf_;         // a Hugging Face folder's tokenizer and template
   std::unique_ptr<TokenGenerator> generator_;
   std::unique_ptr<TrajectoryStore> store_;
   std::unique_ptr<ChatService> service_;

@@ -1,0 +1,16 @@
+// Helpers shared by session.cc (the record) and session_hf.cc (its Hugging Face template path).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "flotilla/worker/session.h"
+
+namespace flotilla::worker {
+
+// Appends prompt ids (loss mask 0, no logprob, no policy version).
+void AppendPromptTokens(v1::TokenSpan* span, const std::vector<int32_t>& ids);
+// How many leading turns of `seg` the messages repeat (SameMessage).
+size_t CommonPrefix(const RecordedSegment& seg, const std::vector<ChatMessage>& messages);
+
+}  // namespace flotilla::worker
