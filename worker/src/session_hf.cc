@@ -33,13 +33,15 @@ absl::StatusOr<TurnPlan> Session::PlanHf(const std::vector<ChatMessage>& message
   plan.tools = tools;
   std::string prefix_text;
   std::vector<std::string> texts;  // the template's text through each new message
-  std::string prompt;              // ... and with the generation prompt
-  // Renders the conversation's new messages after `kept` recorded turns of `source`; false
-  // when the template's text of the record is not a prefix of the new text.
+  std::string prompt;              // the whole prompt, with the generation prompt
+  bool chain = true;               // each of `texts` extends the one before
+  // Renders the conversation's new messages after `keep` recorded turns of `source`; false
+  // when the template's text of the record is not a prefix of the new prompt.
   auto render = [&](size_t keep) -> absl::StatusOr<bool> {
     plan.conversation.clear();
     texts.clear();
     prefix_text.clear();
+    chain = true;
     if (keep > 0) {
       const RecordedSegment& seg = segments_[source];
       for (size_t i = 0; i < keep; ++i) plan.conversation.push_back(seg.turns[i].message);
@@ -48,26 +50,43 @@ absl::StatusOr<TurnPlan> Session::PlanHf(const std::vector<ChatMessage>& message
       prefix_text = seg.rendered.substr(0, end);
     }
     plan.conversation.insert(plan.conversation.end(), messages.begin() + keep, messages.end());
+    ASSIGN_OR_RETURN(prompt, hf_->Render(plan.conversation, tools, /*add_generation_prompt=*/true));
+    if (!absl::StartsWith(prompt, prefix_text)) return false;
     std::string before = prefix_text;
-    bool consistent = true;
     for (size_t i = keep; i < messages.size(); ++i) {
       std::vector<ChatMessage> upto(plan.conversation.begin(), plan.conversation.begin() + i + 1);
       ASSIGN_OR_RETURN(std::string t, hf_->Render(upto, tools, /*add_generation_prompt=*/false));
-      if (!absl::StartsWith(t, before)) consistent = false;
+      if (!absl::StartsWith(t, before) || !absl::StartsWith(prompt, t)) chain = false;
       before = t;
       texts.push_back(std::move(t));
     }
-    ASSIGN_OR_RETURN(prompt, hf_->Render(plan.conversation, tools, /*add_generation_prompt=*/true));
-    if (!absl::StartsWith(prompt, before)) consistent = false;
-    return consistent;
+    return true;
   };
   ASSIGN_OR_RETURN(bool consistent, render(kept));
   bool rerendered = false;
-  if (!consistent && kept > 0) {
+  if (!consistent) {
     // The template renders the recorded turns differently now: prefill its text anew.
     kept = 0;
-    rerendered = true;
+    rerendered = best >= 0 || partial_k > 0;
     ASSIGN_OR_RETURN(consistent, render(0));
+  }
+  if (!chain) {
+    // A template that renders a conversation's last message its own way (Qwen3: an assistant
+    // turn at the end gets an empty <think> block): each message's text runs through the
+    // next end token (and the whitespace after it) in the prompt; what cannot be split so
+    // goes with the generation prompt (in the reply turn, loss mask 0 like every prompt id).
+    size_t pos = prefix_text.size();
+    for (size_t i = kept; i < messages.size(); ++i) {
+      size_t end = hf_->end_text().empty() ? std::string::npos : prompt.find(hf_->end_text(), pos);
+      if (end == std::string::npos) {
+        for (size_t j = i; j < messages.size(); ++j) texts[j - kept] = prompt.substr(0, pos);
+        break;
+      }
+      end += hf_->end_text().size();
+      while (end < prompt.size() && (prompt[end] == '\n' || prompt[end] == ' ')) ++end;
+      pos = end;
+      texts[i - kept] = prompt.substr(0, pos);
+    }
   }
 
   std::vector<int32_t> context;
@@ -97,30 +116,24 @@ absl::StatusOr<TurnPlan> Session::PlanHf(const std::vector<ChatMessage>& message
   }
   plan.reused_tokens = static_cast<uint32_t>(context.size());
 
-  // Each new message's text; a template that does not render prefix by prefix gives its whole
-  // text to the first new message.
+  // Each new message's text, tokenized.
   std::string last = prefix_text;
   for (size_t i = kept; i < messages.size(); ++i) {
     const std::string& t = texts[i - kept];
-    std::string piece;
-    if (consistent) {
-      piece = t.substr(last.size());
-    } else if (i == kept) {
-      piece = texts.back();
-    }
+    std::string piece = t.size() > last.size() ? t.substr(last.size()) : std::string();
     RecordedTurn turn;
     turn.message = messages[i];
     ASSIGN_OR_RETURN(std::vector<int32_t> ids, hf_->Encode(piece));
     AppendPromptTokens(&turn.tokens, ids);
     turn.tokens.set_experts_per_token(experts_per_token_);
     turn.start_unix_ms = turn.end_unix_ms = now_unix_ms;
-    turn.rendered_end = consistent ? t.size() : texts.back().size();
+    turn.rendered_end = std::max(t.size(), last.size());
     context.insert(context.end(), ids.begin(), ids.end());
     plan.new_turns.push_back(std::move(turn));
-    last = t;
+    if (t.size() > last.size()) last = t;
   }
-  const std::string& rendered = texts.empty() ? prefix_text : texts.back();
-  plan.generation_prompt = absl::StartsWith(prompt, rendered) ? prompt.substr(rendered.size()) : prompt;
+  plan.prompt_text = prompt;
+  plan.generation_prompt = prompt.substr(last.size());
   ASSIGN_OR_RETURN(plan.reply_head, hf_->Encode(plan.generation_prompt));
   context.insert(context.end(), plan.reply_head.begin(), plan.reply_head.end());
   if (context.empty()) {
@@ -137,29 +150,39 @@ absl::StatusOr<TurnPlan> Session::PlanHf(const std::vector<ChatMessage>& message
   return plan;
 }
 
-// The template's text with the reply appended stands for the segment from now on; after the
-// generated ids come the ids of what that text puts after the turn's end token (and the end
-// token itself when generation stopped without it).
+// The segment's template text from now on: the prompt, then the template's rendering of the
+// reply through its end token and the whitespace after it, taken from the conversation with
+// one more message after the reply (a template may render a final assistant turn its own
+// way). After the generated ids come the ids of that end (the end token itself only when
+// generation stopped without it).
 void Session::CloseHfReply(const TurnPlan& plan, const GenerationOutcome& outcome, RecordedSegment* seg,
                            RecordedTurn* reply) const {
   std::vector<ChatMessage> conversation = plan.conversation;
   conversation.push_back(reply->message);
+  ChatMessage probe;
+  probe.role = ChatMessage::Role::kUser;
+  probe.content = "?";
+  conversation.push_back(probe);
   absl::StatusOr<std::string> after = hf_->Render(conversation, plan.tools, /*add_generation_prompt=*/false);
+  const std::string& end = hf_->end_text();
+  seg->rendered.clear();
+  reply->rendered_end = 0;
   std::string tail;
-  const bool ended = !outcome.tokens.empty() && hf_->end_id().has_value() &&
-                     outcome.tokens.back().token == *hf_->end_id();
-  if (after.ok() && !hf_->end_text().empty()) {
-    size_t pos = after->rfind(hf_->end_text());
+  if (after.ok() && !end.empty() && absl::StartsWith(*after, plan.prompt_text)) {
+    size_t pos = after->find(end, plan.prompt_text.size());
     if (pos != std::string::npos) {
-      tail = after->substr(pos + hf_->end_text().size());
-      if (!ended) tail = hf_->end_text() + tail;
+      size_t stop = pos + end.size();
+      while (stop < after->size() && ((*after)[stop] == '\n' || (*after)[stop] == ' ')) ++stop;
+      const bool ended = !outcome.tokens.empty() && hf_->end_id().has_value() &&
+                         outcome.tokens.back().token == *hf_->end_id();
+      tail = after->substr(ended ? pos + end.size() : pos, stop - (ended ? pos + end.size() : pos));
+      seg->rendered = after->substr(0, stop);
+      reply->rendered_end = stop;
     }
   }
+  // Without that text the next request opens a new segment (history-rerendered).
   absl::StatusOr<std::vector<int32_t>> ids = hf_->Encode(tail);
   if (ids.ok()) AppendPromptTokens(&reply->tokens, *ids);
-  // A failed render leaves no text to extend: the next request opens a new segment.
-  seg->rendered = after.ok() ? *after : std::string();
-  reply->rendered_end = seg->rendered.size();
 }
 
 }  // namespace flotilla::worker

@@ -83,7 +83,7 @@ async function main() {
 
     // A long first request: prose and code, about 10k tokens with Qwen3's tokenizer.
     const words = [];
-    for (let i = 0; words.join(' ').length < 42000; i++) {
+    for (let i = 0; words.join(" ").length < 24500; i++) {
       words.push(i % 7 === 0 ? `function f${i}(x) { return x * ${i}; }` : `word${i % 97} and more text ${i}`);
     }
     const t0 = Date.now();

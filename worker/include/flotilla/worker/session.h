@@ -67,6 +67,7 @@ struct TurnPlan {
   std::vector<ChatMessage> conversation;
   nlohmann::ordered_json tools;
   std::string generation_prompt;
+  std::string prompt_text;             // the whole prompt's text
   std::vector<int32_t> reply_head;
 };
 
