@@ -132,7 +132,7 @@ TEST(ServeHfModelTest, OfficialClientsAgainstUpWithATinyQwen3MoeRecordExactTraje
   ASSERT_TRUE(traj.ok()) << traj.status();
   ASSERT_EQ(traj->segments_size(), 1) << "the second turn did not extend the first";
   const v1::Segment& seg = traj->segments(0);
-  const json tools = worker::HfTools(Tools(wire["first"]["tools"]));
+  const nlohmann::ordered_json tools = worker::HfTools(Tools(wire["first"]["tools"]));
 
   // Turn one: the prompt is exactly the template's text for the messages, tokenized; then the
   // generated ids, as many as the client was told.
@@ -147,7 +147,15 @@ TEST(ServeHfModelTest, OfficialClientsAgainstUpWithATinyQwen3MoeRecordExactTraje
   auto want = (*chat)->Encode(*prompt);
   ASSERT_TRUE(want.ok());
   ASSERT_GE(ids.size(), want->size());
-  EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.begin() + want->size()), *want);
+  for (size_t i = 0; i < want->size(); ++i) {
+    if (ids[i] == (*want)[i]) continue;
+    const size_t lo = i > 8 ? i - 8 : 0, hi = std::min(want->size(), i + 8);
+    ADD_FAILURE() << "prompt ids differ at " << i << ": recorded '"
+                  << (*chat)->tokenizer().Decode(std::vector<int32_t>(ids.begin() + lo, ids.begin() + hi))
+                  << "' template '"
+                  << (*chat)->tokenizer().Decode(std::vector<int32_t>(want->begin() + lo, want->begin() + hi)) << "'";
+    break;
+  }
   size_t n_gen = 0;
   for (size_t i = want->size(); i < gen.size() && gen[i] == 1; ++i) ++n_gen;
   EXPECT_EQ(n_gen, wire["first"]["usage"]["completion_tokens"].get<size_t>());
