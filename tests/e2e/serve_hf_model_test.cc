@@ -104,7 +104,9 @@ TEST(ServeHfModelTest, OfficialClientsAgainstUpWithATinyQwen3MoeRecordExactTraje
   EXPECT_EQ(config["model_type"], "qwen3_moe");
 
   const std::string state = tmp.file("state");
-  out = RunCommand("FLOTILLA_BIN='" + bin + "' FLOTILLA_MODEL='" + model + "' FLOTILLA_STATE='" + state +
+  const std::string pi = src + "/var/agents/pi";
+  out = RunCommand("FLOTILLA_PI_DIR='" + pi + "' FLOTILLA_BIN='" + bin + "' FLOTILLA_MODEL='" + model +
+                       "' FLOTILLA_STATE='" + state +
                 "' FLOTILLA_NPM_DIR='" + npm + "' node '" + src + "/tests/e2e/js/serve_hf_model.cjs'",
             &rc);
   ASSERT_EQ(rc, 0) << out;
@@ -124,6 +126,14 @@ TEST(ServeHfModelTest, OfficialClientsAgainstUpWithATinyQwen3MoeRecordExactTraje
   std::printf("hf_serve.long_prompt_tokens=%d\nhf_serve.long_first_request_ms=%d\n",
               wire["long"]["prompt_tokens"].get<int>(), wire["long"]["ms"].get<int>());
 
+  // The Pi coding agent's non-interactive session ends with exit 0 and is recorded.
+  if (wire.contains("pi")) {
+    EXPECT_EQ(wire["pi"]["exit"], 0) << wire["pi"]["stderr"];
+    std::printf("hf_serve.pi_session_ms=%d\n", wire["pi"]["ms"].get<int>());
+  } else {
+    ADD_FAILURE() << "the Pi agent is missing (scripts/test-deps.d/worker-npm.sh installs it into var/agents/pi)";
+  }
+
   auto chat = worker::HfChat::Load(model);
   ASSERT_TRUE(chat.ok()) << chat.status();
   auto store = worker::TrajectoryStore::Open(state + "/trajectories.db");
@@ -133,6 +143,13 @@ TEST(ServeHfModelTest, OfficialClientsAgainstUpWithATinyQwen3MoeRecordExactTraje
   ASSERT_EQ(traj->segments_size(), 1) << "the second turn did not extend the first";
   const v1::Segment& seg = traj->segments(0);
   const nlohmann::ordered_json tools = worker::HfTools(Tools(wire["first"]["tools"]));
+
+  if (wire.contains("pi")) {
+    auto pi_traj = (*store)->Get("pi1");
+    ASSERT_TRUE(pi_traj.ok()) << pi_traj.status();
+    ASSERT_GE(pi_traj->segments_size(), 1);
+    EXPECT_GE(pi_traj->segments(0).turns_size(), 2);
+  }
 
   // Turn one: the prompt is exactly the template's text for the messages, tokenized; then the
   // generated ids, as many as the client was told.

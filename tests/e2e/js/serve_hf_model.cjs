@@ -5,7 +5,9 @@
 // with the stored trajectories.
 'use strict';
 const path = require('path');
-const { spawn } = require('child_process');
+const fs = require('fs');
+const os = require('os');
+const { spawn, spawnSync } = require('child_process');
 const npm = path.resolve(process.env.FLOTILLA_NPM_DIR, 'node_modules');
 const OpenAI = require(path.join(npm, 'openai')).default;
 const Anthropic = require(path.join(npm, '@anthropic-ai/sdk')).default;
@@ -90,6 +92,26 @@ async function main() {
     const r3 = await oa('hf-long').chat.completions.create({ model: 'm', max_tokens: 1, seed: 1,
       messages: [{ role: 'user', content: words.join(' ') }] });
     out.long = { ms: Date.now() - t0, prompt_tokens: r3.usage.prompt_tokens };
+
+    // The real Pi coding agent, non-interactive, against the same server (session "pi1"
+    // through its API key), when worker-npm.sh has installed it.
+    const pi = path.resolve(process.env.FLOTILLA_PI_DIR || '',
+      'node_modules/@mariozechner/pi-coding-agent/dist/cli.js');
+    if (process.env.FLOTILLA_PI_DIR && fs.existsSync(pi)) {
+      const home = fs.mkdtempSync(path.join(os.tmpdir(), 'flotilla-pi-'));
+      fs.mkdirSync(path.join(home, 'agent'));
+      fs.writeFileSync(path.join(home, 'agent', 'models.json'), JSON.stringify({ providers: { flotilla: {
+        baseUrl: `${base}/v1`, api: 'openai-completions', apiKey: 'session-pi1',
+        compat: { supportsDeveloperRole: false, supportsReasoningEffort: false },
+        models: [{ id: 'flotilla', name: 'Flotilla', reasoning: false, input: ['text'],
+          contextWindow: 40960, maxTokens: MAX }] } } }));
+      const t1 = Date.now();
+      const r = spawnSync('node', [pi, '--provider', 'flotilla', '--model', 'flotilla', '--no-session',
+        '-p', 'Say hello in one word.'], { cwd: home, timeout: 300000, encoding: 'utf8',
+        env: { PATH: process.env.PATH, HOME: home, PI_CODING_AGENT_DIR: path.join(home, 'agent') } });
+      out.pi = { exit: r.status, ms: Date.now() - t1, stderr: (r.stderr || '').slice(0, 2000) };
+      fs.rmSync(home, { recursive: true, force: true });
+    }
   } finally {
     child.kill('SIGTERM');
     out.server_exit = await new Promise((resolve) => child.on('exit', (code, sig) => resolve(code ?? sig)));
