@@ -39,6 +39,10 @@ void AddBridgeCommand(CLI::App& app, int* exit_code);
 void AddModelCommand(CLI::App& app, int* exit_code);
 // Adds `chat-template` to the `model` group (model_chat_template_command.cc).
 void AddModelChatTemplateCommand(CLI::App& model, int* exit_code);
+
+// `flotilla merge CONFIG.yaml --out DIR` (cli/merge_command.cc).
+void AddMergeCommand(CLI::App& app, int* exit_code);
+
 // Adds `logprobs` to the `model` group (model_logprobs_command.cc).
 void AddModelLogprobsVerb(CLI::App& model, int* exit_code);
 // Adds `init` to the `model` group (model_init_command.cc).

@@ -8,7 +8,10 @@
 namespace flotilla::cli {
 
 inline void AddEmbeddedWorkerFlags(CLI::App* sub, worker::EmbeddedWorkerOptions& opts) {
-  sub->add_option("--model", opts.model_prefix, "a Hugging Face model folder (config.json, safetensors, tokenizer files) or a PREFIX (.safetensors + .json); default: the embedded default model");
+  sub->add_option("-m,--model", opts.model_prefix,
+                  "a Hugging Face model folder (config.json with model_type, safetensors, tokenizer files), "
+                  "a model PREFIX (.safetensors + .json) or folder (config.json + model.safetensors, e.g. a "
+                  "merge); default: the embedded default model");
   sub->add_option("--state-dir", opts.state_dir, "where the default model and stores live");
   sub->add_option("--db", opts.db_path, "trajectory store (SQLite); default: <state-dir>/trajectories.db");
   sub->add_option("--experiment", opts.experiment, "experiment name written into trajectories");

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   flotilla::cli::AddBridgeCommand(app, &exit_code);
   flotilla::cli::AddRunCommand(app, &exit_code);
   flotilla::cli::AddEvalCommand(app, &exit_code);
+  flotilla::cli::AddMergeCommand(app, &exit_code);
   flotilla::cli::AddBenchCommand(app, &exit_code);
   flotilla::cli::AddBenchRolloutCommand(app, &exit_code);
   flotilla::cli::AddTrajectoriesCommand(app, &exit_code);

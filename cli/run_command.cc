@@ -23,6 +23,7 @@
 #include "flotilla/common/logging.h"
 #include "flotilla/common/status.h"
 #include "flotilla/inference/engine.h"
+#include "flotilla/merge/merge.h"
 #include "flotilla/trainer_bridge/experiment.h"
 #include "trainer_process.h"
 
@@ -114,6 +115,18 @@ int Run(const RunFlags& f) {
   if (auto s = PrepareStateDir(*cfg, f); !s.ok()) {
     std::cerr << "run: " << s.message() << "\n";
     return 1;
+  }
+  // policy.init: merge:CONFIG.yaml: the merge is made first, into the run's folder, and the
+  // trainer starts from it.
+  if (cfg->policy.init.starts_with("merge:")) {
+    std::string out = (std::filesystem::path(cfg->state_dir) / "merged-init").string();
+    std::cerr << "run: merging " << cfg->policy.init.substr(6) << " into " << out << "\n";
+    auto merged = merge::ResolveMergeInit(cfg->policy.init, out);
+    if (!merged.ok()) {
+      std::cerr << "run: " << merged.status().message() << "\n";
+      return 2;
+    }
+    cfg->policy.init = *merged;
   }
   inference::EngineOptions eo;
   eo.backend = f.backend;

@@ -8,7 +8,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libbpf-dev bpftool libseccomp-dev libboost-dev
-  libsqlite3-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev
+  libsqlite3-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libssl-dev
   clang llvm
   libopenblas-dev libopenblas0-pthread
   libpcre2-dev libutf8proc-dev

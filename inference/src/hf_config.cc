@@ -83,13 +83,12 @@ class Fields {
   std::string prefix_;
 };
 
-double YarnMscale(double scale, double mscale) {
-  return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
-}
-
 absl::Status ParseRope(const json& j, const Fields& top, const std::string& source, HfConfig* c) {
   HfRope& r = c->rope;
   RETURN_IF_ERROR(top.Num("rope_theta", &r.theta, false));
+  double top_partial = 1.0;
+  RETURN_IF_ERROR(top.Num("partial_rotary_factor", &top_partial, false));
+  if (top_partial != 1.0) return top.Bad("partial_rotary_factor", "other than 1 is not supported");
   const char* key = top.Has("rope_parameters") ? "rope_parameters" : top.Has("rope_scaling") ? "rope_scaling" : nullptr;
   if (key == nullptr) return absl::OkStatus();
   const json& p = j.at(key);
@@ -102,7 +101,12 @@ absl::Status ParseRope(const json& j, const Fields& top, const std::string& sour
     return f.Bad("rope_type", absl::StrCat("'", r.type, "' is not supported (default, linear, llama3, yarn)"));
   }
   const bool scaled = r.type != "default";
-  RETURN_IF_ERROR(f.Num("factor", &r.factor, scaled));
+  double partial = 1.0;
+  RETURN_IF_ERROR(f.Num("partial_rotary_factor", &partial, false));
+  if (partial != 1.0) return f.Bad("partial_rotary_factor", "other than 1 is not supported");
+  // yarn may leave factor out: max_position_embeddings / original_max_position_embeddings.
+  if (r.type == "yarn") r.factor = 0;
+  RETURN_IF_ERROR(f.Num("factor", &r.factor, scaled && r.type != "yarn"));
   RETURN_IF_ERROR(f.Num("original_max_position_embeddings", &r.original_max_position, r.type == "llama3"));
   RETURN_IF_ERROR(f.Num("low_freq_factor", &r.low_freq_factor, r.type == "llama3"));
   RETURN_IF_ERROR(f.Num("high_freq_factor", &r.high_freq_factor, r.type == "llama3"));
@@ -112,7 +116,7 @@ absl::Status ParseRope(const json& j, const Fields& top, const std::string& sour
   RETURN_IF_ERROR(f.Num("mscale_all_dim", &r.mscale_all_dim, false));
   RETURN_IF_ERROR(f.Num("attention_factor", &r.attention_factor, false));
   RETURN_IF_ERROR(f.Bool("truncate", &r.truncate));
-  if (scaled && !(r.factor > 0)) return f.Bad("factor", "must be > 0");
+  if ((scaled && r.type != "yarn" && !(r.factor > 0)) || r.factor < 0) return f.Bad("factor", "must be > 0");
   if (!(r.theta > 0)) return top.Bad("rope_theta", "must be > 0");
   return absl::OkStatus();
 }
@@ -137,72 +141,6 @@ int32_t HfConfig::num_moe_layers() const {
   int32_t n = 0;
   for (bool m : moe_layer) n += m;
   return n;
-}
-
-void HfConfig::RopeTables(std::vector<double>* inv_freq, double* attention_factor) const {
-  const int dim = rope_dim(), half = dim / 2;
-  inv_freq->assign(half, 0.0);
-  *attention_factor = 1.0;
-  // transformers computes these in float32: base ** (arange(0, dim, 2) / dim).
-  for (int i = 0; i < half; ++i) {
-    const float expo = static_cast<float>(2 * i) / static_cast<float>(dim);
-    (*inv_freq)[i] = static_cast<double>(1.0f / std::pow(static_cast<float>(rope.theta), expo));
-  }
-  if (rope.type == "linear") {
-    for (double& f : *inv_freq) f /= rope.factor;
-  } else if (rope.type == "llama3") {
-    const double old_len = rope.original_max_position;
-    const double low_wavelen = old_len / rope.low_freq_factor, high_wavelen = old_len / rope.high_freq_factor;
-    for (double& f : *inv_freq) {
-      const double wavelen = 2 * M_PI / f;
-      double g = wavelen > low_wavelen ? f / rope.factor : f;
-      if (!(wavelen < high_wavelen) && !(wavelen > low_wavelen)) {
-        const double smooth = (old_len / wavelen - rope.low_freq_factor) / (rope.high_freq_factor - rope.low_freq_factor);
-        g = (1 - smooth) * g / rope.factor + smooth * g;
-      }
-      f = g;
-    }
-  } else if (rope.type == "yarn") {
-    double factor = rope.factor;
-    double original = max_position_embeddings;
-    if (rope.original_max_position > 0) {
-      original = rope.original_max_position;
-      factor = max_position_embeddings / original;
-    }
-    if (rope.attention_factor >= 0) {
-      *attention_factor = rope.attention_factor;
-    } else if (rope.mscale != 0 && rope.mscale_all_dim != 0) {
-      *attention_factor = YarnMscale(factor, rope.mscale) / YarnMscale(factor, rope.mscale_all_dim);
-    } else {
-      *attention_factor = YarnMscale(factor, 1.0);
-    }
-    auto correction_dim = [&](double rotations) {
-      return (dim * std::log(original / (rotations * 2 * M_PI))) / (2 * std::log(rope.theta));
-    };
-    double low = correction_dim(rope.beta_fast), high = correction_dim(rope.beta_slow);
-    if (rope.truncate) {
-      low = std::floor(low);
-      high = std::ceil(high);
-    }
-    low = std::max(low, 0.0);
-    high = std::min(high, static_cast<double>(dim - 1));
-    if (low == high) high += 0.001;
-    for (int i = 0; i < half; ++i) {
-      const double extrapolation = (*inv_freq)[i], interpolation = extrapolation / factor;
-      const double ramp = std::clamp((i - low) / (high - low), 0.0, 1.0);
-      const double extrapolation_factor = 1.0 - ramp;
-      (*inv_freq)[i] = interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor;
-    }
-  }
-}
-
-double HfConfig::attention_scale() const {
-  double scale = 1.0 / std::sqrt(static_cast<double>(k_head_dim()));
-  if (mla && rope.type != "default" && rope.mscale_all_dim != 0) {
-    const double m = YarnMscale(rope.factor, rope.mscale_all_dim);
-    scale *= m * m;
-  }
-  return scale;
 }
 
 absl::StatusOr<HfConfig> HfConfig::FromJson(const std::string& text, const std::string& source) {
@@ -315,7 +253,12 @@ absl::StatusOr<HfConfig> HfConfig::FromJson(const std::string& text, const std::
       RETURN_IF_ERROR(f.IntAlias({"n_routed_experts", "num_local_experts"}, &c.num_experts));
       RETURN_IF_ERROR(f.Int("num_experts_per_tok", &c.top_k, true));
       RETURN_IF_ERROR(f.Int("moe_intermediate_size", &c.moe_intermediate_size, true));
-      int32_t shared = 0, first_dense = 0;
+      // Missing fields take transformers' DeepseekV3Config defaults.
+      int32_t shared = 1, first_dense = 3;
+      c.n_group = 8;
+      c.topk_group = 4;
+      c.routed_scaling_factor = 2.5f;
+      c.norm_topk_prob = true;
       RETURN_IF_ERROR(f.Int("n_shared_experts", &shared, false));
       c.shared_intermediate_size = shared * c.moe_intermediate_size;
       RETURN_IF_ERROR(f.Int("n_group", &c.n_group, false));

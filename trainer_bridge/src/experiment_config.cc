@@ -187,7 +187,14 @@ absl::StatusOr<ExperimentConfig> ParseExperimentConfig(const std::string& text, 
     return p.Error("policy.model_config or policy.model is required");
   }
   ASSIGN_OR_RETURN(cfg.policy.init, p["init"].AsString("random"));
-  if (cfg.policy.init != "random") cfg.policy.init = Resolve(base_dir, cfg.policy.init);
+  // "merge:CONFIG.yaml": the run merges first and starts from the merge (cli/run_command.cc).
+  if (cfg.policy.init.starts_with("merge:")) {
+    std::string recipe = cfg.policy.init.substr(6);
+    if (recipe.empty()) return p["init"].Error("merge: needs a recipe file (merge:CONFIG.yaml)");
+    cfg.policy.init = "merge:" + Resolve(base_dir, recipe);
+  } else if (cfg.policy.init != "random") {
+    cfg.policy.init = Resolve(base_dir, cfg.policy.init);
+  }
   ASSIGN_OR_RETURN(int64_t pseed, p["seed"].AsInt(seed));
   cfg.policy.seed = static_cast<uint64_t>(pseed);
 

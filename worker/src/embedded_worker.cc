@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/logging.h"
 #include "flotilla/common/status.h"
+#include "nlohmann/json.hpp"
 
 namespace flotilla::worker {
 namespace {
@@ -42,6 +43,19 @@ absl::StatusOr<std::string> ReadText(const std::string& path) {
   return ss.str();
 }
 
+// A Hugging Face checkpoint folder: its config.json names a model_type (Flotilla's own
+// config.json, as `flotilla merge` writes it, does not).
+bool IsHfFolder(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return false;
+  std::ifstream in(fs::path(dir) / "config.json");
+  if (!in) return false;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("model_type");
+}
+
 }  // namespace
 
 absl::Status WriteDefaultModel(const std::string& prefix) {
@@ -68,7 +82,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedWorker>> EmbeddedWorker::Start(const Embe
   eo.threads = o.threads;
   ASSIGN_OR_RETURN(w->engine_, inference::Engine::Create(eo));
   std::string prefix = o.model_prefix;
-  if (!prefix.empty() && fs::is_directory(prefix)) {
+  if (!prefix.empty() && IsHfFolder(prefix)) {
     // A Hugging Face model folder: config.json + safetensors + tokenizer files.
     RETURN_IF_ERROR(w->engine_->LoadHfModel("default", prefix, 0));
     ASSIGN_OR_RETURN(w->config_, w->engine_->Config("default"));
@@ -84,9 +98,14 @@ absl::StatusOr<std::unique_ptr<EmbeddedWorker>> EmbeddedWorker::Start(const Embe
         RETURN_IF_ERROR(WriteDefaultModel(prefix));
       }
     }
-    ASSIGN_OR_RETURN(std::string config_text, ReadText(prefix + ".json"));
+    // A model folder (config.json + model.safetensors, as `flotilla merge` writes) or a prefix.
+    const bool folder = fs::is_directory(prefix, ec);
+    const std::string config_path = folder ? (fs::path(prefix) / "config.json").string() : prefix + ".json";
+    const std::string weights_path =
+        folder ? (fs::path(prefix) / "model.safetensors").string() : prefix + ".safetensors";
+    ASSIGN_OR_RETURN(std::string config_text, ReadText(config_path));
     ASSIGN_OR_RETURN(w->config_, inference::ModelConfig::FromJson(config_text));
-    RETURN_IF_ERROR(w->engine_->LoadModel("default", w->config_, prefix + ".safetensors", 0));
+    RETURN_IF_ERROR(w->engine_->LoadModel("default", w->config_, weights_path, 0));
     w->generator_ = NewEngineTokenGenerator(w->engine_.get(), "default", "flotilla-default");
   }
   std::string db = o.db_path.empty() ? (fs::path(o.state_dir) / "trajectories.db").string() : o.db_path;

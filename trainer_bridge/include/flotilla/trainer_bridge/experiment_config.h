@@ -78,7 +78,7 @@ struct RolloutConfig {
 struct PolicyConfig {
   std::string model_config;     // JSON file (ModelConfig); empty: the inline model below
   std::string model_json;       // inline ModelConfig JSON
-  std::string init = "random";  // "random" or a safetensors file
+  std::string init = "random";  // "random", a safetensors file, or "merge:CONFIG.yaml" (merged first)
   uint64_t seed = 1;
 };
 

@@ -2,9 +2,10 @@
 // one model, a ChatService recording into a SQLite trajectory store, and optionally the wire
 // APIs on an HTTP address.
 //
-// The model is a Hugging Face model folder (config.json, safetensors, tokenizer.json and
-// tokenizer_config.json: served through its tokenizer and chat template), or
-// PREFIX.safetensors + PREFIX.json (as written by the trainer's init_model.py).
+// The model is a Hugging Face model folder (config.json with model_type, safetensors,
+// tokenizer.json and tokenizer_config.json: served through its tokenizer and chat template),
+// PREFIX.safetensors + PREFIX.json (as written by the trainer's init_model.py), or a folder
+// with a Flotilla config.json and model.safetensors (as `flotilla merge` writes).
 // Without a prefix the embedded default model is used: <state_dir>/default-model, written once
 // with random weights by `python3 -m flotilla_trainer.init_model` (found through
 // FLOTILLA_SOURCE_DIR or next to the binary's source tree).
@@ -26,7 +27,7 @@
 namespace flotilla::worker {
 
 struct EmbeddedWorkerOptions {
-  std::string model_prefix;            // a Hugging Face folder or a PREFIX; empty: the default model
+  std::string model_prefix;            // a Hugging Face folder, a prefix or a folder; empty: the default model
   std::string state_dir = "var/flotilla";
   std::string db_path;                 // empty: <state_dir>/trajectories.db
   std::string experiment = "default";
