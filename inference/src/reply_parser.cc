@@ -79,7 +79,7 @@ bool ReplyParser::ProcessContent(bool final, ReplyDelta& out) {
   size_t tool = open_marker_.empty() ? std::string::npos : buffer_.find(open_marker_);
   size_t at = std::min(think, tool);
   if (at != std::string::npos) {
-    EmitContent(std::string_view(buffer_).substr(0, at), out);
+    EmitContent(std::string_view(buffer_).substr(0, at), at == tool ? Tail::kDrop : Tail::kFlush, out);
     if (at == tool) {
       buffer_.erase(0, at + open_marker_.size());
       state_ = State::kToolBlock;
@@ -92,7 +92,7 @@ bool ReplyParser::ProcessContent(bool final, ReplyDelta& out) {
     return true;
   }
   size_t hold = final ? 0 : HoldBack(buffer_, {options_.parse_think ? kThinkOpen : std::string_view(), open_marker_});
-  EmitContent(std::string_view(buffer_).substr(0, buffer_.size() - hold), out);
+  EmitContent(std::string_view(buffer_).substr(0, buffer_.size() - hold), final ? Tail::kFlush : Tail::kHold, out);
   buffer_.erase(0, buffer_.size() - hold);
   return false;
 }
@@ -126,7 +126,7 @@ bool ReplyParser::ProcessToolBlock(bool final, ReplyDelta& out) {
       if (call) {
         AddCall(std::move(*call), out);
       } else {
-        EmitContent((block_calls_ == 0 ? open_marker_ : std::string()) + std::string(segment) + std::string(kDeepSeekCallEnd), out);
+        EmitContent(BlockHead() + std::string(segment) + std::string(kDeepSeekCallEnd), Tail::kFlush, out);
         ++block_calls_;  // the block's opening marker has been shown
       }
       buffer_.erase(0, call_end + kDeepSeekCallEnd.size());
@@ -134,7 +134,7 @@ bool ReplyParser::ProcessToolBlock(bool final, ReplyDelta& out) {
     }
     if (block_end != std::string::npos) {
       std::string_view rest = std::string_view(buffer_).substr(0, block_end);
-      if (!Trim(rest).empty()) EmitContent(std::string(rest) + close_marker_, out);
+      if (!Trim(rest).empty()) EmitContent(std::string(rest) + close_marker_, Tail::kFlush, out);
       buffer_.erase(0, block_end + close_marker_.size());
       state_ = State::kContent;
       strip_leading_whitespace_ = true;
@@ -151,7 +151,7 @@ bool ReplyParser::ProcessToolBlock(bool final, ReplyDelta& out) {
         AddCall(std::move(*call), out);
         strip_leading_whitespace_ = true;
       } else {
-        EmitContent(open_marker_ + std::string(body) + close_marker_, out);
+        EmitContent(BlockHead() + std::string(body) + close_marker_, Tail::kFlush, out);
       }
       buffer_.erase(0, at + close_marker_.size());
       state_ = State::kContent;
@@ -160,24 +160,39 @@ bool ReplyParser::ProcessToolBlock(bool final, ReplyDelta& out) {
   }
   if (final) {
     // An unfinished block: what the model wrote, shown as it was.
-    EmitContent((block_calls_ == 0 ? open_marker_ : std::string()) + buffer_, out);
+    EmitContent(BlockHead() + buffer_, Tail::kFlush, out);
     buffer_.clear();
     state_ = State::kContent;
   }
   return false;
 }
 
-void ReplyParser::EmitContent(std::string_view text, ReplyDelta& out) {
+std::string ReplyParser::BlockHead() {
+  if (block_calls_ > 0) return "";
+  std::string head = std::move(dropped_newlines_) + open_marker_;
+  dropped_newlines_.clear();
+  return head;
+}
+
+void ReplyParser::EmitContent(std::string_view text, Tail tail, ReplyDelta& out) {
+  std::string t = std::move(held_content_newlines_) + std::string(text);
+  held_content_newlines_.clear();
   if (strip_leading_newlines_) {
-    size_t n = text.find_first_not_of('\n');
-    text.remove_prefix(n == std::string_view::npos ? text.size() : n);
-    if (!text.empty()) strip_leading_newlines_ = false;
+    size_t n = t.find_first_not_of('\n');
+    t.erase(0, n == std::string::npos ? t.size() : n);
+    if (!t.empty()) strip_leading_newlines_ = false;
   }
   if (strip_leading_whitespace_) {
-    text = TrimLeading(text);
-    if (!text.empty()) strip_leading_whitespace_ = false;
+    t = std::string(TrimLeading(t));
+    if (!t.empty()) strip_leading_whitespace_ = false;
   }
-  out.content.append(text);
+  if (tail != Tail::kFlush) {
+    size_t keep = t.find_last_not_of('\n');
+    keep = keep == std::string::npos ? 0 : keep + 1;
+    (tail == Tail::kHold ? held_content_newlines_ : dropped_newlines_) = t.substr(keep);
+    t.resize(keep);
+  }
+  out.content.append(t);
 }
 
 void ReplyParser::EmitReasoning(std::string_view text, bool closing, ReplyDelta& out) {

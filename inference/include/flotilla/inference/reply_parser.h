@@ -4,8 +4,10 @@
 //   Qwen3-Coder         <tool_call><function=NAME><parameter=P>value</parameter>...</function></tool_call>
 //   DeepSeek-V3         <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME
 //                       ```json {...} ```<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
-// and <think>...</think> as reasoning (newlines next to the markers dropped the way Qwen3's
-// template adds them back: reasoning.strip('\n'), content.lstrip('\n') after </think>).
+// and <think>...</think> as reasoning. Newlines that the chat template writes back around
+// the parts are dropped, so that rendering the parsed message gives the model's text again:
+// reasoning.strip('\n'), content.lstrip('\n') after </think>, and the newlines between
+// content and a tool call.
 //
 // Streaming-safe: text that might be the start of a marker is held back until the next delta
 // decides it, so no delta ever carries part of a marker, and a tool call comes out whole once
@@ -58,7 +60,12 @@ class ReplyParser {
   bool ProcessContent(bool final, ReplyDelta& out);
   bool ProcessReasoning(bool final, ReplyDelta& out);
   bool ProcessToolBlock(bool final, ReplyDelta& out);
-  void EmitContent(std::string_view text, ReplyDelta& out);
+  // What happens to a run of newlines at the end of emitted content: out now, held until the
+  // next text decides, or dropped because a tool-call block follows (Qwen's template writes
+  // that newline itself; it comes back if the block turns out malformed).
+  enum class Tail { kFlush, kHold, kDrop };
+  void EmitContent(std::string_view text, Tail tail, ReplyDelta& out);
+  std::string BlockHead();  // the opening marker (and the newlines before it) of a block shown as text
   void EmitReasoning(std::string_view text, bool closing, ReplyDelta& out);
   void AddCall(ToolCall call, ReplyDelta& out);
 
@@ -68,6 +75,8 @@ class ReplyParser {
   State state_ = State::kContent;
   std::string buffer_;             // received, not yet emitted
   std::string held_newlines_;      // reasoning newlines that may turn out to precede </think>
+  std::string held_content_newlines_;  // content newlines that may turn out to precede a tool call
+  std::string dropped_newlines_;       // the newlines before the open block
   bool strip_leading_newlines_ = false;    // just after <think> or </think>
   bool strip_leading_whitespace_ = false;  // just after a tool call
   int calls_ = 0;
