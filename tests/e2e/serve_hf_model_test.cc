@@ -178,6 +178,10 @@ TEST(ServeHfModelTest, OfficialClientsAgainstUpWithATinyQwen3MoeRecordExactTraje
   EXPECT_EQ(n_gen, wire["first"]["usage"]["completion_tokens"].get<size_t>());
   for (size_t i = 0; i < want->size(); ++i) ASSERT_EQ(gen[i], 0) << i;
   EXPECT_EQ(wire["first"]["usage"]["prompt_tokens"].get<size_t>(), want->size());
+  // Routing is captured for every generated id: 2 MoE layers x top-2 experts.
+  const v1::TokenSpan& reply1 = seg.turns(static_cast<int>(first.size())).tokens();
+  EXPECT_EQ(reply1.experts_per_token(), 4);
+  EXPECT_EQ(static_cast<size_t>(reply1.experts_size()), 4 * n_gen);
 
   // Turn two extends the record: every earlier id kept (the generated ones never re-tokenized),
   // then the template's text for the new messages and the generation prompt.
