@@ -178,6 +178,17 @@ TEST(ServeHfModelTest, OfficialClientsAgainstUpWithATinyQwen3MoeRecordExactTraje
   EXPECT_EQ(n_gen, wire["first"]["usage"]["completion_tokens"].get<size_t>());
   for (size_t i = 0; i < want->size(); ++i) ASSERT_EQ(gen[i], 0) << i;
   EXPECT_EQ(wire["first"]["usage"]["prompt_tokens"].get<size_t>(), want->size());
+  // Logprobs on the wire name the generated ids' own bytes (the end token left out).
+  std::vector<int32_t> generated_ids(ids.begin() + static_cast<long>(want->size()),
+                                     ids.begin() + static_cast<long>(want->size() + n_gen));
+  if (!generated_ids.empty() && (*chat)->IsStop(generated_ids.back())) generated_ids.pop_back();
+  ASSERT_TRUE(wire["first"]["logprob_bytes"].is_array());
+  ASSERT_EQ(wire["first"]["logprob_bytes"].size(), generated_ids.size());
+  for (size_t i = 0; i < generated_ids.size(); ++i) {
+    std::string bytes;
+    for (const json& b : wire["first"]["logprob_bytes"][i]) bytes.push_back(static_cast<char>(b.get<int>()));
+    EXPECT_EQ(bytes, (*chat)->tokenizer().TokenBytes(generated_ids[i])) << i;
+  }
   // Routing is captured for every generated id: 2 MoE layers x top-2 experts.
   const v1::TokenSpan& reply1 = seg.turns(static_cast<int>(first.size())).tokens();
   EXPECT_EQ(reply1.experts_per_token(), 4);

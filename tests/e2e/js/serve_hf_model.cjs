@@ -47,10 +47,11 @@ async function main() {
       { role: 'tool', tool_call_id: 'call_hist1', content: '-rw 10 a.txt\n-rw 99 b.txt' },
     ];
     const r1 = await oa('hf-chat').chat.completions.create({ model: 'm', messages: first,
-      tools: chatTools, max_tokens: MAX, seed: 7 });
+      tools: chatTools, max_tokens: MAX, seed: 7, logprobs: true });
     const msg = r1.choices[0].message;
     out.first = { messages: first, tools: chatTools, content: msg.content ?? '',
-      tool_calls: msg.tool_calls ?? [], finish: r1.choices[0].finish_reason, usage: r1.usage };
+      tool_calls: msg.tool_calls ?? [], finish: r1.choices[0].finish_reason, usage: r1.usage,
+      logprob_bytes: r1.choices[0].logprobs ? r1.choices[0].logprobs.content.map((x) => x.bytes) : null };
     // The next turn: the reply as the client got it, then a tool result or a user message.
     const second = first.concat([{ role: 'assistant', content: msg.content ?? '',
       ...(msg.tool_calls ? { tool_calls: msg.tool_calls } : {}) }]);

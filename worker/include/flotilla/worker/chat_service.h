@@ -59,6 +59,7 @@ class ChatService {
   absl::StatusOr<v1::Trajectory> Trajectory(const std::string& session_id);
 
   std::string ModelName() const { return generator_->ModelName(); }
+  const HfChat* hf() const { return options_.hf; }
   TrajectoryStore* store() const { return options_.store; }
 
   // The conversation a request amounts to: a system turn (system text plus the tool
