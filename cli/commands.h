@@ -43,6 +43,8 @@ void AddBenchRolloutCommand(CLI::App& app, int* exit_code);
 void AddBridgeCommand(CLI::App& app, int* exit_code);
 // `flotilla model tokenize` and the other verbs over a Hugging Face model folder (model_command.cc).
 void AddModelCommand(CLI::App& app, int* exit_code);
+// Adds `chat-template` to the `model` group (model_chat_template_command.cc).
+void AddModelChatTemplateCommand(CLI::App& model, int* exit_code);
 
 // `flotilla merge CONFIG.yaml --out DIR` (cli/merge_command.cc).
 void AddMergeCommand(CLI::App& app, int* exit_code);
@@ -51,5 +53,7 @@ void AddMergeCommand(CLI::App& app, int* exit_code);
 void AddModelChatTemplateCommand(CLI::App& model, int* exit_code);
 // `flotilla model logprobs` on the `model` group (model_logprobs_command.cc).
 void AddModelLogprobsVerb(CLI::App& model, int* exit_code);
+// Adds `init` to the `model` group (model_init_command.cc).
+void AddModelInitVerb(CLI::App& model, int* exit_code);
 
 }  // namespace flotilla::cli

@@ -9,8 +9,9 @@ namespace flotilla::cli {
 
 inline void AddEmbeddedWorkerFlags(CLI::App* sub, app::EmbeddedWorkerOptions& opts) {
   sub->add_option("-m,--model", opts.model_prefix,
-                  "model PREFIX (.safetensors + .json) or folder (config.json + model.safetensors, e.g. a merge); "
-                  "default: the embedded default model");
+                  "a Hugging Face model folder (config.json with model_type, safetensors, tokenizer files), "
+                  "a model PREFIX (.safetensors + .json) or folder (config.json + model.safetensors, e.g. a "
+                  "merge); default: the embedded default model");
   sub->add_option("--state-dir", opts.state_dir, "where the default model and stores live");
   sub->add_option("--db", opts.db_path, "trajectory store (SQLite); default: <state-dir>/trajectories.db");
   sub->add_option("--experiment", opts.experiment, "experiment name written into trajectories");

@@ -53,6 +53,7 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
   AddTokenizeVerb(*model, exit_code);
   AddModelChatTemplateCommand(*model, exit_code);
   AddModelLogprobsVerb(*model, exit_code);
+  AddModelInitVerb(*model, exit_code);
 }
 
 }  // namespace flotilla::cli

@@ -1,6 +1,7 @@
 #include "flotilla/app/embedded_worker.h"
 
 #include "flotilla/inference/tokenizer.h"
+#include "nlohmann/json.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,19 @@ namespace flotilla::app {
 namespace {
 
 namespace fs = std::filesystem;
+
+// A Hugging Face checkpoint folder: its config.json names a model_type (Flotilla's own
+// config.json, as `flotilla merge` writes it, does not).
+bool IsHfFolder(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return false;
+  std::ifstream in(fs::path(dir) / "config.json");
+  if (!in) return false;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("model_type");
+}
 
 absl::StatusOr<std::string> ReadText(const std::string& path) {
   std::ifstream in(path);
@@ -40,27 +54,38 @@ absl::StatusOr<std::unique_ptr<EmbeddedWorker>> EmbeddedWorker::Start(const Embe
 
 absl::Status EmbeddedWorker::ServeModel(const EmbeddedWorkerOptions& o) {
   std::string prefix = o.model_prefix;
-  if (prefix.empty()) {
-    prefix = (fs::path(o.state_dir) / "default-model").string();
-    if (!fs::exists(prefix + ".safetensors") || !fs::exists(prefix + ".json")) {
-      FLOG(info, "writing the embedded default model", {{"prefix", prefix}});
-      RETURN_IF_ERROR(WriteDefaultModel(prefix));
+  std::string served_name = "flotilla-default";
+  if (!prefix.empty() && IsHfFolder(prefix)) {
+    // A Hugging Face model folder: config.json + safetensors + tokenizer files.
+    RETURN_IF_ERROR(engine_->LoadHfModel("default", prefix, 0));
+    ASSIGN_OR_RETURN(config_, engine_->Config("default"));
+    ASSIGN_OR_RETURN(hf_, worker::HfChat::Load(prefix));
+    served_name = fs::path(prefix).lexically_normal().filename().string();
+    if (served_name.empty()) served_name = fs::path(prefix).lexically_normal().parent_path().filename().string();
+  } else {
+    if (prefix.empty()) {
+      prefix = (fs::path(o.state_dir) / "default-model").string();
+      if (!fs::exists(prefix + ".safetensors") || !fs::exists(prefix + ".json")) {
+        FLOG(info, "writing the embedded default model", {{"prefix", prefix}});
+        RETURN_IF_ERROR(WriteDefaultModel(prefix));
+      }
     }
+    // A model folder (config.json + model.safetensors, as `flotilla merge` writes) or a prefix.
+    std::error_code ec;
+    const bool folder = fs::is_directory(prefix, ec);
+    const std::string config_path = folder ? (fs::path(prefix) / "config.json").string() : prefix + ".json";
+    const std::string weights_path = folder ? (fs::path(prefix) / "model.safetensors").string() : prefix + ".safetensors";
+    ASSIGN_OR_RETURN(std::string config_text, ReadText(config_path));
+    ASSIGN_OR_RETURN(config_, inference::ModelConfig::FromJson(config_text));
+    RETURN_IF_ERROR(engine_->LoadModel("default", config_, weights_path, 0));
   }
-  // A model folder (config.json + model.safetensors, as `flotilla merge` writes) or a prefix.
-  std::error_code ec;
-  const bool folder = fs::is_directory(prefix, ec);
-  const std::string config_path = folder ? (fs::path(prefix) / "config.json").string() : prefix + ".json";
-  const std::string weights_path = folder ? (fs::path(prefix) / "model.safetensors").string() : prefix + ".safetensors";
-  ASSIGN_OR_RETURN(std::string config_text, ReadText(config_path));
-  ASSIGN_OR_RETURN(config_, inference::ModelConfig::FromJson(config_text));
-  RETURN_IF_ERROR(engine_->LoadModel("default", config_, weights_path, 0));
-  generator_ = worker::NewEngineTokenGenerator(engine_.get(), "default", "flotilla-default");
+  generator_ = worker::NewEngineTokenGenerator(engine_.get(), "default", served_name);
   worker::ChatServiceOptions so;
   so.store = store_.get();
   so.experiment = o.experiment;
   so.scaffold = o.scaffold;
   so.experts_per_token = config_.routing_width();
+  so.hf = hf_.get();
   service_ = std::make_unique<worker::ChatService>(generator_.get(), so);
   api_ = std::make_unique<worker::WireApi>(service_.get());
   return absl::OkStatus();
@@ -71,7 +96,10 @@ absl::Status EmbeddedWorker::ServeHttp(const EmbeddedWorkerOptions& o) {
   worker::TrajectoryStore* store = store_.get();
   sources.recent_trajectories = [store](int limit) { return store->Newest({}, limit); };
   sources.trajectory = [store](const std::string& id) { return store->Get(id); };
-  // The policy's tokens are the byte model's unless the caller knows better.
+  // Token text for the trajectory viewer: the served folder's tokenizer, else the byte model's.
+  if (!sources.token_text && hf_ != nullptr) {
+    sources.token_text = [hf = hf_.get()](int32_t id) { return hf->tokenizer().Decode({id}); };
+  }
   if (!sources.token_text) sources.token_text = [](int32_t id) { return inference::Decode({id}); };
   HttpHandler wire;
   if (api_ != nullptr) wire = [api = api_.get()](const HttpRequest& r, HttpResponder& out) { api->Handle(r, out); };

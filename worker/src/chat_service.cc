@@ -1,13 +1,17 @@
 #include "flotilla/worker/chat_service.h"
 
 #include <algorithm>
+#include <optional>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "flotilla/common/ids.h"
 #include "flotilla/common/logging.h"
 #include "flotilla/common/status.h"
+#include "flotilla/inference/hf_tokenizer.h"
+#include "flotilla/inference/reply_parser.h"
 #include "nlohmann/json.hpp"
 
 namespace flotilla::worker {
@@ -67,6 +71,58 @@ class TextStreamer {
   std::string streamed_;
 };
 
+// A Hugging Face model's reply as it streams: ids decoded to text (partial UTF-8 held back),
+// split by the family's reply parser into content (streamed), reasoning and tool calls (whole
+// once closed). Stops reading at an end-of-reply id.
+class HfReplyStreamer {
+ public:
+  HfReplyStreamer(const HfChat& hf, ReplyObserver* observer, const TurnPlan& plan)
+      : hf_(hf), observer_(observer), decoder_(hf.tokenizer()), parser_(Options(hf, plan)) {}
+  void OnTokens(const std::vector<TokenRecord>& tokens) {
+    for (const TokenRecord& t : tokens) {
+      if (ended_) return;
+      pending_.push_back(t);
+      if (hf_.IsStop(t.token)) {
+        ended_ = true;
+        return;
+      }
+      Take(parser_.Feed(decoder_.Push(t.token)));
+    }
+  }
+  void Finish() {
+    Take(parser_.Feed(decoder_.Finish()));
+    Take(parser_.Finish());
+  }
+  const std::string& text() const { return text_; }
+  std::vector<ToolCall>& tool_calls() { return calls_; }
+
+ private:
+  static inference::ReplyParserOptions Options(const HfChat& hf, const TurnPlan& plan) {
+    inference::ReplyParserOptions o;
+    o.format = hf.tool_format();
+    o.tools = plan.tools;
+    o.starts_in_reasoning = absl::EndsWith(absl::StripTrailingAsciiWhitespace(plan.generation_prompt), "<think>");
+    return o;
+  }
+  void Take(inference::ReplyDelta d) {
+    for (ToolCall& c : d.tool_calls) calls_.push_back(std::move(c));
+    if (d.content.empty()) return;
+    text_ += d.content;
+    if (observer_ != nullptr) {
+      observer_->OnTextDelta(d.content, pending_);
+      pending_.clear();
+    }
+  }
+  const HfChat& hf_;
+  ReplyObserver* observer_;
+  inference::HfStreamingDecoder decoder_;
+  inference::ReplyParser parser_;
+  bool ended_ = false;
+  std::vector<TokenRecord> pending_;
+  std::string text_;
+  std::vector<ToolCall> calls_;
+};
+
 }  // namespace
 
 std::string RenderToolsBlock(const std::vector<ToolSpec>& tools) {
@@ -100,6 +156,19 @@ std::vector<ChatMessage> ChatService::PromptMessages(const ChatRequest& request)
   return out;
 }
 
+std::vector<ChatMessage> ChatService::Conversation(const ChatRequest& request) const {
+  if (options_.hf == nullptr) return PromptMessages(request);
+  std::vector<ChatMessage> out;
+  if (!request.system.empty()) {
+    ChatMessage sys;
+    sys.role = ChatMessage::Role::kSystem;
+    sys.content = request.system;
+    out.push_back(std::move(sys));
+  }
+  out.insert(out.end(), request.messages.begin(), request.messages.end());
+  return out;
+}
+
 ChatService::ChatService(TokenGenerator* generator, ChatServiceOptions options)
     : generator_(generator), options_(std::move(options)) {}
 
@@ -110,12 +179,18 @@ ChatService::~ChatService() {
 }
 
 uint32_t ChatService::CountTokens(const ChatRequest& request) const {
+  if (options_.hf != nullptr) {
+    auto text = options_.hf->Render(Conversation(request), HfTools(request.tools), /*add_generation_prompt=*/true);
+    if (!text.ok()) return 0;
+    auto ids = options_.hf->Encode(*text);
+    return ids.ok() ? static_cast<uint32_t>(ids->size()) : 0;
+  }
   return static_cast<uint32_t>(inference::RenderConversation(PromptMessages(request), false).size());
 }
 
 std::shared_ptr<ChatService::Entry> ChatService::NewEntry(const std::string& id,
                                                           const v1::Trajectory& header) {
-  auto entry = std::make_shared<Entry>(id, options_.experts_per_token);
+  auto entry = std::make_shared<Entry>(id, options_.experts_per_token, options_.hf);
   entry->header = header;
   entry->header.set_id(id);
   if (entry->header.experiment().empty()) entry->header.set_experiment(options_.experiment);
@@ -172,7 +247,7 @@ std::shared_ptr<ChatService::Entry> ChatService::Bind(const ChatRequest& request
 
 absl::StatusOr<ChatReply> ChatService::Complete(const ChatRequest& request,
                                                 ReplyObserver* observer) {
-  std::vector<ChatMessage> messages = PromptMessages(request);
+  std::vector<ChatMessage> messages = Conversation(request);
   std::shared_ptr<Entry> entry = Bind(request, &messages);
   std::lock_guard<std::mutex> lock(entry->mu);
   return Generate(*entry, request, messages, observer);
@@ -182,7 +257,8 @@ absl::StatusOr<ChatReply> ChatService::Generate(Entry& entry, const ChatRequest&
                                                 const std::vector<ChatMessage>& messages,
                                                 ReplyObserver* observer) {
   const int64_t start_ms = options_.clock->WallMillis();
-  TurnPlan plan = entry.session.Plan(messages, start_ms);
+  const nlohmann::ordered_json tools = options_.hf != nullptr ? HfTools(request.tools) : nlohmann::ordered_json();
+  ASSIGN_OR_RETURN(TurnPlan plan, entry.session.Plan(messages, tools, start_ms));
   const int32_t limit = generator_->ContextLimit();
   if (limit > 0 && static_cast<int64_t>(plan.context_tokens) >= limit) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -196,10 +272,19 @@ absl::StatusOr<ChatReply> ChatService::Generate(Entry& entry, const ChatRequest&
   uint32_t room = limit > 0 ? static_cast<uint32_t>(limit) - plan.context_tokens : request.max_tokens;
   sampling.max_new_tokens = std::max<uint32_t>(1, std::min(request.max_tokens, room));
   sampling.top_logprobs = request.top_logprobs;
+  if (options_.hf != nullptr) sampling.stop_tokens = options_.hf->stop_tokens();
   plan.call.sampling = sampling;
 
-  TextStreamer streamer(observer);
-  auto on_tokens = [&](const std::vector<TokenRecord>& t) { streamer.OnTokens(t); };
+  TextStreamer streamer(options_.hf == nullptr ? observer : nullptr);
+  std::optional<HfReplyStreamer> hf_streamer;
+  if (options_.hf != nullptr) hf_streamer.emplace(*options_.hf, observer, plan);
+  auto on_tokens = [&](const std::vector<TokenRecord>& t) {
+    if (hf_streamer.has_value()) {
+      hf_streamer->OnTokens(t);
+    } else {
+      streamer.OnTokens(t);
+    }
+  };
   absl::StatusOr<GenerationOutcome> outcome = generator_->Generate(plan.call, on_tokens);
   if (!outcome.ok() && !plan.call.sequence_id.empty()) {
     // The engine no longer holds the sequence (evicted, restarted): prefill the record anew.
@@ -207,7 +292,7 @@ absl::StatusOr<ChatReply> ChatService::Generate(Entry& entry, const ChatRequest&
          {{"session", entry.session.id()}, {"error", std::string(outcome.status().message())}});
     generator_->Release(plan.call.sequence_id);
     entry.session.ForgetSequence(plan);
-    plan = entry.session.Plan(messages, start_ms);
+    ASSIGN_OR_RETURN(plan, entry.session.Plan(messages, tools, start_ms));
     plan.call.sampling = sampling;
     outcome = generator_->Generate(plan.call, on_tokens);
   }
@@ -216,14 +301,21 @@ absl::StatusOr<ChatReply> ChatService::Generate(Entry& entry, const ChatRequest&
     return outcome.status();
   }
 
-  std::vector<int32_t> body;
-  for (const TokenRecord& t : outcome->tokens) body.push_back(t.token);
-  if (!body.empty() && (body.back() == kEndTurn || body.back() == kEos)) body.pop_back();
-  inference::ParsedReply parsed = inference::ParseAssistantReply(body);
+  inference::ParsedReply parsed;
   ChatReply reply;
+  if (hf_streamer.has_value()) {
+    hf_streamer->Finish();
+    reply.text = hf_streamer->text();
+    parsed.tool_calls = std::move(hf_streamer->tool_calls());
+  } else {
+    std::vector<int32_t> body;
+    for (const TokenRecord& t : outcome->tokens) body.push_back(t.token);
+    if (!body.empty() && (body.back() == kEndTurn || body.back() == kEos)) body.pop_back();
+    parsed = inference::ParseAssistantReply(body);
+    reply.text = streamer.Finish(SanitizeUtf8(parsed.text));
+  }
   reply.id = request.reply_id.empty() ? HexId() : request.reply_id;
   reply.session_id = entry.session.id();
-  reply.text = streamer.Finish(SanitizeUtf8(parsed.text));
   for (ToolCall& c : parsed.tool_calls) {
     c.id = absl::StrCat("call_", HexId());
     reply.tool_calls.push_back(c);

@@ -53,7 +53,7 @@ class ChunkStreamer : public ReplyObserver {
   }
   void OnTextDelta(std::string_view text, const std::vector<TokenRecord>& tokens) override {
     Begin();
-    Json lp = req_.logprobs ? Json{{"content", LogprobEntries(tokens, req_.top_logprobs)}} : Json();
+    Json lp = req_.logprobs ? Json{{"content", LogprobEntries(tokens, req_.top_logprobs, req_.hf)}} : Json();
     sse_.Event(Chunk(Json{{"content", std::string(text)}}, std::move(lp), nullptr));
   }
 
@@ -90,6 +90,7 @@ void HandleChatCompletions(ChatService& service, const HttpRequest& http,
   req.session_id = session_id;
   const std::string model = req.model.empty() ? service.ModelName() : req.model;
   req.reply_id = NewWireId("chatcmpl-");
+  req.hf = service.hf();
   if (!req.stream) {
     absl::StatusOr<ChatReply> reply = service.Complete(req, nullptr);
     if (!reply.ok()) return SendOpenAiError(out, reply.status());
@@ -97,7 +98,7 @@ void HandleChatCompletions(ChatService& service, const HttpRequest& http,
                  {"content", reply->text.empty() && !reply->tool_calls.empty() ? Json() : Json(reply->text)}};
     if (!reply->tool_calls.empty()) message["tool_calls"] = ToolCallsJson(*reply, false);
     Json lp = req.logprobs
-                  ? Json{{"content", LogprobEntries(ContentTokens(reply->tokens), req.top_logprobs)}}
+                  ? Json{{"content", LogprobEntries(ContentTokens(reply->tokens, req.hf), req.top_logprobs, req.hf)}}
                   : Json();
     Json choice{{"index", 0}, {"message", std::move(message)}, {"logprobs", std::move(lp)},
                 {"finish_reason", FinishReason(reply->stop)}};

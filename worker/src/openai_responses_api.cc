@@ -45,13 +45,13 @@ class ResponseBuilder {
 
   Json TextPart(const std::string& text, const std::vector<TokenRecord>& tokens) const {
     Json part{{"type", "output_text"}, {"text", text}, {"annotations", Json::array()}};
-    if (req_.logprobs) part["logprobs"] = LogprobEntries(tokens, req_.top_logprobs);
+    if (req_.logprobs) part["logprobs"] = LogprobEntries(tokens, req_.top_logprobs, req_.hf);
     return part;
   }
 
   Json MessageItem(const ChatReply& reply, const char* status) const {
     return Json{{"type", "message"}, {"id", message_id_}, {"status", status}, {"role", "assistant"},
-                {"content", Json::array({TextPart(reply.text, ContentTokens(reply.tokens))})}};
+                {"content", Json::array({TextPart(reply.text, ContentTokens(reply.tokens, req_.hf))})}};
   }
 
   Json CallItem(const ChatReply& reply, size_t i, const char* status) const {
@@ -99,14 +99,14 @@ class EventStreamer : public ReplyObserver {
     OpenMessage();
     Json data{{"item_id", builder_.message_id()}, {"output_index", 0}, {"content_index", 0},
               {"delta", std::string(text)}};
-    data["logprobs"] = req_.logprobs ? LogprobEntries(tokens, req_.top_logprobs) : Json::array();
+    data["logprobs"] = req_.logprobs ? LogprobEntries(tokens, req_.top_logprobs, req_.hf) : Json::array();
     Emit("response.output_text.delta", std::move(data));
   }
   void Finish(const ChatReply& reply) {
     size_t index = 0;
     if (message_open_ || reply.tool_calls.empty()) {
       OpenMessage();
-      Json part = builder_.TextPart(reply.text, ContentTokens(reply.tokens));
+      Json part = builder_.TextPart(reply.text, ContentTokens(reply.tokens, req_.hf));
       Emit("response.output_text.done", Json{{"item_id", builder_.message_id()}, {"output_index", 0},
                                              {"content_index", 0}, {"text", reply.text}});
       Emit("response.content_part.done", Json{{"item_id", builder_.message_id()}, {"output_index", 0},
@@ -150,6 +150,7 @@ void HandleResponses(ChatService& service, const HttpRequest& http, const std::s
   ChatRequest req = std::move(*parsed);
   req.session_id = session_id;
   req.reply_id = NewWireId("resp_");
+  req.hf = service.hf();
   ResponseBuilder builder(req, req.model.empty() ? service.ModelName() : req.model);
   if (!req.stream) {
     absl::StatusOr<ChatReply> reply = service.Complete(req, nullptr);

@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "flotilla/worker/token_span.h"
 #include "nlohmann/json.hpp"
+#include "session_internal.h"
 
 namespace flotilla::worker {
 namespace {
@@ -74,16 +75,14 @@ std::vector<int32_t> RecordedSegment::TokenIds() const {
   return ids;
 }
 
-Session::Session(std::string id, int32_t experts_per_token)
-    : id_(std::move(id)), experts_per_token_(experts_per_token) {}
+Session::Session(std::string id, int32_t experts_per_token, const HfChat* hf)
+    : id_(std::move(id)), experts_per_token_(experts_per_token), hf_(hf) {}
 
-namespace {
 size_t CommonPrefix(const RecordedSegment& seg, const std::vector<ChatMessage>& messages) {
   size_t k = 0;
   while (k < seg.turns.size() && k < messages.size() && SameMessage(messages[k], seg.turns[k])) ++k;
   return k;
 }
-}  // namespace
 
 size_t Session::ExtendsBy(const std::vector<ChatMessage>& messages) const {
   size_t best = 0;
@@ -94,7 +93,13 @@ size_t Session::ExtendsBy(const std::vector<ChatMessage>& messages) const {
   return best;
 }
 
-TurnPlan Session::Plan(const std::vector<ChatMessage>& messages, int64_t now_unix_ms) const {
+absl::StatusOr<TurnPlan> Session::Plan(const std::vector<ChatMessage>& messages,
+                                       const nlohmann::ordered_json& tools, int64_t now_unix_ms) const {
+  if (hf_ != nullptr) return PlanHf(messages, tools, now_unix_ms);
+  return PlanBytes(messages, now_unix_ms);
+}
+
+TurnPlan Session::PlanBytes(const std::vector<ChatMessage>& messages, int64_t now_unix_ms) const {
   TurnPlan plan;
   int best = -1, partial = -1;
   size_t best_k = 0, partial_k = 0;
@@ -192,13 +197,17 @@ const RecordedTurn& Session::Commit(TurnPlan plan, const GenerationOutcome& outc
   reply.end_unix_ms = end_unix_ms;
   v1::TokenSpan& span = reply.tokens;
   span.set_experts_per_token(experts_per_token_);
-  std::vector<int32_t> head;
-  if (before == 0) head.push_back(kBos);
-  head.push_back(kAssistant);
+  std::vector<int32_t> head = plan.reply_head;
+  if (hf_ == nullptr) {
+    if (before == 0) head.push_back(kBos);
+    head.push_back(kAssistant);
+  }
   AppendContextTokens(&span, head);
   AppendGeneratedTokens(&span, outcome.tokens);
   const size_t engine_tokens = before + head.size() + outcome.tokens.size();
-  if (outcome.tokens.empty() || outcome.tokens.back().token != kEndTurn) {
+  if (hf_ != nullptr) {
+    CloseHfReply(plan, outcome, seg, &reply);
+  } else if (outcome.tokens.empty() || outcome.tokens.back().token != kEndTurn) {
     // Stopped by length, <eos> or an interrupt: the template still closes the turn.
     AppendContextTokens(&span, {kEndTurn});
   }

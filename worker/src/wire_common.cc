@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "flotilla/common/ids.h"
 #include "flotilla/inference/tokenizer.h"
+#include "flotilla/worker/hf_chat.h"
 
 namespace flotilla::worker::wire {
 
@@ -32,14 +33,17 @@ std::string NewWireId(std::string_view prefix) {
 
 int64_t UnixSeconds() { return static_cast<int64_t>(std::time(nullptr)); }
 
-std::string TokenText(int32_t token) {
+std::string TokenText(int32_t token, const HfChat* hf) {
+  if (hf != nullptr) return SanitizeUtf8(hf->tokenizer().TokenBytes(token));
   if (token < 256) return SanitizeUtf8(std::string(1, static_cast<char>(token)));
   return std::string(inference::SpecialName(token));
 }
 
-Json TokenBytes(int32_t token) {
+Json TokenBytes(int32_t token, const HfChat* hf) {
   Json bytes = Json::array();
-  if (token < 256) {
+  if (hf != nullptr) {
+    for (char c : hf->tokenizer().TokenBytes(token)) bytes.push_back(static_cast<uint8_t>(c));
+  } else if (token < 256) {
     bytes.push_back(token);
   } else {
     for (char c : inference::SpecialName(token)) bytes.push_back(static_cast<uint8_t>(c));
@@ -47,18 +51,18 @@ Json TokenBytes(int32_t token) {
   return bytes;
 }
 
-Json LogprobEntries(const std::vector<TokenRecord>& tokens, uint32_t top_n) {
+Json LogprobEntries(const std::vector<TokenRecord>& tokens, uint32_t top_n, const HfChat* hf) {
   Json out = Json::array();
   for (const TokenRecord& t : tokens) {
     Json e;
-    e["token"] = TokenText(t.token);
+    e["token"] = TokenText(t.token, hf);
     e["logprob"] = t.logprob;
-    e["bytes"] = TokenBytes(t.token);
+    e["bytes"] = TokenBytes(t.token, hf);
     Json top = Json::array();
     for (size_t i = 0; i < t.top_ids.size() && i < top_n && i < t.top_logprobs.size(); ++i) {
-      top.push_back(Json{{"token", TokenText(t.top_ids[i])},
+      top.push_back(Json{{"token", TokenText(t.top_ids[i], hf)},
                          {"logprob", t.top_logprobs[i]},
-                         {"bytes", TokenBytes(t.top_ids[i])}});
+                         {"bytes", TokenBytes(t.top_ids[i], hf)}});
     }
     e["top_logprobs"] = std::move(top);
     out.push_back(std::move(e));
@@ -66,8 +70,12 @@ Json LogprobEntries(const std::vector<TokenRecord>& tokens, uint32_t top_n) {
   return out;
 }
 
-std::vector<TokenRecord> ContentTokens(const std::vector<TokenRecord>& tokens) {
+std::vector<TokenRecord> ContentTokens(const std::vector<TokenRecord>& tokens, const HfChat* hf) {
   std::vector<TokenRecord> out = tokens;
+  if (hf != nullptr) {
+    if (!out.empty() && hf->IsStop(out.back().token)) out.pop_back();
+    return out;
+  }
   if (!out.empty() && (out.back().token == inference::kEndTurn || out.back().token == inference::kEos)) {
     out.pop_back();
   }

@@ -27,13 +27,13 @@ std::string NewWireId(std::string_view prefix);
 int64_t UnixSeconds();
 
 // The token as text for a logprobs entry, and its raw bytes.
-std::string TokenText(int32_t token);
-Json TokenBytes(int32_t token);
+std::string TokenText(int32_t token, const HfChat* hf = nullptr);
+Json TokenBytes(int32_t token, const HfChat* hf = nullptr);
 // OpenAI-style logprob entries ({token, logprob, bytes, top_logprobs}) for `tokens`.
-Json LogprobEntries(const std::vector<TokenRecord>& tokens, uint32_t top_n);
+Json LogprobEntries(const std::vector<TokenRecord>& tokens, uint32_t top_n, const HfChat* hf = nullptr);
 
 // The generated tokens a reply's logprobs describe: all but a trailing stop token.
-std::vector<TokenRecord> ContentTokens(const std::vector<TokenRecord>& tokens);
+std::vector<TokenRecord> ContentTokens(const std::vector<TokenRecord>& tokens, const HfChat* hf = nullptr);
 
 // Server-sent events over a streaming response, started lazily so that an error before the
 // first event can still be a plain JSON error with its HTTP status.

@@ -2,8 +2,10 @@
 // store, and (when it serves a model) a ChatService recording into that store with optionally
 // the wire APIs on an HTTP address.
 //
-// The served model is PREFIX.safetensors + PREFIX.json (as the trainer writes them), or a model
-// folder with config.json and model.safetensors (as `flotilla merge` writes). Without a
+// The served model is a Hugging Face model folder (config.json with model_type, safetensors,
+// tokenizer.json and tokenizer_config.json: served through its tokenizer and chat template),
+// PREFIX.safetensors + PREFIX.json (as the trainer writes them), or a folder with a Flotilla
+// config.json and model.safetensors (as `flotilla merge` writes). Without a
 // prefix the embedded default model is used: <state_dir>/default-model, written once with
 // random weights in C++ (WriteDefaultModel). With serve_model off (an RL run, whose policy the
 // trainer publishes) only the engine and the store are started.
@@ -19,6 +21,7 @@
 #include "flotilla/common/http_server.h"
 #include "flotilla/dashboard/dashboard.h"
 #include "flotilla/worker/chat_service.h"
+#include "flotilla/worker/hf_chat.h"
 #include "flotilla/worker/token_generator.h"
 #include "flotilla/worker/trajectory_store.h"
 #include "flotilla/worker/wire_api.h"
@@ -63,6 +66,7 @@ class EmbeddedWorker {
   absl::Status ServeHttp(const EmbeddedWorkerOptions& options);
   inference::ModelConfig config_;
   std::unique_ptr<inference::Engine> engine_;
+  std::unique_ptr<worker::HfChat> hf_;  // a Hugging Face folder's tokenizer and template
   std::unique_ptr<worker::TokenGenerator> generator_;
   std::unique_ptr<worker::TrajectoryStore> store_;
   std::unique_ptr<worker::ChatService> service_;

@@ -18,6 +18,7 @@
 #include "flotilla/common/clock.h"
 #include "flotilla/proto/trajectory.pb.h"
 #include "flotilla/worker/chat_types.h"
+#include "flotilla/worker/hf_chat.h"
 #include "flotilla/worker/session.h"
 #include "flotilla/worker/token_generator.h"
 #include "flotilla/worker/trajectory_store.h"
@@ -30,6 +31,9 @@ struct ChatServiceOptions {
   std::string experiment;              // written into every trajectory header
   std::string scaffold = "api";
   int32_t experts_per_token = 0;       // routing width of the model (layers x top_k)
+  // A Hugging Face model's tokenizer and chat template (borrowed; must outlive the service);
+  // null: the byte model's fixed chat format.
+  const HfChat* hf = nullptr;
 };
 
 class ChatService {
@@ -55,10 +59,12 @@ class ChatService {
   absl::StatusOr<v1::Trajectory> Trajectory(const std::string& session_id);
 
   std::string ModelName() const { return generator_->ModelName(); }
+  const HfChat* hf() const { return options_.hf; }
   TrajectoryStore* store() const { return options_.store; }
 
   // The conversation a request amounts to: a system turn (system text plus the tool
   // definitions) if either is present, then the request's messages.
+  // With a Hugging Face chat template the tools go to the template instead (see Conversation).
   static std::vector<ChatMessage> PromptMessages(const ChatRequest& request);
 
  private:
@@ -66,8 +72,10 @@ class ChatService {
     std::mutex mu;                     // serializes this session's requests
     Session session;
     v1::Trajectory header;
-    Entry(std::string id, int32_t width) : session(std::move(id), width) {}
+    Entry(std::string id, int32_t width, const HfChat* hf) : session(std::move(id), width, hf) {}
   };
+  // The messages the session records: PromptMessages, or with an HfChat the system text alone.
+  std::vector<ChatMessage> Conversation(const ChatRequest& request) const;
   std::shared_ptr<Entry> Bind(const ChatRequest& request, std::vector<ChatMessage>* messages);
   std::shared_ptr<Entry> NewEntry(const std::string& id, const v1::Trajectory& header);
   absl::Status Save(Entry& entry);

@@ -18,6 +18,8 @@ using inference::ChatMessage;
 using inference::ToolCall;
 using inference::TokenRecord;
 
+class HfChat;
+
 // A function the scaffold offers the model.
 struct ToolSpec {
   std::string name;
@@ -40,6 +42,8 @@ struct ChatRequest {
   std::string session_id;              // explicit session binding; empty: match by prefix
   std::string previous_response_id;    // Responses API chaining
   std::string reply_id;                // the id the wire API gives the reply; empty: chosen here
+  const HfChat* hf = nullptr;          // set by the wire layer: the model's tokenizer for token
+                                       // texts on the wire; null: the byte model's
 };
 
 // Why generation stopped, in wire-neutral terms.

@@ -8,6 +8,14 @@
 // opens a new segment whose reason says so; it still reuses the recorded ids of the turns it
 // shares with an earlier segment, so no token is ever re-tokenized.
 //
+// With a Hugging Face chat (HfChat) the record is kept against the model's chat template: a
+// segment remembers the template's text for its turns (`rendered`); new messages are the
+// template's text for the whole conversation minus that, tokenized per message; the reply turn
+// holds the generation prompt, the generated ids exactly as the engine returned them, then the
+// text the template closes an assistant turn with. A conversation the template renders
+// differently from the record (it rewrote earlier turns) opens a new segment, prefilled from
+// the template's text.
+//
 // Thread-safety: not thread-safe; the SessionRegistry serializes access per session.
 #pragma once
 
@@ -15,11 +23,15 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "flotilla/proto/trajectory.pb.h"
 #include "flotilla/worker/chat_types.h"
 #include "flotilla/worker/token_generator.h"
+#include "nlohmann/json.hpp"
 
 namespace flotilla::worker {
+
+class HfChat;
 
 struct RecordedTurn {
   ChatMessage message;        // canonical; an assistant reply holds its wire text
@@ -27,6 +39,7 @@ struct RecordedTurn {
   v1::TokenSpan tokens;
   int64_t start_unix_ms = 0;
   int64_t end_unix_ms = 0;
+  size_t rendered_end = 0;    // HfChat: length of the segment's template text through this turn
 };
 
 struct RecordedSegment {
@@ -34,6 +47,7 @@ struct RecordedSegment {
   std::vector<RecordedTurn> turns;
   std::string sequence_id;    // the engine sequence that holds this segment; "" if none
   size_t engine_tokens = 0;   // how many of the segment's tokens that sequence holds
+  std::string rendered;       // HfChat: the template's text the segment's tokens stand for
   size_t TokenCount() const;
   std::vector<int32_t> TokenIds() const;
 };
@@ -48,11 +62,19 @@ struct TurnPlan {
   GenerationCall call;                 // what to ask the engine for
   uint32_t context_tokens = 0;         // whole context incl. the assistant role token
   uint32_t reused_tokens = 0;          // context tokens taken from the record
+  // HfChat only: the conversation as the template rendered it (recorded turns, then the new
+  // messages), the tools it was given, and the generation prompt (text and ids).
+  std::vector<ChatMessage> conversation;
+  nlohmann::ordered_json tools;
+  std::string generation_prompt;
+  std::string prompt_text;             // the whole prompt's text
+  std::vector<int32_t> reply_head;
 };
 
 class Session {
  public:
-  Session(std::string id, int32_t experts_per_token);
+  // `hf` (nullable, borrowed): render through that model's chat template and tokenizer.
+  Session(std::string id, int32_t experts_per_token, const HfChat* hf = nullptr);
 
   const std::string& id() const { return id_; }
 
@@ -60,8 +82,10 @@ class Session {
   // segment must match, and `messages` must add at least one message); 0 if none.
   size_t ExtendsBy(const std::vector<ChatMessage>& messages) const;
 
-  // Plans a reply to `messages` (the full conversation, system message first if any).
-  TurnPlan Plan(const std::vector<ChatMessage>& messages, int64_t now_unix_ms) const;
+  // Plans a reply to `messages` (the full conversation, system message first if any);
+  // `tools` (HfChat only) go to the template. InvalidArgument when the template fails.
+  absl::StatusOr<TurnPlan> Plan(const std::vector<ChatMessage>& messages,
+                                const nlohmann::ordered_json& tools, int64_t now_unix_ms) const;
 
   // Records the plan and the model's reply. Returns the assistant turn as recorded.
   const RecordedTurn& Commit(TurnPlan plan, const GenerationOutcome& outcome,
@@ -79,8 +103,16 @@ class Session {
   v1::Trajectory ToTrajectory(const v1::Trajectory& header) const;
 
  private:
+  TurnPlan PlanBytes(const std::vector<ChatMessage>& messages, int64_t now_unix_ms) const;
+  absl::StatusOr<TurnPlan> PlanHf(const std::vector<ChatMessage>& messages,
+                                  const nlohmann::ordered_json& tools, int64_t now_unix_ms) const;
+  // The reply turn's closing ids and the segment's new template text (HfChat).
+  void CloseHfReply(const TurnPlan& plan, const GenerationOutcome& outcome, RecordedSegment* seg,
+                    RecordedTurn* reply) const;
+
   std::string id_;
   int32_t experts_per_token_;
+  const HfChat* hf_;
   std::vector<RecordedSegment> segments_;
 };
 

@@ -1,0 +1,42 @@
+// Writes a random-init Hugging Face checkpoint folder: config.json, generation_config.json and
+// model.safetensors of a small model of a family, with the vocabulary (and the tokenizer files)
+// of a real tokenizer folder, so a tiny model can be served with a real tokenizer and chat
+// template. Families: qwen3_moe and qwen3 (per-expert layout, as transformers saves them).
+//
+// Weights: normal(0, init_std) from a seeded generator; norms 1 + normal(0, 0.1), so runs with
+// one seed write identical files.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "flotilla/inference/safetensors.h"
+
+namespace flotilla::inference {
+
+struct HfInitOptions {
+  std::string family = "qwen3_moe";
+  std::string tokenizer_dir;        // tokenizer.json (+ tokenizer_config.json ...), copied
+  std::string out_dir;
+  int64_t vocab_size = 0;           // 0: the tokenizer's; else at least that (padded, as Qwen3's 151936)
+  int32_t hidden_size = 64;
+  int32_t num_layers = 2;
+  int32_t num_heads = 4;
+  int32_t num_kv_heads = 2;
+  int32_t head_dim = 16;
+  int32_t intermediate_size = 128;      // qwen3 (dense MLP)
+  int32_t num_experts = 8;              // qwen3_moe
+  int32_t top_k = 2;
+  int32_t moe_intermediate_size = 32;
+  int32_t max_position_embeddings = 40960;
+  float init_std = 0.02f;
+  uint64_t seed = 0;
+  DType dtype = DType::kBF16;
+};
+
+// Errors name the flag or file: an unsupported family, a tokenizer folder without
+// tokenizer.json, an output folder that cannot be written.
+absl::Status WriteRandomHfModel(const HfInitOptions& options);
+
+}  // namespace flotilla::inference

@@ -1,0 +1,154 @@
+#include "flotilla/inference/hf_init.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "flotilla/common/status.h"
+#include "flotilla/inference/hf_tokenizer.h"
+#include "nlohmann/json.hpp"
+
+namespace flotilla::inference {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Owns the values of every tensor until they are written.
+class TensorSet {
+ public:
+  explicit TensorSet(uint64_t seed, DType dtype) : rng_(seed), dtype_(dtype) {}
+  void Normal(const std::string& name, std::vector<int64_t> shape, float stddev, float mean = 0.0f) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::normal_distribution<float> dist(mean, stddev);
+    std::vector<float>& v = values_[name];
+    v.resize(static_cast<size_t>(n));
+    for (float& x : v) x = dist(rng_);
+    shapes_[name] = std::move(shape);
+  }
+  absl::Status Write(const std::string& path) const {
+    std::vector<TensorToWrite> out;
+    for (const auto& [name, v] : values_) out.push_back({name, shapes_.at(name), v.data(), dtype_});
+    return WriteSafetensors(path, out, {{"format", "pt"}});
+  }
+
+ private:
+  std::mt19937_64 rng_;
+  DType dtype_;
+  std::map<std::string, std::vector<float>> values_;
+  std::map<std::string, std::vector<int64_t>> shapes_;
+};
+
+absl::Status WriteJson(const fs::path& path, const nlohmann::ordered_json& j) {
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  if (!out) return absl::InternalError(absl::StrCat(path.string(), ": cannot write"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status WriteRandomHfModel(const HfInitOptions& o) {
+  const bool moe = o.family == "qwen3_moe";
+  if (!moe && o.family != "qwen3") {
+    return absl::InvalidArgumentError(absl::StrCat("--family: '", o.family, "' is not supported (qwen3_moe, qwen3)"));
+  }
+  if (o.hidden_size <= 0 || o.num_layers <= 0 || o.num_heads <= 0 || o.num_kv_heads <= 0 || o.head_dim <= 0 ||
+      o.num_heads % o.num_kv_heads != 0) {
+    return absl::InvalidArgumentError("model shape: sizes must be positive and num_heads a multiple of num_kv_heads");
+  }
+  if (moe && (o.num_experts <= 0 || o.top_k <= 0 || o.top_k > o.num_experts)) {
+    return absl::InvalidArgumentError("model shape: top_k must be in [1, num_experts]");
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<HfTokenizer> tok, HfTokenizer::LoadDir(o.tokenizer_dir));
+  if (o.vocab_size != 0 && o.vocab_size < tok->vocab_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("--vocab-size: ", o.vocab_size, " is below the tokenizer's ",
+                                                   tok->vocab_size(), " tokens (", o.tokenizer_dir, ")"));
+  }
+  const int64_t vocab = o.vocab_size != 0 ? o.vocab_size : tok->vocab_size();
+  std::error_code ec;
+  fs::create_directories(o.out_dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat(o.out_dir, ": cannot create (", ec.message(), ")"));
+  // The tokenizer files travel with the model.
+  for (const auto& entry : fs::directory_iterator(o.tokenizer_dir)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file()) continue;
+    if (name.rfind("tokenizer", 0) != 0 && name != "vocab.json" && name != "merges.txt" &&
+        name != "special_tokens_map.json" && name != "chat_template.jinja") {
+      continue;
+    }
+    fs::copy_file(entry.path(), fs::path(o.out_dir) / name, fs::copy_options::overwrite_existing, ec);
+    if (ec) return absl::InternalError(absl::StrCat(entry.path().string(), ": cannot copy (", ec.message(), ")"));
+  }
+
+  nlohmann::ordered_json c;
+  c["architectures"] = {moe ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM"};
+  c["model_type"] = o.family;
+  c["vocab_size"] = vocab;
+  c["hidden_size"] = o.hidden_size;
+  c["num_hidden_layers"] = o.num_layers;
+  c["num_attention_heads"] = o.num_heads;
+  c["num_key_value_heads"] = o.num_kv_heads;
+  c["head_dim"] = o.head_dim;
+  c["intermediate_size"] = o.intermediate_size;
+  c["hidden_act"] = "silu";
+  c["rms_norm_eps"] = 1e-6;
+  c["max_position_embeddings"] = o.max_position_embeddings;
+  c["rope_parameters"] = {{"rope_theta", 1000000.0}, {"rope_type", "default"}};
+  c["attention_bias"] = false;
+  c["tie_word_embeddings"] = false;
+  if (moe) {
+    c["num_experts"] = o.num_experts;
+    c["num_experts_per_tok"] = o.top_k;
+    c["moe_intermediate_size"] = o.moe_intermediate_size;
+    c["norm_topk_prob"] = true;
+    c["decoder_sparse_step"] = 1;
+    c["mlp_only_layers"] = nlohmann::ordered_json::array();
+  }
+  auto eos = tok->eos_id();
+  c["bos_token_id"] = nullptr;
+  c["eos_token_id"] = eos.has_value() ? nlohmann::ordered_json(*eos) : nlohmann::ordered_json(nullptr);
+  c["dtype"] = o.dtype == DType::kBF16 ? "bfloat16" : "float32";
+  const fs::path out(o.out_dir);
+  RETURN_IF_ERROR(WriteJson(out / "config.json", c));
+  nlohmann::ordered_json g;
+  g["eos_token_id"] = c["eos_token_id"];
+  RETURN_IF_ERROR(WriteJson(out / "generation_config.json", g));
+
+  TensorSet t(o.seed, o.dtype);
+  const int64_t h = o.hidden_size, hd = o.head_dim;
+  const float s = o.init_std;
+  t.Normal("model.embed_tokens.weight", {vocab, h}, s);
+  t.Normal("lm_head.weight", {vocab, h}, s);
+  t.Normal("model.norm.weight", {h}, 0.1f, 1.0f);
+  for (int32_t l = 0; l < o.num_layers; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    t.Normal(p + "input_layernorm.weight", {h}, 0.1f, 1.0f);
+    t.Normal(p + "post_attention_layernorm.weight", {h}, 0.1f, 1.0f);
+    t.Normal(p + "self_attn.q_proj.weight", {o.num_heads * hd, h}, s);
+    t.Normal(p + "self_attn.k_proj.weight", {o.num_kv_heads * hd, h}, s);
+    t.Normal(p + "self_attn.v_proj.weight", {o.num_kv_heads * hd, h}, s);
+    t.Normal(p + "self_attn.o_proj.weight", {h, o.num_heads * hd}, s);
+    t.Normal(p + "self_attn.q_norm.weight", {hd}, 0.1f, 1.0f);
+    t.Normal(p + "self_attn.k_norm.weight", {hd}, 0.1f, 1.0f);
+    if (moe) {
+      t.Normal(p + "mlp.gate.weight", {o.num_experts, h}, s);
+      for (int32_t e = 0; e < o.num_experts; ++e) {
+        const std::string q = absl::StrCat(p, "mlp.experts.", e, ".");
+        t.Normal(q + "gate_proj.weight", {o.moe_intermediate_size, h}, s);
+        t.Normal(q + "up_proj.weight", {o.moe_intermediate_size, h}, s);
+        t.Normal(q + "down_proj.weight", {h, o.moe_intermediate_size}, s);
+      }
+    } else {
+      t.Normal(p + "mlp.gate_proj.weight", {o.intermediate_size, h}, s);
+      t.Normal(p + "mlp.up_proj.weight", {o.intermediate_size, h}, s);
+      t.Normal(p + "mlp.down_proj.weight", {h, o.intermediate_size}, s);
+    }
+  }
+  return t.Write((out / "model.safetensors").string());
+}
+
+}  // namespace flotilla::inference
