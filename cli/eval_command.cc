@@ -143,7 +143,7 @@ int Eval(const EvalFlags& f) {
       // Harbor's names for the two fixed agents.
       if (so.agent == "oracle") so.agent = "reference";
       if (so.agent == "nop") so.agent = "none";
-      auto r = worker::RunScaffold(w->service(), sandbox, task, so);
+      auto r = RunScaffoldWhenThereIsRoom(w->service(), sandbox, task, so, stop);
       if (!r.ok()) {
         ++failures;
         std::cout << "eval: harness=" << harness << " task=" << task.name << " error=\"" << r.status().message()

@@ -146,6 +146,21 @@ json Summarize(const std::vector<worker::TerminalTask>& tasks, const std::vector
 
 }  // namespace
 
+absl::StatusOr<worker::ScaffoldResult> RunScaffoldWhenThereIsRoom(worker::ChatService& service,
+                                                                  worker::SandboxClient& sandboxes,
+                                                                  const worker::TerminalTask& task,
+                                                                  const worker::ScaffoldOptions& options,
+                                                                  const StopSignal& stop) {
+  auto res = worker::RunScaffold(service, sandboxes, task, options);
+  // A sandbox is placed only where there is room (the node did not admit it, or every scale
+  // unit is full until a finished trial's sandbox is gone): a trial refused for now waits.
+  while (!res.ok() && absl::IsResourceExhausted(res.status()) && stop.received() == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    res = worker::RunScaffold(service, sandboxes, task, options);
+  }
+  return res;
+}
+
 int RunEvalJob(EvalJobFlags f) {
   StopSignal stop;
   fs::path job_dir;
@@ -270,13 +285,7 @@ int RunEvalJob(EvalJobFlags f) {
         so.agent = tr->agent == "oracle" ? "reference" : tr->agent == "nop" ? "none" : "model";
         so.experiment = wo.experiment;
         so.seed = f.seed + static_cast<uint64_t>(tr - trials.data());
-        auto res = worker::RunScaffold(w->service(), sandbox, task, so);
-        // The node admits a sandbox only while it has room: a trial refused for now waits its turn.
-        while (!res.ok() && res.status().message().find("not admitted") != absl::string_view::npos &&
-               stop.received() == 0) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(200));
-          res = worker::RunScaffold(w->service(), sandbox, task, so);
-        }
+        auto res = RunScaffoldWhenThereIsRoom(w->service(), sandbox, task, so, stop);
         r["error_type"] = ErrorType(res);
         if (res.ok()) {
           r["reward"] = res->reward;

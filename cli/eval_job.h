@@ -27,6 +27,9 @@
 
 #include "flotilla/app/embedded_worker.h"
 #include "flotilla/worker/scaffold.h"
+#include "flotilla/worker/sandbox_client.h"
+#include "flotilla/worker/terminal_task.h"
+#include "stop_signal.h"
 
 namespace flotilla::cli {
 
@@ -47,5 +50,13 @@ struct EvalJobFlags {
 };
 
 int RunEvalJob(EvalJobFlags flags);
+
+// RunScaffold, tried again while its sandbox is refused for lack of room (RESOURCE_EXHAUSTED)
+// and no stop signal arrived.
+absl::StatusOr<worker::ScaffoldResult> RunScaffoldWhenThereIsRoom(worker::ChatService& service,
+                                                                  worker::SandboxClient& sandboxes,
+                                                                  const worker::TerminalTask& task,
+                                                                  const worker::ScaffoldOptions& options,
+                                                                  const StopSignal& stop);
 
 }  // namespace flotilla::cli
