@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "attend_row.h"
 #include "backend.h"
 #include "thread_pool.h"
 
@@ -141,28 +142,8 @@ void CpuBackend::Attention(const StepInput& in, int layer, const float* q, float
     const std::vector<int32_t>& table = in.seq_pages[in.row_seq[r]];
     const int lo = window > 0 ? std::max(0, pos - window + 1) : 0;
     const float* qv = q + (static_cast<size_t>(r) * H + h) * hd;
-    std::vector<float> scores(static_cast<size_t>(pos - lo + 1));
-    float mx = -INFINITY;
-    for (int j = lo; j <= pos; ++j) {
-      const float* k = KvAt(table, j, layer, 0) + kvh * hd;
-      float s = 0;
-      for (int d = 0; d < hd; ++d) s += qv[d] * k[d];
-      s *= scale;
-      scores[j - lo] = s;
-      mx = std::max(mx, s);
-    }
-    float sum = 0;
-    for (float& s : scores) {
-      s = std::exp(s - mx);
-      sum += s;
-    }
     float* ov = o + (static_cast<size_t>(r) * H + h) * hd;
-    std::fill(ov, ov + hd, 0.0f);
-    for (int j = lo; j <= pos; ++j) {
-      const float* v = KvAt(table, j, layer, 1) + kvh * hd;
-      const float p = scores[j - lo] / sum;
-      for (int d = 0; d < hd; ++d) ov[d] += p * v[d];
-    }
+    AttendRow(qv, hd, hd, lo, pos, scale, [&](int j, int kv) { return KvAt(table, j, layer, kv) + kvh * hd; }, ov);
   });
 }
 

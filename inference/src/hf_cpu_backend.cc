@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "attend_row.h"
 #include "backend.h"
 #include "hf_ops.h"
 #include "thread_pool.h"
@@ -201,25 +202,9 @@ void HfCpuBackend::Attention(const StepInput& in, int layer, const float* q, flo
     const std::vector<int32_t>& table = in.seq_pages[in.row_seq[r]];
     const int lo = window > 0 ? std::max(0, pos - window + 1) : 0;
     const float* qv = q + (static_cast<size_t>(r) * H + h) * kd;
-    std::vector<float> scores(static_cast<size_t>(pos - lo + 1));
-    float mx = -INFINITY;
-    for (int j = lo; j <= pos; ++j) {
-      const float* k = KvAt(table, j, layer, 0) + kvh * kd;
-      float s = 0;
-      for (int d = 0; d < kd; ++d) s += qv[d] * k[d];
-      s *= scale;
-      scores[j - lo] = s;
-      mx = std::max(mx, s);
-    }
-    float sum = 0;
-    for (float& s : scores) sum += (s = std::exp(s - mx));
     float* ov = o + (static_cast<size_t>(r) * H + h) * vd;
-    std::fill(ov, ov + vd, 0.0f);
-    for (int j = lo; j <= pos; ++j) {
-      const float* v = KvAt(table, j, layer, 1) + kvh * vd;
-      const float p = scores[j - lo] / sum;
-      for (int d = 0; d < vd; ++d) ov[d] += p * v[d];
-    }
+    AttendRow(qv, kd, vd, lo, pos, scale,
+              [&](int j, int kv) { return KvAt(table, j, layer, kv) + kvh * (kv == 0 ? kd : vd); }, ov);
   };
   if (pool_ != nullptr) {
     pool_->ParallelFor(T * H, job_fn);
