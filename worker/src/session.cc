@@ -78,6 +78,24 @@ std::vector<int32_t> RecordedSegment::TokenIds() const {
 Session::Session(std::string id, int32_t experts_per_token, const HfChat* hf)
     : id_(std::move(id)), experts_per_token_(experts_per_token), hf_(hf) {}
 
+std::string NewSegmentReason(bool first_segment, size_t partial_k, size_t messages) {
+  if (first_segment) return "start";
+  if (partial_k == 0) return "new-conversation";
+  if (partial_k == messages) return "history-truncated";
+  return "history-rewritten";
+}
+
+void StartFromTurns(const RecordedSegment& source, int source_index, size_t kept, TurnPlan* plan,
+                    std::vector<int32_t>* context) {
+  if (kept == 0) return;
+  plan->source_segment = source_index;
+  plan->kept_turns = kept;
+  for (size_t i = 0; i < kept; ++i) {
+    const auto& ids = source.turns[i].tokens.ids();
+    context->insert(context->end(), ids.begin(), ids.end());
+  }
+}
+
 size_t CommonPrefix(const RecordedSegment& seg, const std::vector<ChatMessage>& messages) {
   size_t k = 0;
   while (k < seg.turns.size() && k < messages.size() && SameMessage(messages[k], seg.turns[k])) ++k;
@@ -121,23 +139,8 @@ TurnPlan Session::PlanBytes(const std::vector<ChatMessage>& messages, int64_t no
     first_new = best_k;
     context = segments_[best].TokenIds();
   } else {
-    if (segments_.empty()) {
-      plan.new_segment_reason = "start";
-    } else if (partial_k == 0) {
-      plan.new_segment_reason = "new-conversation";
-    } else if (partial_k == messages.size()) {
-      plan.new_segment_reason = "history-truncated";
-    } else {
-      plan.new_segment_reason = "history-rewritten";
-    }
-    if (partial_k > 0) {
-      plan.source_segment = partial;
-      plan.kept_turns = partial_k;
-      for (size_t i = 0; i < partial_k; ++i) {
-        const auto& ids = segments_[partial].turns[i].tokens.ids();
-        context.insert(context.end(), ids.begin(), ids.end());
-      }
-    }
+    plan.new_segment_reason = NewSegmentReason(segments_.empty(), partial_k, messages.size());
+    if (partial_k > 0) StartFromTurns(segments_[partial], partial, partial_k, &plan, &context);
     first_new = partial_k;
   }
   plan.reused_tokens = static_cast<uint32_t>(context.size());

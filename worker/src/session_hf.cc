@@ -95,25 +95,9 @@ absl::StatusOr<TurnPlan> Session::PlanHf(const std::vector<ChatMessage>& message
     plan.segment = best;
     context = segments_[best].TokenIds();
   } else {
-    if (rerendered) {
-      plan.new_segment_reason = "history-rerendered";
-    } else if (segments_.empty()) {
-      plan.new_segment_reason = "start";
-    } else if (partial_k == 0) {
-      plan.new_segment_reason = "new-conversation";
-    } else if (partial_k == messages.size()) {
-      plan.new_segment_reason = "history-truncated";
-    } else {
-      plan.new_segment_reason = "history-rewritten";
-    }
-    if (kept > 0) {
-      plan.source_segment = source;
-      plan.kept_turns = kept;
-      for (size_t i = 0; i < kept; ++i) {
-        const auto& ids = segments_[source].turns[i].tokens.ids();
-        context.insert(context.end(), ids.begin(), ids.end());
-      }
-    }
+    plan.new_segment_reason =
+        rerendered ? "history-rerendered" : NewSegmentReason(segments_.empty(), partial_k, messages.size());
+    if (kept > 0) StartFromTurns(segments_[source], source, kept, &plan, &context);
   }
   plan.reused_tokens = static_cast<uint32_t>(context.size());
 
