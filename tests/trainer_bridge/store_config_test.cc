@@ -1,5 +1,6 @@
 // Experiment YAML errors, the trajectory store round trip, task sources and teacher mapping.
 #include <fstream>
+#include <set>
 
 #include "flotilla/trainer_bridge/experiment_config.h"
 #include "flotilla/trainer_bridge/task_source.h"
@@ -86,6 +87,25 @@ TEST(TaskSourceTest, ArithIsDeterministicAndChecked) {
   EXPECT_EQ(TaskSource::Open("builtin:arith?ops=/", 1).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(TaskSource::Open("builtin:nope", 1).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(TaskSource::Open("/nonexistent.jsonl", 1).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(TaskSourceTest, ArithSplitsHoldOutAFixedFifth) {
+  auto train = TaskSource::Open("builtin:arith?ops=+&max=9&split=train", 5);
+  auto held = TaskSource::Open("builtin:arith?ops=+&max=9&split=heldout", 5);
+  ASSERT_TRUE(train.ok() && held.ok());
+  std::set<std::string> train_seen, held_seen;
+  for (int i = 0; i < 2000; ++i) {
+    Task t = (*train)->Next(), h = (*held)->Next();
+    int ta = t.prompt[0] - '0', tb = t.prompt[2] - '0', ha = h.prompt[0] - '0', hb = h.prompt[2] - '0';
+    EXPECT_NE((ta + 2 * tb) % 5, 0) << t.prompt;
+    EXPECT_EQ((ha + 2 * hb) % 5, 0) << h.prompt;
+    EXPECT_EQ(h.answer, std::to_string(ha + hb));
+    train_seen.insert(t.prompt);
+    held_seen.insert(h.prompt);
+  }
+  EXPECT_EQ(train_seen.size(), 80u);  // every question of the split comes up
+  EXPECT_EQ(held_seen.size(), 20u);
+  EXPECT_EQ(TaskSource::Open("builtin:arith?split=test", 1).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 RolloutSample Sample(uint64_t id, uint64_t group, double reward) {

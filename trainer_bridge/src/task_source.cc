@@ -11,16 +11,28 @@
 namespace flotilla::trainer_bridge {
 namespace {
 
+// Which arith questions a source draws: all, or one side of a fixed split in which a question
+// (a op b) is held out when (a + 2b) mod 5 == 0 — a fifth of them, whatever the seed.
+enum class ArithSplit { kAll, kTrain, kHeldOut };
+
+bool HeldOut(int a, int b) { return (a + 2 * b) % 5 == 0; }
+
 class ArithSource final : public TaskSource {
  public:
-  ArithSource(std::string ops, int max, uint64_t seed) : ops_(std::move(ops)), max_(max), rng_(seed) {}
+  ArithSource(std::string ops, int max, ArithSplit split, uint64_t seed)
+      : ops_(std::move(ops)), max_(max), split_(split), rng_(seed) {}
   Task Next() override {
     absl::MutexLock lock(&mu_);
     std::uniform_int_distribution<int> operand(0, max_);
     std::uniform_int_distribution<size_t> op(0, ops_.size() - 1);
-    int a = operand(rng_), b = operand(rng_);
-    char o = ops_[op(rng_)];
-    if (o == '-' && b > a) std::swap(a, b);  // answers stay non-negative
+    int a = 0, b = 0;
+    char o = '+';
+    do {
+      a = operand(rng_);
+      b = operand(rng_);
+      o = ops_[op(rng_)];
+      if (o == '-' && b > a) std::swap(a, b);  // answers stay non-negative
+    } while ((split_ == ArithSplit::kTrain && HeldOut(a, b)) || (split_ == ArithSplit::kHeldOut && !HeldOut(a, b)));
     int r = o == '+' ? a + b : o == '-' ? a - b : a * b;
     std::string q = absl::StrCat(a, std::string(1, o), b, "=");
     return Task{absl::StrCat("arith:", q), "arith", q, absl::StrCat(r)};
@@ -30,6 +42,7 @@ class ArithSource final : public TaskSource {
  private:
   const std::string ops_;
   const int max_;
+  const ArithSplit split_;
   absl::Mutex mu_;
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
 };
@@ -104,7 +117,15 @@ absl::StatusOr<std::unique_ptr<TaskSource>> TaskSource::Open(const std::string& 
       }
       auto max = get_int("max", 9, 0, 1000000);
       if (!max.ok()) return max.status();
-      return std::unique_ptr<TaskSource>(new ArithSource(ops, *max, seed));
+      const std::string split = params->contains("split") ? (*params)["split"] : "all";
+      if (split != "all" && split != "train" && split != "heldout") {
+        return absl::InvalidArgumentError(absl::StrCat("source '", source, "': split must be all, train or heldout"));
+      }
+      if (split != "all" && *max < 4) {
+        return absl::InvalidArgumentError(absl::StrCat("source '", source, "': split needs max >= 4"));
+      }
+      const ArithSplit which = split == "train" ? ArithSplit::kTrain : split == "heldout" ? ArithSplit::kHeldOut : ArithSplit::kAll;
+      return std::unique_ptr<TaskSource>(new ArithSource(ops, *max, which, seed));
     }
     if (family == "copy") {
       auto len = get_int("len", 4, 1, 256);

@@ -1,6 +1,8 @@
 // Task sources: where a dataset's prompts come from.
 //
-//   builtin:arith?ops=+-&max=9      a op b with operands 0..max ("7+5=" -> "12")
+//   builtin:arith?ops=+-&max=9      a op b with operands 0..max ("7+5=" -> "12"); &split=train or
+//                                   &split=heldout: only questions with (a + 2b) mod 5 != 0, or
+//                                   only those with == 0 (a fixed fifth held out for evaluation)
 //   builtin:copy?len=4&alphabet=abc  repeat a string ("abca" -> "abca")
 //   <file>.jsonl                     one {"id", "prompt", "answer"} object per line
 //
