@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "flotilla/worker/terminal_task.h"
 
 namespace flotilla::trainer_bridge {
 
@@ -28,6 +29,9 @@ struct Task {
   std::string family;   // "arith", "copy", "file"
   std::string prompt;   // the user message
   std::string answer;   // the reference answer
+  // The sandbox task a scaffold works on (instruction, files placed before the agent starts,
+  // tests run in the sample's own sandbox afterwards). Empty name: a prompt-only task.
+  worker::TerminalTask terminal;
 };
 
 class TaskSource {
