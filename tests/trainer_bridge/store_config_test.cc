@@ -25,6 +25,8 @@ teachers:
 trainer: {loss: opd, time_limit: 5m, lr_schedule: linear, teacher_steps: 40}
 )";
 
+constexpr char kDatasets[] = "name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\n";
+
 TEST(ExperimentConfigTest, ParsesAndResolvesPaths) {
   auto c = ParseExperimentConfig(kGood, "exp.yaml", "/base");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -43,6 +45,18 @@ TEST(ExperimentConfigTest, ParsesAndResolvesPaths) {
   EXPECT_EQ(c->trainer.time_limit_ms, 300000);
   EXPECT_EQ(c->trainer.lr_schedule, "linear");
   EXPECT_EQ(c->trainer.teacher_steps, 40u);
+  EXPECT_EQ(c->trainer.ppo_epochs, 1u);
+  EXPECT_EQ(c->trainer.minibatches, 1u);
+}
+
+TEST(ExperimentConfigTest, ParsesUpdatesPerStep) {
+  auto c = ParseExperimentConfig(std::string(kDatasets) +
+                                     "rollout: {group_size: 4, groups_per_step: 2}\n"
+                                     "trainer: {ppo_epochs: 3, minibatches: 8}\n",
+                                 "x.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->trainer.ppo_epochs, 3u);
+  EXPECT_EQ(c->trainer.minibatches, 8u);
 }
 
 TEST(ExperimentConfigTest, ErrorsNameFileLineAndField) {
@@ -63,6 +77,15 @@ TEST(ExperimentConfigTest, ErrorsNameFileLineAndField) {
       {"name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\nrolout: {}\n", "x.yaml:5: rolout"},
       {"name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\ntrainer:\n  lr_schedule: cosine\n",
        "x.yaml:6: trainer.lr_schedule: must be 'constant' or 'linear', got 'cosine'"},
+      {std::string(kDatasets) + "trainer:\n  ppo_epochs: 0\n", "x.yaml:6: trainer.ppo_epochs: must be in 1..64, got 0"},
+      {std::string(kDatasets) + "trainer:\n  ppo_epochs: 65\n", "x.yaml:6: trainer.ppo_epochs: must be in 1..64, got 65"},
+      {std::string(kDatasets) + "trainer:\n  minibatches: 0\n", "x.yaml:6: trainer.minibatches: must be in 1..65536, got 0"},
+      {std::string(kDatasets) + "trainer:\n  minibatches: two\n", "x.yaml:6: trainer.minibatches:"},
+      {std::string(kDatasets) + "rollout: {group_size: 4, groups_per_step: 2}\ntrainer:\n  minibatches: 9\n",
+       "x.yaml:7: trainer.minibatches: must be <= the samples in a batch (rollout.group_size x "
+       "rollout.groups_per_step = 8), got 9"},
+      {std::string(kDatasets) + "teachers:\n  - {name: t, domains: [a]}\ntrainer:\n  loss: opd\n  ppo_epochs: 2\n",
+       "x.yaml:9: trainer.ppo_epochs: loss 'opd' makes one update per step; ppo_epochs and minibatches must be 1"},
       {"name: x\nscaffold: mini\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\n",
        "x.yaml:2: scaffold: 'mini' is not run by the RL rollout yet; only 'single-turn' is"},
   };
