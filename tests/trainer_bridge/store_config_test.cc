@@ -191,6 +191,35 @@ TEST(TrajectoryStoreTest, GroupsSurviveReopenAndConsumptionIsDurable) {
   EXPECT_EQ(*(*store)->Rewards(), (std::vector<double>{1, 0, 1, 1}));
 }
 
+TEST(TrajectoryStoreTest, MultiTurnSampleKeepsItsLossMaskThroughTheStore) {
+  testing::TempDir dir;
+  RolloutSample want = Sample(0, 0, 1);
+  want.AppendContext({300, 301});  // a tool's output between two model turns
+  inference::TokenRecord more;
+  more.token = 60;
+  more.logprob = -0.75f;
+  more.policy_version = 3;
+  more.experts = {2, 3};
+  ASSERT_TRUE(want.Append({more}).ok());
+  {
+    auto store = ExperimentStore::Open(dir.file("t.db"), "exp");
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->PutGroup({want}).ok());
+  }
+  auto store = ExperimentStore::Open(dir.file("t.db"), "exp");
+  ASSERT_TRUE(store.ok());
+  auto groups = (*store)->LoadUnconsumed();
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  ASSERT_EQ(groups->size(), 1u);
+  const RolloutSample& s = (*groups)[0][0];
+  EXPECT_EQ(s.completion, (std::vector<int32_t>{51, 52, 53, 300, 301, 60}));
+  EXPECT_EQ(s.generated, (std::vector<uint8_t>{1, 1, 1, 0, 0, 1}));
+  EXPECT_EQ(s.versions, (std::vector<int64_t>{0, 1, 2, -1, -1, 3}));
+  EXPECT_EQ(s.logprobs, want.logprobs);
+  EXPECT_EQ(s.routing, (std::vector<int32_t>{0, 1, 1, 2, 2, 3, -1, -1, -1, -1, 2, 3}));
+  EXPECT_EQ(s.routing, want.routing);
+}
+
 TEST(TeacherRegistryTest, ResolvesDatasetBeforeDomainAndSwitchesActiveSet) {
   std::vector<TeacherConfig> teachers;
   for (int i = 0; i < 48; ++i) {
