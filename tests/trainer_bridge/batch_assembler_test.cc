@@ -73,6 +73,15 @@ TEST(BatchAssemblerTest, FailedSamplesCountAsZeroReward) {
   EXPECT_EQ(b.total_loss_tokens(), 2u);
 }
 
+TEST(RolloutSampleTest, RoutingWidthMustNotChange) {
+  RolloutSample s;
+  inference::TokenRecord a, b;
+  a.experts = {1, 2};
+  b.experts = {1};
+  ASSERT_TRUE(s.Append({a}).ok());
+  EXPECT_EQ(s.Append({b}).code(), absl::StatusCode::kInvalidArgument);
+}
+
 inference::TokenRecord Token(int32_t id, float logprob, int64_t version) {
   inference::TokenRecord t;
   t.token = id;
@@ -95,10 +104,9 @@ RolloutSample TwoTurnSample() {
   s.group = 9;
   s.effort = 10;
   s.reward = 1.0;
-  s.prompt = {256, 259, 65};
-  s.AppendContext({66});  // scaffold text before the first model token: still the prompt
+  s.prompt = {256, 259, 65, 66};
   EXPECT_TRUE(s.Append({Token(48, -0.25f, 4), Token(49, -0.5f, 4)}).ok());  // turn 1: a tool call
-  s.AppendContext({300, 301, 302});                                          // the tool's output
+  s.AppendContext(std::vector<int32_t>{300, 301, 302});                      // the tool's output
   EXPECT_TRUE(s.Append({Token(50, -1.0f, 4)}).ok());                         // turn 2, then a switch
   EXPECT_TRUE(s.Append({Token(51, -1.5f, 5), Token(52, -2.0f, 5)}).ok());
   return s;
@@ -108,17 +116,12 @@ TEST(RolloutSampleTest, ContextTokensAreMarkedAndKeepArraysAligned) {
   RolloutSample s = TwoTurnSample();
   EXPECT_EQ(s.prompt, (std::vector<int32_t>{256, 259, 65, 66}));
   EXPECT_EQ(s.completion, (std::vector<int32_t>{48, 49, 300, 301, 302, 50, 51, 52}));
-  EXPECT_EQ(s.generated, (std::vector<uint8_t>{1, 1, 0, 0, 0, 1, 1, 1}));
+  EXPECT_EQ(s.loss_mask, (std::vector<uint8_t>{1, 1, 0, 0, 0, 1, 1, 1}));
   EXPECT_EQ(s.versions, (std::vector<int64_t>{4, 4, -1, -1, -1, 4, 5, 5}));
   EXPECT_EQ(s.routing.size(), 8u * 2);
   EXPECT_EQ(s.GeneratedTokens(), 5u);
   EXPECT_EQ(s.MinVersion(), 4);  // context tokens have no version
   EXPECT_EQ(s.MaxVersion(), 5);
-  RolloutSample single;
-  ASSERT_TRUE(single.Append({Token(48, -0.25f, 2)}).ok());
-  EXPECT_TRUE(single.generated.empty());
-  EXPECT_TRUE(single.IsGenerated(0));
-  EXPECT_EQ(single.GeneratedTokens(), 1u);
 }
 
 TEST(BatchAssemblerTest, MultiTurnLossMaskCoversOnlyModelTokens) {
@@ -158,15 +161,6 @@ TEST(BatchAssemblerTest, MultiTurnLossMaskCoversOnlyModelTokens) {
   EXPECT_EQ(later.stale_masked_tokens(), 3u);
   EXPECT_EQ(later.total_loss_tokens(), 4u);
   EXPECT_FLOAT_EQ(later.samples(0).advantage(), 0.35f);
-}
-
-TEST(RolloutSampleTest, RoutingWidthMustNotChange) {
-  RolloutSample s;
-  inference::TokenRecord a, b;
-  a.experts = {1, 2};
-  b.experts = {1};
-  ASSERT_TRUE(s.Append({a}).ok());
-  EXPECT_EQ(s.Append({b}).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

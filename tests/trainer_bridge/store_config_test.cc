@@ -49,6 +49,30 @@ TEST(ExperimentConfigTest, ParsesAndResolvesPaths) {
   EXPECT_EQ(c->trainer.minibatches, 1u);
 }
 
+TEST(ExperimentConfigTest, UpdatesPerStepErrorsNameFileLineAndField) {
+  struct Case {
+    std::string yaml;
+    std::string error;
+  };
+  std::vector<Case> cases = {
+      {std::string(kDatasets) + "trainer:\n  ppo_epochs: 0\n", "x.yaml:6: trainer.ppo_epochs: must be in 1..64, got 0"},
+      {std::string(kDatasets) + "trainer:\n  ppo_epochs: 65\n", "x.yaml:6: trainer.ppo_epochs: must be in 1..64, got 65"},
+      {std::string(kDatasets) + "trainer:\n  minibatches: 0\n", "x.yaml:6: trainer.minibatches: must be in 1..65536, got 0"},
+      {std::string(kDatasets) + "trainer:\n  minibatches: two\n", "x.yaml:6: trainer.minibatches: expected an integer, got 'two'"},
+      {std::string(kDatasets) + "rollout: {group_size: 4, groups_per_step: 2}\ntrainer:\n  minibatches: 9\n",
+       "x.yaml:7: trainer.minibatches: must be <= the samples in a batch (rollout.group_size x "
+       "rollout.groups_per_step = 8), got 9"},
+      {std::string(kDatasets) + "teachers:\n  - {name: t, domains: [a]}\ntrainer:\n  loss: opd\n  ppo_epochs: 2\n",
+       "x.yaml:9: trainer.ppo_epochs: loss 'opd' makes one update per step; ppo_epochs and minibatches must be 1"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParseExperimentConfig(c.yaml, "x.yaml", "");
+    ASSERT_FALSE(r.ok()) << c.yaml;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(r.status().message()).find(c.error), std::string::npos) << r.status();
+  }
+}
+
 TEST(ExperimentConfigTest, ParsesUpdatesPerStep) {
   auto c = ParseExperimentConfig(std::string(kDatasets) +
                                      "rollout: {group_size: 4, groups_per_step: 2}\n"
@@ -77,15 +101,6 @@ TEST(ExperimentConfigTest, ErrorsNameFileLineAndField) {
       {"name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\nrolout: {}\n", "x.yaml:5: rolout"},
       {"name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\ntrainer:\n  lr_schedule: cosine\n",
        "x.yaml:6: trainer.lr_schedule: must be 'constant' or 'linear', got 'cosine'"},
-      {std::string(kDatasets) + "trainer:\n  ppo_epochs: 0\n", "x.yaml:6: trainer.ppo_epochs: must be in 1..64, got 0"},
-      {std::string(kDatasets) + "trainer:\n  ppo_epochs: 65\n", "x.yaml:6: trainer.ppo_epochs: must be in 1..64, got 65"},
-      {std::string(kDatasets) + "trainer:\n  minibatches: 0\n", "x.yaml:6: trainer.minibatches: must be in 1..65536, got 0"},
-      {std::string(kDatasets) + "trainer:\n  minibatches: two\n", "x.yaml:6: trainer.minibatches:"},
-      {std::string(kDatasets) + "rollout: {group_size: 4, groups_per_step: 2}\ntrainer:\n  minibatches: 9\n",
-       "x.yaml:7: trainer.minibatches: must be <= the samples in a batch (rollout.group_size x "
-       "rollout.groups_per_step = 8), got 9"},
-      {std::string(kDatasets) + "teachers:\n  - {name: t, domains: [a]}\ntrainer:\n  loss: opd\n  ppo_epochs: 2\n",
-       "x.yaml:9: trainer.ppo_epochs: loss 'opd' makes one update per step; ppo_epochs and minibatches must be 1"},
       {"name: x\nscaffold: mini\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\n",
        "x.yaml:2: scaffold: 'mini' is not run by the RL rollout yet; only 'single-turn' is"},
   };
@@ -189,35 +204,6 @@ TEST(TrajectoryStoreTest, GroupsSurviveReopenAndConsumptionIsDurable) {
   EXPECT_EQ(st->step, 1);
   EXPECT_EQ(*(*store)->CountTrajectories(), 4);
   EXPECT_EQ(*(*store)->Rewards(), (std::vector<double>{1, 0, 1, 1}));
-}
-
-TEST(TrajectoryStoreTest, MultiTurnSampleKeepsItsLossMaskThroughTheStore) {
-  testing::TempDir dir;
-  RolloutSample want = Sample(0, 0, 1);
-  want.AppendContext({300, 301});  // a tool's output between two model turns
-  inference::TokenRecord more;
-  more.token = 60;
-  more.logprob = -0.75f;
-  more.policy_version = 3;
-  more.experts = {2, 3};
-  ASSERT_TRUE(want.Append({more}).ok());
-  {
-    auto store = ExperimentStore::Open(dir.file("t.db"), "exp");
-    ASSERT_TRUE(store.ok()) << store.status();
-    ASSERT_TRUE((*store)->PutGroup({want}).ok());
-  }
-  auto store = ExperimentStore::Open(dir.file("t.db"), "exp");
-  ASSERT_TRUE(store.ok());
-  auto groups = (*store)->LoadUnconsumed();
-  ASSERT_TRUE(groups.ok()) << groups.status();
-  ASSERT_EQ(groups->size(), 1u);
-  const RolloutSample& s = (*groups)[0][0];
-  EXPECT_EQ(s.completion, (std::vector<int32_t>{51, 52, 53, 300, 301, 60}));
-  EXPECT_EQ(s.generated, (std::vector<uint8_t>{1, 1, 1, 0, 0, 1}));
-  EXPECT_EQ(s.versions, (std::vector<int64_t>{0, 1, 2, -1, -1, 3}));
-  EXPECT_EQ(s.logprobs, want.logprobs);
-  EXPECT_EQ(s.routing, (std::vector<int32_t>{0, 1, 1, 2, 2, 3, -1, -1, -1, -1, 2, 3}));
-  EXPECT_EQ(s.routing, want.routing);
 }
 
 TEST(TeacherRegistryTest, ResolvesDatasetBeforeDomainAndSwitchesActiveSet) {

@@ -14,7 +14,6 @@ v1::Batch BatchAssembler::Assemble(const std::vector<std::vector<RolloutSample>>
   for (const auto& group : groups) {
     std::vector<AdvantageInput> inputs;
     for (const auto& s : group) {
-      // The length penalty counts what the model wrote, not tool output.
       inputs.push_back({s.failed ? 0.0 : s.reward, s.effort, s.GeneratedTokens()});
     }
     std::vector<double> adv = GroupAdvantages(inputs, options_.advantages);
@@ -37,13 +36,12 @@ v1::Batch BatchAssembler::Assemble(const std::vector<std::vector<RolloutSample>>
       }
       for (size_t t = 0; t < s.completion.size(); ++t) {
         out->add_ids(s.completion[t]);
-        if (!s.IsGenerated(t)) {  // tool output, scaffold text: context, like the prompt
+        if (s.loss_mask[t] == 0) {  // context the scaffold added: never trained on
           out->add_loss_mask(0);
           out->add_behaviour_logprobs(0);
           out->add_policy_versions(-1);
           continue;
         }
-        // Staleness is per token: a turn resumed after a weight switch mixes versions.
         bool too_old = trainer_version - s.versions[t] > static_cast<int64_t>(options_.staleness);
         out->add_loss_mask(too_old ? 0 : 1);
         stale += too_old ? 1 : 0;

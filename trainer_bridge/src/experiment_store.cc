@@ -58,10 +58,6 @@ v1::Trajectory ExperimentStore::ToTrajectory(const RolloutSample& s, const std::
   span->set_experts_per_token(s.routing_width);
   const size_t width = s.routing_width;
   for (size_t i = 0; i < s.completion.size(); ++i) {
-    if (!s.IsGenerated(i)) {  // tool output or scaffold text of a multi-turn sample
-      worker::AppendContextTokens(span, {s.completion[i]});
-      continue;
-    }
     worker::AppendGeneratedToken(span, s.completion[i], s.logprobs[i], s.versions[i],
                                  absl::Span<const int32_t>(s.routing).subspan(i * width, width));
   }
@@ -89,32 +85,17 @@ absl::StatusOr<RolloutSample> ExperimentStore::FromTrajectory(const v1::Trajecto
   const v1::TokenSpan& p = t.segments(0).turns(0).tokens();
   s.prompt.assign(p.ids().begin(), p.ids().end());
   const v1::TokenSpan& r = t.segments(0).turns(1).tokens();
-  s.routing_width = r.experts_per_token();
-  const int n = r.ids_size();
-  const size_t width = s.routing_width;
-  size_t generated = 0;
-  for (int i = 0; i < r.loss_mask_size(); ++i) generated += r.loss_mask(i) != 0;
-  if (r.loss_mask_size() != n || r.logprobs_size() != n || r.policy_versions_size() != n ||
-      static_cast<size_t>(r.experts_size()) != generated * width) {
-    return absl::DataLossError(absl::StrCat("trajectory '", t.id(), "': token arrays disagree in length"));
-  }
   s.completion.assign(r.ids().begin(), r.ids().end());
+  s.loss_mask.assign(r.loss_mask().begin(), r.loss_mask().end());
   s.logprobs.assign(r.logprobs().begin(), r.logprobs().end());
   s.versions.assign(r.policy_versions().begin(), r.policy_versions().end());
-  // Context tokens (loss mask 0) carry no routing row in a span; the sample keeps -1 rows.
-  size_t row = 0;
-  for (int i = 0; i < n; ++i) {
-    if (r.loss_mask(i) != 0) {
-      s.routing.insert(s.routing.end(), r.experts().begin() + static_cast<int>(row * width),
-                       r.experts().begin() + static_cast<int>((row + 1) * width));
-      ++row;
-    } else {
-      s.routing.insert(s.routing.end(), width, -1);
-    }
-  }
-  if (generated != static_cast<size_t>(n)) {
-    s.generated.reserve(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) s.generated.push_back(r.loss_mask(i) != 0 ? 1 : 0);
+  s.routing.assign(r.experts().begin(), r.experts().end());
+  s.routing_width = r.experts_per_token();
+  // Records of this store hold one generated reply (ToTrajectory), so every routing row is there.
+  if (s.loss_mask.size() != s.completion.size() || s.logprobs.size() != s.completion.size() ||
+      s.versions.size() != s.completion.size() ||
+      s.routing.size() != s.completion.size() * s.routing_width) {
+    return absl::DataLossError(absl::StrCat("trajectory '", t.id(), "': token arrays disagree in length"));
   }
   return s;
 }

@@ -16,47 +16,41 @@ absl::Status RolloutSample::Append(const std::vector<inference::TokenRecord>& to
                                                      " has routing width ", width, ", expected ", routing_width));
     }
     completion.push_back(t.token);
+    loss_mask.push_back(1);
     logprobs.push_back(t.logprob);
     versions.push_back(t.policy_version);
     routing.insert(routing.end(), t.experts.begin(), t.experts.end());
-    if (!generated.empty()) generated.push_back(1);
   }
   return absl::OkStatus();
 }
 
-void RolloutSample::AppendContext(const std::vector<int32_t>& ids) {
-  if (completion.empty()) {
-    prompt.insert(prompt.end(), ids.begin(), ids.end());
-    return;
-  }
-  if (generated.empty()) generated.assign(completion.size(), 1);
-  for (int32_t token : ids) {
-    completion.push_back(token);
+void RolloutSample::AppendContext(absl::Span<const int32_t> ids) {
+  for (int32_t id : ids) {
+    completion.push_back(id);
+    loss_mask.push_back(0);
     logprobs.push_back(0.0f);
     versions.push_back(-1);
     routing.insert(routing.end(), routing_width, -1);
-    generated.push_back(0);
   }
 }
 
 uint32_t RolloutSample::GeneratedTokens() const {
-  if (generated.empty()) return static_cast<uint32_t>(completion.size());
-  return static_cast<uint32_t>(std::count(generated.begin(), generated.end(), uint8_t{1}));
+  return static_cast<uint32_t>(std::count(loss_mask.begin(), loss_mask.end(), 1));
 }
 
 int64_t RolloutSample::MinVersion() const {
-  int64_t lo = std::numeric_limits<int64_t>::max();
-  for (size_t t = 0; t < versions.size(); ++t) {
-    if (IsGenerated(t)) lo = std::min(lo, versions[t]);
+  int64_t v = std::numeric_limits<int64_t>::max();
+  for (size_t i = 0; i < versions.size(); ++i) {
+    if (loss_mask[i] != 0) v = std::min(v, versions[i]);
   }
-  return lo == std::numeric_limits<int64_t>::max() ? 0 : lo;
+  return v == std::numeric_limits<int64_t>::max() ? 0 : v;
 }
 int64_t RolloutSample::MaxVersion() const {
-  int64_t hi = std::numeric_limits<int64_t>::min();
-  for (size_t t = 0; t < versions.size(); ++t) {
-    if (IsGenerated(t)) hi = std::max(hi, versions[t]);
+  int64_t v = std::numeric_limits<int64_t>::min();
+  for (size_t i = 0; i < versions.size(); ++i) {
+    if (loss_mask[i] != 0) v = std::max(v, versions[i]);
   }
-  return hi == std::numeric_limits<int64_t>::min() ? 0 : hi;
+  return v == std::numeric_limits<int64_t>::min() ? 0 : v;
 }
 
 }  // namespace flotilla::trainer_bridge

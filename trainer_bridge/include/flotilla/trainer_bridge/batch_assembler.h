@@ -1,15 +1,14 @@
 // BatchAssembler: turns completed groups into one training Batch (common/proto/trainer.proto).
 //
-// Per sample: ids = prompt + completion; loss_mask 0 on the prompt and on the context tokens of
-// a multi-turn completion (tool output, scaffold text: RolloutSample::generated), 1 on
-// model-generated tokens except tokens older than the off-policy bound (trainer_version -
-// token_version > eta, judged per token), which get 0 and are counted in
+// Per sample: ids = prompt + completion; loss_mask 0 on the prompt and on context tokens inside
+// the completion (tool output, scaffold text), 1 on generated tokens except tokens older than
+// the off-policy bound (trainer_version - token_version > eta), which get 0 and are counted in
 // Batch.stale_masked_tokens (never silently dropped); behaviour_logprobs 0 / policy_versions -1
-// on the prompt and context tokens; routing has one row of routing_width ids per position of
-// ids, -1 rows on the prompt and context (the trainer routes those itself) and the engine's
-// rows, concatenated across segments, on generated tokens; advantage from GroupAdvantages over
-// the sample's group (the length penalty counts generated tokens only), the same on every
-// token of the sample.
+// on context; routing has one row of routing_width ids per position of ids, -1 rows on context
+// (the trainer routes those itself) and the engine's rows, concatenated across segments, on
+// generated tokens; advantage from GroupAdvantages over the sample's group (a failed sample
+// counts with reward 0). The bound is judged per token (a turn resumed after a weight switch
+// holds tokens of two versions) and the effort length penalty counts generated tokens only.
 //
 // Pure; thread-safe.
 #pragma once
