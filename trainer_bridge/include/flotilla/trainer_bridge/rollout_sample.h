@@ -2,12 +2,6 @@
 // version that produced it and its expert routing, accumulated segment by segment across
 // checkpoint switches. Routing is appended exactly as the engine emitted it, never recomputed.
 //
-// A multi-turn sample (a scaffold's model turns with tool output between them) also holds, in
-// `completion`, the context the scaffold inserted after the first generated token (tool output,
-// user turns, template text): loss_mask 0, logprob 0, version -1 and a routing row of -1s (the
-// trainer routes those itself), so every per-token array stays aligned with `completion` and
-// only model-generated tokens are trained on.
-//
 // A plain value; not thread-safe (the runner owns each sample under its own lock).
 #pragma once
 
