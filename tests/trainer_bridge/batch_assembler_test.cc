@@ -1,4 +1,5 @@
-// Batch assembly: stale-token loss masking counts, routing rows, advantages per group.
+// Batch assembly: stale-token loss masking counts, routing rows, advantages per group, and the
+// multi-turn loss mask (only model-generated tokens are trained on).
 #include "flotilla/trainer_bridge/batch_assembler.h"
 
 #include "gtest/gtest.h"
@@ -79,6 +80,87 @@ TEST(RolloutSampleTest, RoutingWidthMustNotChange) {
   b.experts = {1};
   ASSERT_TRUE(s.Append({a}).ok());
   EXPECT_EQ(s.Append({b}).code(), absl::StatusCode::kInvalidArgument);
+}
+
+inference::TokenRecord Token(int32_t id, float logprob, int64_t version) {
+  inference::TokenRecord t;
+  t.token = id;
+  t.logprob = logprob;
+  t.policy_version = version;
+  t.experts = {id % 4, 3};
+  return t;
+}
+
+template <typename T, typename Field>
+std::vector<T> Vec(const Field& f) {
+  return std::vector<T>(f.begin(), f.end());
+}
+
+// Two model turns with a tool's output between them; the weights switch from v4 to v5 in the
+// middle of the second turn (it resumes at a token boundary).
+RolloutSample TwoTurnSample() {
+  RolloutSample s;
+  s.id = 3;
+  s.group = 9;
+  s.effort = 10;
+  s.reward = 1.0;
+  s.prompt = {256, 259, 65, 66};
+  EXPECT_TRUE(s.Append({Token(48, -0.25f, 4), Token(49, -0.5f, 4)}).ok());  // turn 1: a tool call
+  s.AppendContext(std::vector<int32_t>{300, 301, 302});                      // the tool's output
+  EXPECT_TRUE(s.Append({Token(50, -1.0f, 4)}).ok());                         // turn 2, then a switch
+  EXPECT_TRUE(s.Append({Token(51, -1.5f, 5), Token(52, -2.0f, 5)}).ok());
+  return s;
+}
+
+TEST(RolloutSampleTest, ContextTokensAreMarkedAndKeepArraysAligned) {
+  RolloutSample s = TwoTurnSample();
+  EXPECT_EQ(s.prompt, (std::vector<int32_t>{256, 259, 65, 66}));
+  EXPECT_EQ(s.completion, (std::vector<int32_t>{48, 49, 300, 301, 302, 50, 51, 52}));
+  EXPECT_EQ(s.loss_mask, (std::vector<uint8_t>{1, 1, 0, 0, 0, 1, 1, 1}));
+  EXPECT_EQ(s.versions, (std::vector<int64_t>{4, 4, -1, -1, -1, 4, 5, 5}));
+  EXPECT_EQ(s.routing.size(), 8u * 2);
+  EXPECT_EQ(s.GeneratedTokens(), 5u);
+  EXPECT_EQ(s.MinVersion(), 4);  // context tokens have no version
+  EXPECT_EQ(s.MaxVersion(), 5);
+}
+
+TEST(BatchAssemblerTest, MultiTurnLossMaskCoversOnlyModelTokens) {
+  BatchOptions o;
+  o.staleness = 1;
+  o.advantages.std_scaling = false;
+  o.advantages.effort.levels = {10};
+  o.advantages.effort.k0 = 1.0;
+  o.advantages.effort.c_max = 10.0;
+  o.advantages.effort.l_norm = 10.0;
+  BatchAssembler a(o);
+  RolloutSample other = Sample(4, 9, 0.0, {5, 5});
+  other.effort = 10;
+  // Rewards with the length penalty -l/10 over generated tokens only: 1 - 5/10 and 0 - 2/10;
+  // centred: +0.35 and -0.35 (counting the tool output, l = 8, would give +0.2).
+  std::vector<std::vector<RolloutSample>> groups = {{TwoTurnSample(), other}};
+
+  v1::Batch b = a.Assemble(groups, 0, /*trainer_version=*/5);  // every model token within eta
+  ASSERT_EQ(b.samples_size(), 2);
+  const v1::Sample& s = b.samples(0);
+  EXPECT_EQ(Vec<int32_t>(s.ids()), (std::vector<int32_t>{256, 259, 65, 66, 48, 49, 300, 301, 302, 50, 51, 52}));
+  EXPECT_EQ(Vec<uint32_t>(s.loss_mask()), (std::vector<uint32_t>{0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 1, 1}));
+  EXPECT_EQ(Vec<int64_t>(s.policy_versions()), (std::vector<int64_t>{-1, -1, -1, -1, 4, 4, -1, -1, -1, 4, 5, 5}));
+  EXPECT_EQ(Vec<float>(s.behaviour_logprobs()),
+            (std::vector<float>{0, 0, 0, 0, -0.25f, -0.5f, 0, 0, 0, -1.0f, -1.5f, -2.0f}));
+  EXPECT_EQ(Vec<int32_t>(s.routing()), (std::vector<int32_t>{-1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 1, 3, -1, -1, -1,
+                                                             -1, -1, -1, 2, 3, 3, 3, 0, 3}));
+  EXPECT_FLOAT_EQ(s.advantage(), 0.35f);
+  EXPECT_FLOAT_EQ(b.samples(1).advantage(), -0.35f);
+  EXPECT_EQ(b.total_loss_tokens(), 7u);  // 5 model tokens + the other sample's 2
+  EXPECT_EQ(b.stale_masked_tokens(), 0u);
+
+  // One version later the v4 tokens lag 2 > eta: masked token by token, the v5 tokens of the
+  // same turn kept; tool output never counts as stale.
+  v1::Batch later = a.Assemble(groups, 1, /*trainer_version=*/6);
+  EXPECT_EQ(Vec<uint32_t>(later.samples(0).loss_mask()), (std::vector<uint32_t>{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1}));
+  EXPECT_EQ(later.stale_masked_tokens(), 3u);
+  EXPECT_EQ(later.total_loss_tokens(), 4u);
+  EXPECT_FLOAT_EQ(later.samples(0).advantage(), 0.35f);
 }
 
 }  // namespace

@@ -37,6 +37,7 @@ TEST(BatchFiguresTest, RewardsGroupsLengthsAndStaleness) {
   EXPECT_DOUBLE_EQ(f["staleness_mean"], 3.0 / 7);          // lags 0,0,1,0,0,2,0
   EXPECT_DOUBLE_EQ(f["staleness_max"], 2);
   EXPECT_DOUBLE_EQ(f["stale_masked_frac"], 1.0 / 7);
+  EXPECT_DOUBLE_EQ(f["stale_token_frac"], 2.0 / 7);        // the v3 and the v2 token
 }
 
 TEST(BatchFiguresTest, EmptyBatchHasOnlyItsCount) {

@@ -25,6 +25,8 @@ teachers:
 trainer: {loss: opd, time_limit: 5m, lr_schedule: linear, teacher_steps: 40}
 )";
 
+constexpr char kDatasets[] = "name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\n";
+
 TEST(ExperimentConfigTest, ParsesAndResolvesPaths) {
   auto c = ParseExperimentConfig(kGood, "exp.yaml", "/base");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -43,6 +45,42 @@ TEST(ExperimentConfigTest, ParsesAndResolvesPaths) {
   EXPECT_EQ(c->trainer.time_limit_ms, 300000);
   EXPECT_EQ(c->trainer.lr_schedule, "linear");
   EXPECT_EQ(c->trainer.teacher_steps, 40u);
+  EXPECT_EQ(c->trainer.ppo_epochs, 1u);
+  EXPECT_EQ(c->trainer.minibatches, 1u);
+}
+
+TEST(ExperimentConfigTest, UpdatesPerStepErrorsNameFileLineAndField) {
+  struct Case {
+    std::string yaml;
+    std::string error;
+  };
+  std::vector<Case> cases = {
+      {std::string(kDatasets) + "trainer:\n  ppo_epochs: 0\n", "x.yaml:6: trainer.ppo_epochs: must be in 1..64, got 0"},
+      {std::string(kDatasets) + "trainer:\n  ppo_epochs: 65\n", "x.yaml:6: trainer.ppo_epochs: must be in 1..64, got 65"},
+      {std::string(kDatasets) + "trainer:\n  minibatches: 0\n", "x.yaml:6: trainer.minibatches: must be in 1..65536, got 0"},
+      {std::string(kDatasets) + "trainer:\n  minibatches: two\n", "x.yaml:6: trainer.minibatches: expected an integer, got 'two'"},
+      {std::string(kDatasets) + "rollout: {group_size: 4, groups_per_step: 2}\ntrainer:\n  minibatches: 9\n",
+       "x.yaml:7: trainer.minibatches: must be <= the samples in a batch (rollout.group_size x "
+       "rollout.groups_per_step = 8), got 9"},
+      {std::string(kDatasets) + "teachers:\n  - {name: t, domains: [a]}\ntrainer:\n  loss: opd\n  ppo_epochs: 2\n",
+       "x.yaml:9: trainer.ppo_epochs: loss 'opd' makes one update per step; ppo_epochs and minibatches must be 1"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParseExperimentConfig(c.yaml, "x.yaml", "");
+    ASSERT_FALSE(r.ok()) << c.yaml;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(r.status().message()).find(c.error), std::string::npos) << r.status();
+  }
+}
+
+TEST(ExperimentConfigTest, ParsesUpdatesPerStep) {
+  auto c = ParseExperimentConfig(std::string(kDatasets) +
+                                     "rollout: {group_size: 4, groups_per_step: 2}\n"
+                                     "trainer: {ppo_epochs: 3, minibatches: 8}\n",
+                                 "x.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->trainer.ppo_epochs, 3u);
+  EXPECT_EQ(c->trainer.minibatches, 8u);
 }
 
 TEST(ExperimentConfigTest, ErrorsNameFileLineAndField) {

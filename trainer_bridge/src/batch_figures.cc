@@ -12,7 +12,7 @@ std::map<std::string, double> BatchFigures(const v1::Batch& batch, int64_t train
   const int n = batch.samples_size();
   out["samples"] = n;
   if (n == 0) return out;
-  double reward_sum = 0, loss_tokens = 0, lag_sum = 0, lag_max = 0;
+  double reward_sum = 0, loss_tokens = 0, stale_loss_tokens = 0, lag_sum = 0, lag_max = 0;
   uint64_t lag_n = 0;
   std::map<std::string, std::pair<double, int>> by_dataset;
   std::map<std::string, std::set<float>> rewards_by_group;
@@ -22,7 +22,12 @@ std::map<std::string, double> BatchFigures(const v1::Batch& batch, int64_t train
     d.first += s.reward();
     d.second += 1;
     rewards_by_group[s.group_id()].insert(s.reward());
-    for (uint32_t m : s.loss_mask()) loss_tokens += m != 0;
+    for (int t = 0; t < s.loss_mask_size(); ++t) {
+      if (s.loss_mask(t) == 0) continue;
+      loss_tokens += 1;
+      // Per token: one turn may hold tokens of several versions (a switch mid-turn).
+      if (t < s.policy_versions_size() && s.policy_versions(t) < trainer_version) stale_loss_tokens += 1;
+    }
     for (int64_t v : s.policy_versions()) {
       if (v < 0) continue;
       const double lag = static_cast<double>(trainer_version - v);
@@ -42,6 +47,7 @@ std::map<std::string, double> BatchFigures(const v1::Batch& batch, int64_t train
   out["response_tokens_mean"] = loss_tokens / n;
   out["staleness_mean"] = lag_n ? lag_sum / static_cast<double>(lag_n) : 0;
   out["staleness_max"] = lag_max;
+  out["stale_token_frac"] = loss_tokens > 0 ? stale_loss_tokens / loss_tokens : 0;
   const double all_loss = static_cast<double>(batch.total_loss_tokens());
   out["stale_masked_frac"] = all_loss > 0 ? batch.stale_masked_tokens() / all_loss : 0;
   return out;

@@ -113,10 +113,10 @@ absl::Status ParseTeachers(const ConfigNode& n, const std::string& base, Experim
   return absl::OkStatus();
 }
 
-absl::Status ParseTrainer(const ConfigNode& n, const std::string& base, TrainerConfig* t) {
+absl::Status ParseTrainer(const ConfigNode& n, const RolloutConfig& rollout, TrainerConfig* t) {
   RETURN_IF_ERROR(n.CheckKeys({"address", "command", "sft_steps", "rl_steps", "publish_every",
                                "learning_rate", "sft_learning_rate", "clip_eps", "loss", "time_limit",
-                               "teacher_steps", "lr_schedule"}));
+                               "teacher_steps", "lr_schedule", "ppo_epochs", "minibatches"}));
   ASSIGN_OR_RETURN(t->address, n["address"].AsString("127.0.0.1:0"));
   if (n["command"].present()) {
     ASSIGN_OR_RETURN(t->command, n["command"].AsStringList());
@@ -138,7 +138,19 @@ absl::Status ParseTrainer(const ConfigNode& n, const std::string& base, TrainerC
   if (t->lr_schedule != "constant" && t->lr_schedule != "linear") {
     return n["lr_schedule"].Error("must be 'constant' or 'linear', got '" + t->lr_schedule + "'");
   }
-  (void)base;
+  ASSIGN_OR_RETURN(t->ppo_epochs, AsCount(n["ppo_epochs"], 1, 1, 64));
+  const int64_t batch_samples = int64_t{rollout.group_size} * rollout.groups_per_step;
+  ASSIGN_OR_RETURN(t->minibatches, AsCount(n["minibatches"], 1, 1, 1 << 16));
+  if (t->minibatches > batch_samples) {
+    return n["minibatches"].Error(absl::StrCat("must be <= the samples in a batch (rollout.group_size x ",
+                                               "rollout.groups_per_step = ", batch_samples, "), got ",
+                                               t->minibatches));
+  }
+  // OPD makes one update per batch; several would be ignored, so they are refused.
+  if (t->loss == "opd" && t->ppo_epochs * t->minibatches > 1) {
+    return n[t->ppo_epochs > 1 ? "ppo_epochs" : "minibatches"].Error("loss 'opd' makes one update per step; "
+                                                                        "ppo_epochs and minibatches must be 1");
+  }
   return absl::OkStatus();
 }
 
@@ -213,7 +225,7 @@ absl::StatusOr<ExperimentConfig> ParseExperimentConfig(const std::string& text, 
   RETURN_IF_ERROR(ParseRollout(root["rollout"], &cfg.rollout));
   RETURN_IF_ERROR(ParseEffort(root["effort"], &cfg.effort));
   RETURN_IF_ERROR(ParseTeachers(root["teachers"], base_dir, &cfg));
-  RETURN_IF_ERROR(ParseTrainer(root["trainer"], base_dir, &cfg.trainer));
+  RETURN_IF_ERROR(ParseTrainer(root["trainer"], cfg.rollout, &cfg.trainer));
   if (cfg.trainer.loss == "opd" && cfg.teachers.empty()) {
     return root["teachers"].Error("trainer.loss 'opd' needs at least one teacher");
   }

@@ -86,11 +86,14 @@ absl::StatusOr<RolloutSample> ExperimentStore::FromTrajectory(const v1::Trajecto
   s.prompt.assign(p.ids().begin(), p.ids().end());
   const v1::TokenSpan& r = t.segments(0).turns(1).tokens();
   s.completion.assign(r.ids().begin(), r.ids().end());
+  s.loss_mask.assign(r.loss_mask().begin(), r.loss_mask().end());
   s.logprobs.assign(r.logprobs().begin(), r.logprobs().end());
   s.versions.assign(r.policy_versions().begin(), r.policy_versions().end());
   s.routing.assign(r.experts().begin(), r.experts().end());
   s.routing_width = r.experts_per_token();
-  if (s.logprobs.size() != s.completion.size() || s.versions.size() != s.completion.size() ||
+  // Records of this store hold one generated reply (ToTrajectory), so every routing row is there.
+  if (s.loss_mask.size() != s.completion.size() || s.logprobs.size() != s.completion.size() ||
+      s.versions.size() != s.completion.size() ||
       s.routing.size() != s.completion.size() * s.routing_width) {
     return absl::DataLossError(absl::StrCat("trajectory '", t.id(), "': token arrays disagree in length"));
   }

@@ -1,7 +1,8 @@
 """Turns a TrainerBridge Batch into padded tensors, and SFT examples into the same layout.
 
 Layout per sample (as the bridge sends it): ids = prompt + generated; loss_mask 1 on generated
-tokens still within the off-policy bound; behaviour logprobs and policy versions per position;
+tokens still within the off-policy bound; behaviour logprobs and policy versions per position
+(-1 on context tokens: prompt, tool output, scaffold text);
 routing: routing_width ids per position, -1 rows on the prompt (routed by the trainer) and the
 engine's rows, concatenated across checkpoint segments, on generated tokens. The engine's row
 for token t is the routing of the pass over position t - 1, which is where the trainer reads
@@ -13,15 +14,17 @@ from .tokenizer import PAD
 
 
 class Tensors:
-    """ids/targets [B,T]; mask, behaviour, advantage [B,T] float; routing [B,T,L,k] or None."""
+    """ids/targets [B,T]; mask, behaviour, advantage [B,T] float; routing [B,T,L,k] or None;
+    versions [B,T] long (the policy version of each target token, -1 on context) or None."""
 
-    def __init__(self, ids, targets, mask, behaviour, advantage, routing, teacher=None):
+    def __init__(self, ids, targets, mask, behaviour, advantage, routing, teacher=None, versions=None):
         self.ids, self.targets, self.mask = ids, targets, mask
         self.behaviour, self.advantage, self.routing = behaviour, advantage, routing
         self.teacher = teacher  # dict: full [B,T,V] or (top_ids [B,T,k], top_lp [B,T,k])
+        self.versions = versions
 
     def to(self, device):
-        for name in ("ids", "targets", "mask", "behaviour", "advantage", "routing"):
+        for name in ("ids", "targets", "mask", "behaviour", "advantage", "routing", "versions"):
             v = getattr(self, name)
             if v is not None:
                 setattr(self, name, v.to(device))
@@ -41,6 +44,7 @@ def from_batch(batch, n_layers, top_k):
     behaviour = torch.zeros(B, T)
     advantage = torch.zeros(B, T)
     routing = torch.full((B, T, n_layers, top_k), -1, dtype=torch.long)
+    versions = torch.full((B, T), -1, dtype=torch.long)
     teacher_full = teacher_ids = teacher_lp = None
     width = max((s.teacher_width for s in samples), default=0)
     has_teacher = width > 0 and any(len(s.teacher_logprobs) for s in samples)
@@ -59,6 +63,7 @@ def from_batch(batch, n_layers, top_k):
         mask[b, :n - 1] = torch.tensor(list(s.loss_mask)[1:], dtype=torch.float32)
         behaviour[b, :n - 1] = torch.tensor(list(s.behaviour_logprobs)[1:])
         advantage[b, :n - 1] = s.advantage
+        versions[b, :n - 1] = torch.tensor(list(s.policy_versions)[1:], dtype=torch.long)
         w = s.routing_width
         if w and len(s.routing) == n * w:
             r = torch.tensor(list(s.routing), dtype=torch.long).view(n, n_layers, top_k)
@@ -77,7 +82,7 @@ def from_batch(batch, n_layers, top_k):
         teacher = {"full": teacher_full}
     elif teacher_ids is not None:
         teacher = {"top_ids": teacher_ids, "top_lp": teacher_lp}
-    return Tensors(ids, targets, mask, behaviour, advantage, routing, teacher)
+    return Tensors(ids, targets, mask, behaviour, advantage, routing, teacher, versions)
 
 
 def from_examples(examples):

@@ -1,5 +1,6 @@
 """The Flotilla trainer: SFT warm start, then asynchronous GRPO (or on-policy distillation)
-against a running TrainerBridge, publishing weights to the engine every N steps.
+against a running TrainerBridge, publishing weights to the engine every N steps. A GRPO step is
+--ppo-epochs x --minibatches decoupled-PPO updates on the bridge's batch (flotilla_trainer.ppo).
 
   /usr/bin/python3 -m flotilla_trainer.train --bridge 127.0.0.1:PORT --out DIR [options]
 
@@ -15,7 +16,8 @@ import torch
 from .batching import from_batch, from_examples
 from .client import BridgeClient
 from . import models
-from .losses import grpo_loss, opd_loss, sft_loss, token_logprobs
+from .losses import opd_loss, sft_loss, token_logprobs
+from .ppo import ppo_step
 from .safetensors_io import save_file
 
 
@@ -82,6 +84,10 @@ def main():
     ap.add_argument("--rl-steps", type=int, default=100)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--clip-eps", type=float, default=0.2)
+    ap.add_argument("--ppo-epochs", type=int, default=1,
+                    help="GRPO: passes over each batch per trainer step")
+    ap.add_argument("--minibatches", type=int, default=1,
+                    help="GRPO: optimizer updates per pass (the batch's samples split this many ways)")
     ap.add_argument("--lr-schedule", choices=["constant", "linear"], default="constant",
                     help="RL learning rate: constant, or linear decay to 10%% of --lr at --rl-steps")
     ap.add_argument("--publish-every", type=int, default=1)
@@ -89,6 +95,8 @@ def main():
     ap.add_argument("--device", default="auto")
     ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
+    if a.ppo_epochs < 1 or a.minibatches < 1:
+        ap.error(f"--ppo-epochs and --minibatches must be >= 1, got {a.ppo_epochs} and {a.minibatches}")
 
     torch.manual_seed(a.seed)
     torch.set_num_threads(max(1, a.threads))
@@ -126,7 +134,9 @@ def main():
     client.publish(version, path)
     log(f"published v{version}; starting {a.loss}")
 
-    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.0, betas=(0.9, 0.99))
+    params = list(model.parameters())
+    opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=0.0, betas=(0.9, 0.99))
+    shuffle = torch.Generator().manual_seed(a.seed)  # minibatch order
     if a.lr_schedule == "linear":
         # Over this process's --rl-steps (a resumed trainer runs that many steps again).
         sched = torch.optim.lr_scheduler.LambdaLR(
@@ -142,16 +152,19 @@ def main():
         mark = time.time()
         t = from_batch(batch, n_routing_layers, top_k).to(device)
         model.train()
-        logits = models.forward_replay(model, t.ids, t.routing)
         if a.loss == "opd" and t.teacher is not None:
+            logits = models.forward_replay(model, t.ids, t.routing)
             loss, stats = opd_loss(logits, t.targets, t.mask, t.teacher)
+            opt.zero_grad()
+            loss.backward()
+            gnorm = torch.nn.utils.clip_grad_norm_(params, 1.0).item()
+            opt.step()
         else:
-            logp = token_logprobs(logits, t.targets)
-            loss, stats = grpo_loss(logp, logp.detach(), t.behaviour, t.advantage, t.mask, a.clip_eps)
-        opt.zero_grad()
-        loss.backward()
-        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item()
-        opt.step()
+            loss, stats = ppo_step(
+                lambda mb: token_logprobs(models.forward_replay(model, mb.ids, mb.routing), mb.targets),
+                params, opt, t, version, ppo_epochs=a.ppo_epochs, minibatches=a.minibatches,
+                clip_eps=a.clip_eps, generator=shuffle)
+            gnorm = stats.pop("grad_norm")
         if sched is not None:
             sched.step()
         steps += 1

@@ -57,6 +57,12 @@ struct TrainerConfig {
   double learning_rate = 1e-3;
   double sft_learning_rate = 3e-3;
   double clip_eps = 0.2;
+  // GRPO: each trainer step makes ppo_epochs x minibatches optimizer updates on its batch (the
+  // samples split `minibatches` ways, the whole batch passed `ppo_epochs` times), clipping
+  // pi_theta / pi_prox where pi_prox is the policy before the step's first update. 1 x 1: one
+  // update, ratio 1, no clipping. minibatches is at most the samples in a batch.
+  uint32_t ppo_epochs = 1;
+  uint32_t minibatches = 1;
   std::string loss = "grpo";            // "grpo" or "opd"
   std::string lr_schedule = "constant";  // RL learning rate: "constant" or "linear" (decay to 10%)
   uint32_t teacher_steps = 300;         // OPD: SFT steps per teacher and sub-domain when untrained
