@@ -144,7 +144,7 @@ absl::Status RolloutRunner::StartSample(uint64_t id) {
 
 void RolloutRunner::StartGroup(const GroupTicket& t) {
   auto src = tasks_.find(t.dataset);
-  Task task = src != tasks_.end() ? src->second->Next() : Task{"missing", "none", "", ""};
+  Task task = src != tasks_.end() ? src->second->Next() : Task{"missing", "none", "", "", {}};
   std::vector<uint64_t> ids;
   {
     std::lock_guard<std::mutex> lock(mu_);

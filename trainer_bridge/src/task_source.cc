@@ -35,7 +35,7 @@ class ArithSource final : public TaskSource {
     } while ((split_ == ArithSplit::kTrain && HeldOut(a, b)) || (split_ == ArithSplit::kHeldOut && !HeldOut(a, b)));
     int r = o == '+' ? a + b : o == '-' ? a - b : a * b;
     std::string q = absl::StrCat(a, std::string(1, o), b, "=");
-    return Task{absl::StrCat("arith:", q), "arith", q, absl::StrCat(r)};
+    return Task{absl::StrCat("arith:", q), "arith", q, absl::StrCat(r), {}};
   }
   std::string family() const override { return "arith"; }
 
@@ -55,7 +55,7 @@ class CopySource final : public TaskSource {
     std::uniform_int_distribution<size_t> pick(0, alphabet_.size() - 1);
     std::string s;
     for (int i = 0; i < len_; ++i) s.push_back(alphabet_[pick(rng_)]);
-    return Task{absl::StrCat("copy:", s), "copy", absl::StrCat("copy ", s), s};
+    return Task{absl::StrCat("copy:", s), "copy", absl::StrCat("copy ", s), s, {}};
   }
   std::string family() const override { return "copy"; }
 
@@ -152,7 +152,7 @@ absl::StatusOr<std::unique_ptr<TaskSource>> TaskSource::Open(const std::string& 
       return absl::InvalidArgumentError(absl::StrCat(source, ":", lineno, ": expected {\"prompt\": str, \"answer\": str}"));
     }
     std::string id = j.contains("id") && j["id"].is_string() ? j["id"].get<std::string>() : absl::StrCat("line", lineno);
-    tasks.push_back(Task{id, "file", j["prompt"].get<std::string>(), j["answer"].get<std::string>()});
+    tasks.push_back(Task{id, "file", j["prompt"].get<std::string>(), j["answer"].get<std::string>(), {}});
   }
   if (tasks.empty()) return absl::InvalidArgumentError(absl::StrCat("task file '", source, "' has no tasks"));
   return std::unique_ptr<TaskSource>(new FileSource(std::move(tasks), seed));
