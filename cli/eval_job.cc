@@ -135,7 +135,10 @@ int RunEvalJob(EvalJobFlags f) {
       f.attempts = (*config)["attempts"].get<int>();
       if (f.concurrency <= 1) f.concurrency = (*config)["concurrency"].get<int>();
       // The model the job was started with, unless -m names another.
-      if (f.worker.model_prefix.empty()) f.worker.model_prefix = config->value("model", std::string());
+      if (f.worker.model_prefix.empty()) {
+        f.worker.model_prefix = config->value("model", std::string());
+        if (f.worker.endpoint_model.empty()) f.worker.endpoint_model = config->value("endpoint_model", std::string());
+      }
     } catch (const json::exception& e) {
       std::cerr << "flotilla eval: " << (job_dir / "config.json").string() << ": " << e.what() << "\n";
       return 2;
@@ -172,7 +175,7 @@ int RunEvalJob(EvalJobFlags f) {
     json config = {{"paths", abs_paths},           {"agents", f.agents},
                    {"attempts", f.attempts},       {"concurrency", f.concurrency},
                    {"env_store", f.env_store},     {"job_name", name},
-                   {"model", f.worker.model_prefix}};
+                   {"model", f.worker.model_prefix}, {"endpoint_model", f.worker.endpoint_model}};
     if (absl::Status s = WriteJson(job_dir / "config.json", config); !s.ok()) {
       std::cerr << "flotilla eval: " << s.message() << "\n";
       return 1;

@@ -1,6 +1,7 @@
 #include "flotilla/eval/trial_result.h"
 
 #include "absl/strings/str_cat.h"
+#include "flotilla/worker/remote_chat.h"
 
 namespace flotilla::eval {
 
@@ -36,8 +37,8 @@ TrialTokens CountTrialTokens(const v1::Trajectory& t) {
       auto it = t.metrics().find(key);
       return it == t.metrics().end() ? int64_t{0} : static_cast<int64_t>(it->second);
     };
-    out.prompt_tokens = metric(kUsagePromptTokens);
-    out.completion_tokens = metric(kUsageCompletionTokens);
+    out.prompt_tokens = metric(worker::kUsagePromptTokens);
+    out.completion_tokens = metric(worker::kUsageCompletionTokens);
   }
   return out;
 }

@@ -7,6 +7,7 @@
 #include "flotilla/eval/job_summary.h"
 #include "flotilla/eval/report_html.h"
 #include "flotilla/eval/trial_result.h"
+#include "flotilla/worker/remote_chat.h"
 #include "flotilla/worker/trajectory_store.h"
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
@@ -60,8 +61,8 @@ TEST(TrialTokensTest, TextOnlyTrajectoryTakesTheEndpointsUsage) {
   v1::Segment* s = t.add_segments();
   *s->add_turns() = MakeTurn(v1::Turn::USER, "hi", {});
   *s->add_turns() = MakeTurn(v1::Turn::ASSISTANT, "hello", {});
-  (*t.mutable_metrics())[kUsagePromptTokens] = 17;
-  (*t.mutable_metrics())[kUsageCompletionTokens] = 4;
+  (*t.mutable_metrics())[worker::kUsagePromptTokens] = 17;
+  (*t.mutable_metrics())[worker::kUsageCompletionTokens] = 4;
   TrialTokens n = CountTrialTokens(t);
   EXPECT_EQ(n.turns, 1);
   EXPECT_EQ(n.prompt_tokens, 17);

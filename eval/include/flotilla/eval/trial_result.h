@@ -29,17 +29,13 @@ namespace flotilla::eval {
 //                      in its segment (what an API bills as prompt tokens, call by call)
 //   exact              true when counted from the token record; false when the trajectory has
 //                      text only (an external endpoint) and the counts are the endpoint's own
-//                      usage figures, kept in the trajectory's metrics
+//                      usage figures, kept in the trajectory's metrics (worker/remote_chat.h)
 struct TrialTokens {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int turns = 0;
   bool exact = true;
 };
-
-// The metrics keys an external endpoint's usage is summed under in a text-level trajectory.
-inline constexpr const char* kUsagePromptTokens = "usage.prompt_tokens";
-inline constexpr const char* kUsageCompletionTokens = "usage.completion_tokens";
 
 TrialTokens CountTrialTokens(const v1::Trajectory& trajectory);
 
