@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "flotilla/app/embedded_worker.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "testing/temp_dir.h"
@@ -194,6 +195,63 @@ TEST_F(EvalJobTest, TrialTokensReportAndTrajectoryExport) {
   EXPECT_EQ(RunFlotilla({"trajectories", "export", "--job", dir.file("jobs")}, dir.file("x.out"), dir.file("x.err")), 1);
   EXPECT_EQ(Slurp(dir.file("x.err")),
             "flotilla trajectories export: " + dir.file("jobs") + ": not an eval job folder (no config.json)\n");
+}
+
+// -m with an external OpenAI-compatible endpoint's URL: the worker proxies it (here Flotilla's
+// own worker HTTP in this process, as `flotilla up` serves it) and records the trials as text
+// with the endpoint's usage; the completion tokens the endpoint reported are exactly the tokens
+// its own token-exact record holds.
+TEST_F(EvalJobTest, ExternalEndpointTrialsRecordTheEndpointsUsage) {
+  testing::TempDir dir;
+  app::EmbeddedWorkerOptions up;
+  up.state_dir = dir.file("upstream");
+  up.http_address = "127.0.0.1:0";
+  up.engine.threads = 1;
+  auto upstream = app::EmbeddedWorker::Start(up);
+  ASSERT_TRUE(upstream.ok()) << upstream.status();
+  const std::string task = Env("FLOTILLA_SOURCE_DIR", ".") + "/examples/tasks/hello-file";
+  const fs::path job = fs::path(dir.file("jobs")) / "j";
+  int rc = Wait(Start(dir, dir.file("run.txt"),
+                      {"-p", task, "-a", "mini", "-k", "1", "--max-steps", "2", "--max-tokens", "16", "-m",
+                       "http://" + (*upstream)->http_address() + "/v1", "--jobs-dir", dir.file("jobs"), "--job-name",
+                       "j"}));
+  ASSERT_EQ(rc, 0) << Slurp(dir.file("run.txt"));
+  auto trial = nlohmann::json::parse(Slurp((job / "hello-file__mini__1" / "result.json").string()));
+  EXPECT_EQ(trial["model"], "flotilla-default");
+  EXPECT_EQ(trial["error_type"], "");
+  EXPECT_EQ(trial["turns"], 2);
+  EXPECT_EQ(trial["tokens_exact"], false);
+  EXPECT_GT(trial["prompt_tokens"].get<int64_t>(), 0);
+  int64_t generated = 0;
+  ASSERT_TRUE((*upstream)->store().ForEach({}, [&](const v1::Trajectory& t) {
+    for (const auto& seg : t.segments()) {
+      for (const auto& turn : seg.turns()) {
+        for (uint32_t m : turn.tokens().loss_mask()) generated += m;
+      }
+    }
+    return absl::OkStatus();
+  }).ok());
+  EXPECT_EQ(trial["completion_tokens"].get<int64_t>(), generated);
+  auto config = nlohmann::json::parse(Slurp((job / "config.json").string()));
+  EXPECT_EQ(config["model"], "http://" + (*upstream)->http_address() + "/v1");
+  EXPECT_NE(Slurp((job / "report.html").string()).find("* the endpoint's own usage figures"), std::string::npos);
+}
+
+// A task whose image ends with USER: the agent (here the reference solution) and the tests run
+// as that user, so only a solution run as the user passes.
+TEST_F(EvalJobTest, ImageUserRunsTheAgentAndTheTests) {
+  testing::TempDir dir;
+  const std::string task = Env("FLOTILLA_SOURCE_DIR", ".") + "/examples/tasks/user-owned-notes";
+  int rc = Wait(Start(dir, dir.file("run.txt"),
+                      {"-p", task, "-a", "oracle", "-a", "nop", "--jobs-dir", dir.file("jobs"), "--job-name", "j"}));
+  std::string out = Slurp(dir.file("run.txt"));
+  ASSERT_EQ(rc, 0) << out;
+  const fs::path job = fs::path(dir.file("jobs")) / "j";
+  auto oracle = nlohmann::json::parse(Slurp((job / "user-owned-notes__oracle__1" / "result.json").string()));
+  auto nop = nlohmann::json::parse(Slurp((job / "user-owned-notes__nop__1" / "result.json").string()));
+  EXPECT_EQ(oracle["reward"], 1.0) << oracle.dump();
+  EXPECT_EQ(nop["reward"], 0.0) << nop.dump();
+  EXPECT_EQ(oracle["error_type"], "");
 }
 
 }  // namespace
