@@ -150,6 +150,14 @@ int RunEvalJob(EvalJobFlags f) {
       return 2;
     }
   }
+  for (const std::string& e : f.filter_errors) {
+    if (!eval::IsErrorType(e)) {
+      std::cerr << "flotilla eval: --filter-error " << e
+                << ": unknown error type (env_build_failed, agent_timeout, agent_error, verifier_timeout, "
+                   "verifier_error, sandbox_crashed)\n";
+      return 2;
+    }
+  }
   if (f.agents.empty() || f.paths.empty() || f.attempts < 1 || f.concurrency < 1) {
     std::cerr << "flotilla eval: -p, -a, -k >= 1 and -n >= 1 are required\n";
     return 2;
