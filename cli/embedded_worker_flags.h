@@ -11,7 +11,13 @@ inline void AddEmbeddedWorkerFlags(CLI::App* sub, app::EmbeddedWorkerOptions& op
   sub->add_option("-m,--model", opts.model_prefix,
                   "a Hugging Face model folder (config.json with model_type, safetensors, tokenizer files), "
                   "a model PREFIX (.safetensors + .json) or folder (config.json + model.safetensors, e.g. a "
-                  "merge); default: the embedded default model");
+                  "merge), or an external OpenAI-compatible endpoint's base URL (http(s)://HOST[:PORT]/v1: proxied, "
+                  "trajectories recorded as text); default: the embedded default model");
+  sub->add_option("--endpoint-model", opts.endpoint_model,
+                  "with -m http(s)://.../v1 (an external OpenAI-compatible endpoint): its model name "
+                  "(default: the first one GET /models lists)");
+  sub->add_option("--api-key-env", opts.api_key_env,
+                  "with -m http(s)://...: the environment variable holding the endpoint's API key");
   sub->add_option("--state-dir", opts.state_dir, "where the default model and stores live");
   sub->add_option("--db", opts.db_path, "trajectory store (SQLite); default: <state-dir>/trajectories.db");
   sub->add_option("--experiment", opts.experiment, "experiment name written into trajectories");

@@ -8,12 +8,15 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "absl/strings/str_format.h"
 #include "flotilla/app/embedded_platform.h"
-#include "flotilla/worker/pass_at_k.h"
+#include "flotilla/eval/job_summary.h"
+#include "flotilla/eval/report_html.h"
+#include "flotilla/eval/trial_result.h"
 #include "flotilla/worker/sandbox_client.h"
 #include "flotilla/worker/terminal_task.h"
 #include "nlohmann/json.hpp"
@@ -31,7 +34,7 @@ struct Trial {
   std::string agent;
   int attempt = 0;
   std::string name;  // "<task>__<agent>__<attempt>"
-  json result;       // empty until it ran (or was found done)
+  std::optional<eval::TrialResult> result;  // empty until it ran (or was found done)
 };
 
 bool IsTaskFolder(const fs::path& p) { return fs::exists(p / "task.toml") || fs::exists(p / "task.yaml"); }
@@ -99,51 +102,6 @@ std::string ErrorType(const absl::StatusOr<worker::ScaffoldResult>& r) {
   return "";
 }
 
-json Summarize(const std::vector<worker::TerminalTask>& tasks, const std::vector<std::string>& agents,
-               const std::vector<Trial>& trials, int k) {
-  json out = json::object();
-  double p1_sum = 0, pk_sum = 0;
-  int pairs = 0, errors = 0, ran = 0;
-  json per_agent = json::object();
-  for (const std::string& agent : agents) {
-    std::vector<double> rewards, p1s, pks;
-    int agent_errors = 0;
-    for (size_t t = 0; t < tasks.size(); ++t) {
-      int n = 0, c = 0;
-      for (const Trial& tr : trials) {
-        if (tr.task != t || tr.agent != agent || tr.result.is_null()) continue;
-        ++n;
-        double reward = tr.result.value("reward", 0.0);
-        rewards.push_back(reward);
-        c += reward >= 1.0 ? 1 : 0;
-        if (!tr.result.value("error_type", std::string()).empty()) ++agent_errors;
-      }
-      if (n == 0) continue;
-      p1s.push_back(worker::PassAtK(n, c, 1));
-      pks.push_back(worker::PassAtK(n, c, std::min(k, n)));
-    }
-    worker::MeanAndError m = worker::MeanWithStandardError(rewards);
-    worker::MeanAndError p1 = worker::MeanWithStandardError(p1s);
-    worker::MeanAndError pk = worker::MeanWithStandardError(pks);
-    per_agent[agent] = {{"tasks", p1s.size()},         {"trials", rewards.size()}, {"errors", agent_errors},
-                        {"mean_reward", m.mean},       {"reward_stderr", m.standard_error},
-                        {"pass@1", p1.mean},           {absl::StrCat("pass@", k), pk.mean}};
-    for (double v : p1s) p1_sum += v;
-    for (double v : pks) pk_sum += v;
-    pairs += static_cast<int>(p1s.size());
-    errors += agent_errors;
-    ran += static_cast<int>(rewards.size());
-  }
-  out["agents"] = per_agent;
-  out["tasks"] = tasks.size();
-  out["trials"] = ran;
-  out["errors"] = errors;
-  out["k"] = k;
-  out["pass@1"] = pairs > 0 ? p1_sum / pairs : 0.0;
-  out["pass@k"] = pairs > 0 ? pk_sum / pairs : 0.0;
-  return out;
-}
-
 }  // namespace
 
 absl::StatusOr<worker::ScaffoldResult> RunScaffoldWhenThereIsRoom(worker::ChatService& service,
@@ -176,6 +134,11 @@ int RunEvalJob(EvalJobFlags f) {
       f.agents = (*config)["agents"].get<std::vector<std::string>>();
       f.attempts = (*config)["attempts"].get<int>();
       if (f.concurrency <= 1) f.concurrency = (*config)["concurrency"].get<int>();
+      // The model the job was started with, unless -m names another.
+      if (f.worker.model_prefix.empty()) {
+        f.worker.model_prefix = config->value("model", std::string());
+        if (f.worker.endpoint_model.empty()) f.worker.endpoint_model = config->value("endpoint_model", std::string());
+      }
     } catch (const json::exception& e) {
       std::cerr << "flotilla eval: " << (job_dir / "config.json").string() << ": " << e.what() << "\n";
       return 2;
@@ -184,6 +147,14 @@ int RunEvalJob(EvalJobFlags f) {
   for (const std::string& a : f.agents) {
     if (a != "oracle" && a != "nop" && a != "mini" && a != "terminal") {
       std::cerr << "flotilla eval: -a " << a << ": unknown agent (built in: oracle, nop, mini, terminal)\n";
+      return 2;
+    }
+  }
+  for (const std::string& e : f.filter_errors) {
+    if (!eval::IsErrorType(e)) {
+      std::cerr << "flotilla eval: --filter-error " << e
+                << ": unknown error type (env_build_failed, agent_timeout, agent_error, verifier_timeout, "
+                   "verifier_error, sandbox_crashed)\n";
       return 2;
     }
   }
@@ -211,7 +182,8 @@ int RunEvalJob(EvalJobFlags f) {
     for (const std::string& p : f.paths) abs_paths.push_back(fs::absolute(p).string());
     json config = {{"paths", abs_paths},           {"agents", f.agents},
                    {"attempts", f.attempts},       {"concurrency", f.concurrency},
-                   {"env_store", f.env_store},     {"job_name", name}};
+                   {"env_store", f.env_store},     {"job_name", name},
+                   {"model", f.worker.model_prefix}, {"endpoint_model", f.worker.endpoint_model}};
     if (absl::Status s = WriteJson(job_dir / "config.json", config); !s.ok()) {
       std::cerr << "flotilla eval: " << s.message() << "\n";
       return 1;
@@ -230,15 +202,21 @@ int RunEvalJob(EvalJobFlags f) {
   for (const std::string& agent : f.agents) {
     for (size_t t = 0; t < tasks->size(); ++t) {
       for (int a = 1; a <= f.attempts; ++a) {
-        Trial tr{.task = t, .agent = agent, .attempt = a, .name = absl::StrCat((*tasks)[t].name, "__", agent, "__", a),
-                 .result = json()};
-        auto done = ReadJson(job_dir / tr.name / "result.json");
+        Trial tr{.task = t, .agent = agent, .attempt = a, .name = eval::TrialName((*tasks)[t].name, agent, a),
+                 .result = std::nullopt};
+        const fs::path file = job_dir / tr.name / "result.json";
+        auto done = ReadJson(file);
         if (done.ok()) {
-          std::string error = done->value("error_type", std::string());
+          auto r = eval::TrialResultFromJson(*done, file.string());
+          if (!r.ok()) {
+            std::cerr << "flotilla eval: " << r.status().message() << "\n";
+            return 2;
+          }
+          const std::string& error = r->error_type;
           bool rerun = !error.empty() && (f.filter_errors.empty() ||
                                           std::find(f.filter_errors.begin(), f.filter_errors.end(), error) !=
                                               f.filter_errors.end());
-          if (!rerun) tr.result = *done;
+          if (!rerun) tr.result = std::move(*r);
         }
         trials.push_back(std::move(tr));
       }
@@ -259,26 +237,30 @@ int RunEvalJob(EvalJobFlags f) {
   app::EmbeddedWorker* const w = &(*platform)->worker();
   if (!f.http.empty()) std::cerr << "eval: dashboard on http://" << w->http_address() << "/#eval\n";
   worker::SandboxClient& sandbox = (*platform)->sandboxes();
+  const std::string model = w->service().ModelName();
+  const std::string store_path = w->store().path();
   std::mutex mu;
   size_t next = 0, finished = 0, total = 0;
-  for (const Trial& tr : trials) total += tr.result.is_null() ? 1 : 0;
+  for (const Trial& tr : trials) total += tr.result.has_value() ? 0 : 1;
   auto work = [&] {
     for (;;) {
       Trial* tr = nullptr;
       {
         std::lock_guard<std::mutex> lock(mu);
-        while (next < trials.size() && !trials[next].result.is_null()) ++next;
+        while (next < trials.size() && trials[next].result.has_value()) ++next;
         if (next >= trials.size() || stop.received() != 0) return;
         tr = &trials[next++];
       }
       const worker::TerminalTask& task = (*tasks)[tr->task];
-      json r = {{"task", task.name},   {"agent", tr->agent}, {"attempt", tr->attempt},
-                {"reward", 0.0},       {"error_type", ""},   {"detail", ""},
-                {"trajectory_id", ""}, {"steps", 0}};
+      eval::TrialResult r;
+      r.task = task.name;
+      r.agent = tr->agent;
+      r.attempt = tr->attempt;
+      r.model = tr->agent == "oracle" || tr->agent == "nop" ? "" : model;
       auto t0 = std::chrono::steady_clock::now();
       if (auto be = build_errors.find(tr->task); be != build_errors.end()) {
-        r["error_type"] = "env_build_failed";
-        r["detail"] = be->second;
+        r.error_type = "env_build_failed";
+        r.detail = be->second;
       } else {
         worker::ScaffoldOptions so = f.scaffold;
         so.scaffold = tr->agent == "terminal" ? "terminal" : "mini";
@@ -286,37 +268,53 @@ int RunEvalJob(EvalJobFlags f) {
         so.experiment = wo.experiment;
         so.seed = f.seed + static_cast<uint64_t>(tr - trials.data());
         auto res = RunScaffoldWhenThereIsRoom(w->service(), sandbox, task, so, stop);
-        r["error_type"] = ErrorType(res);
+        r.error_type = ErrorType(res);
         if (res.ok()) {
-          r["reward"] = res->reward;
-          r["detail"] = res->detail;
-          r["status"] = v1::TrajectoryStatus_Name(res->status);
-          r["trajectory_id"] = res->trajectory_id;
-          r["steps"] = res->steps;
+          r.reward = res->reward;
+          r.detail = res->detail;
+          r.status = v1::TrajectoryStatus_Name(res->status);
+          r.trajectory_id = res->trajectory_id;
+          r.trajectory_store = store_path;
+          r.steps = res->steps;
+          if (auto traj = w->store().Get(res->trajectory_id); traj.ok()) r.tokens = eval::CountTrialTokens(*traj);
         } else {
-          r["detail"] = std::string(res.status().message());
+          r.detail = std::string(res.status().message());
         }
       }
-      r["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::error_code ec;
       fs::create_directories(job_dir / tr->name, ec);
-      (void)WriteJson(job_dir / tr->name / "result.json", r);
+      (void)WriteJson(job_dir / tr->name / "result.json", eval::TrialResultToJson(r));
       std::lock_guard<std::mutex> lock(mu);
       tr->result = r;
       ++finished;
-      std::cerr << absl::StrFormat("[%d/%d] %s reward=%g%s\n", finished, total, tr->name, r["reward"].get<double>(),
-                                   r["error_type"].get<std::string>().empty()
-                                       ? ""
-                                       : " error=" + r["error_type"].get<std::string>());
+      std::cerr << absl::StrFormat("[%d/%d] %s reward=%g%s\n", finished, total, tr->name, r.reward,
+                                   r.error_type.empty() ? "" : " error=" + r.error_type);
     }
   };
   std::vector<std::thread> pool;
   for (int i = 0; i < f.concurrency; ++i) pool.emplace_back(work);
   for (std::thread& t : pool) t.join();
-  json summary = Summarize(*tasks, f.agents, trials, f.attempts);
+  eval::JobShape shape{.tasks = {}, .agents = f.agents, .model = model, .attempts = f.attempts};
+  for (const worker::TerminalTask& t : *tasks) shape.tasks.push_back(t.name);
+  std::vector<eval::TrialResult> ran;
+  for (const Trial& tr : trials) {
+    if (tr.result.has_value()) ran.push_back(*tr.result);
+  }
+  json summary = eval::SummarizeJob(shape, ran);
   summary["job_dir"] = job_dir.string();
   (void)WriteJson(job_dir / "result.json", summary);
-  std::cout << "eval: job " << job_dir.string() << std::endl;
+  // The report shows each trial's transcript from the store its result names.
+  std::map<std::string, std::string> transcripts;
+  for (const eval::TrialResult& t : ran) {
+    if (t.trajectory_id.empty() || t.trajectory_store != store_path) continue;
+    if (auto traj = w->store().Get(t.trajectory_id); traj.ok()) transcripts[t.trajectory_id] = eval::TranscriptText(*traj);
+  }
+  {
+    std::ofstream html(job_dir / "report.html");
+    html << eval::RenderJobReport(job_dir.filename().string(), summary, transcripts);
+  }
+  std::cout << "eval: job " << job_dir.string() << " (report.html)" << std::endl;
   std::cout << absl::StrFormat("eval: tasks=%d trials=%d pass@1=%.3f pass@k=%.3f errors=%d",
                                summary["tasks"].get<int>(), summary["trials"].get<int>(),
                                summary["pass@1"].get<double>(), summary["pass@k"].get<double>(),

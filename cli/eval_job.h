@@ -9,10 +9,17 @@
 // over the embedded model). Agents x tasks x attempts is the job; its trials run N at a time,
 // each in its own sandbox of the task's built environment.
 //
-// The job folder: config.json (what was asked), one folder per trial
-// "<task>__<agent>__<attempt>" with result.json (reward, status, error_type, detail, timings,
-// steps, trajectory id), and result.json of the job: per agent pass@1, pass@k (unbiased),
-// mean reward and its standard error, errors. Error types: env_build_failed, agent_timeout,
+// -m (the embedded worker's flag) picks the model the model agents use: a Hugging Face model
+// folder or a Flotilla model served by the embedded engine, or an external OpenAI-compatible
+// endpoint's base URL (http[s]://HOST[:PORT]/v1) that the worker proxies and records as text
+// (worker/remote_chat.h). The job folder: config.json (what was asked, the model included), one
+// folder per trial "<task>__<agent>__<attempt>" with result.json (eval/trial_result.h: reward,
+// status, error_type, detail, seconds, steps, prompt and completion tokens, turns, the
+// trajectory id and its store), result.json of the job (eval/job_summary.h: per agent pass@1,
+// pass@k (unbiased), mean reward and its standard error, errors, tokens; per task pass rates;
+// every trial), which the dashboard's eval view reads, and report.html (eval/report_html.h, no
+// network assets). `flotilla trajectories export --job DIR` writes the job's trajectories as
+// JSONL. Error types: env_build_failed, agent_timeout,
 // agent_error, verifier_timeout, verifier_error, sandbox_crashed. --resume runs only the
 // trials without a result or with an error (with --filter-error, only errors of those types;
 // trials with other errors keep their results). The last line printed is

@@ -7,9 +7,11 @@
 // Progress lines go to stderr; the summary (the stats) to stdout. A rerun on the same
 // TASKS_DIR resumes from its synth.db. Exit status: 0 at least one valid task, 1 none (the
 // reasons are printed and kept in TASKS_DIR/REPORT.txt), 2 bad arguments.
+#include <filesystem>
 #include <iostream>
 
 #include "commands.h"
+#include "flotilla/app/embedded_platform.h"
 #include "flotilla/synth/synthesizer.h"
 #include "task_environment.h"
 
@@ -27,6 +29,20 @@ int Synthesize(SynthFlags& f) {
     return 2;
   }
   f.options.builder = CliEnvBuilderOptions(f.env_store);
+  // The suites and probes run in sandboxes placed by the embedded platform's scheduler and
+  // reached through the NodeAgent API, like eval's trials (no model is served).
+  app::PlatformOptions po;
+  po.worker.serve_model = false;
+  po.worker.state_dir = (std::filesystem::path(f.options.out) / ".work" / "platform").string();
+  po.worker.engine.threads = 1;
+  po.sandbox_state_dir = f.env_store + "/synth-sandboxes";
+  po.image_dir = f.env_store;
+  auto platform = app::EmbeddedPlatform::Start(po);
+  if (!platform.ok()) {
+    std::cerr << "flotilla synth: " << platform.status().message() << "\n";
+    return 1;
+  }
+  f.options.sandboxes = &(*platform)->sandboxes();
   auto s = synth::RunSynth(f.options, [](std::string_view l) { std::cerr << l << std::flush; });
   if (!s.ok()) {
     std::cerr << "flotilla synth: " << s.status().message() << "\n";

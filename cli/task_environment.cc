@@ -29,6 +29,7 @@ absl::Status PrepareTaskEnvironment(environments::EnvBuilder& builder, worker::T
   task->workdir = im.config.workdir.empty() ? "/" : im.config.workdir;
   task->env.clear();
   for (const auto& [k, v] : im.config.env) task->env[k] = v;
+  task->user = im.config.user;
   return absl::OkStatus();
 }
 

@@ -16,8 +16,8 @@ namespace flotilla::cli {
 std::string EnvTagOf(const std::string& name);
 
 // Builds `task`'s Dockerfile, tags it "task-<name>", and sets task->image, workdir (the
-// image's WORKDIR, "/" without one, as under Docker) and env. Does nothing for a task without
-// a Dockerfile. Errors name the task and the Dockerfile line.
+// image's WORKDIR, "/" without one, as under Docker), env and user (its USER). Does nothing
+// for a task without a Dockerfile. Errors name the task and the Dockerfile line.
 absl::Status PrepareTaskEnvironment(environments::EnvBuilder& builder, worker::TerminalTask* task,
                                     const std::function<void(std::string_view)>& progress);
 

@@ -1,9 +1,16 @@
-// flotilla trajectories export: stored trajectories as JSON lines on stdout.
+// flotilla trajectories export: stored trajectories as JSON lines on stdout, token-exact (the
+// proto3 JSON of flotilla.v1.Trajectory, one per line: ids, loss mask, logprobs, versions,
+// routing per turn).
+//
+//   flotilla trajectories export --db FILE [--experiment E] [--task T] [--status S]
+//   flotilla trajectories export --job JOBS_DIR/NAME     an eval job's trials, in trial order,
+//                                                        from the store each result.json names
 #include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "commands.h"
+#include "flotilla/eval/job_folder.h"
 #include "flotilla/worker/trajectory_store.h"
 
 namespace flotilla::cli {
@@ -13,14 +20,41 @@ void AddTrajectoriesCommand(CLI::App& app, int* exit_code) {
   traj->require_subcommand(1);
   CLI::App* exp = traj->add_subcommand("export", "Write trajectories as JSONL to stdout");
   struct Args {
-    std::string db, experiment, task, status;
+    std::string db, job, experiment, task, status;
   };
   auto a = std::make_shared<Args>();
-  exp->add_option("--db", a->db, "trajectory store (SQLite file)")->required();
+  exp->add_option("--db", a->db, "trajectory store (SQLite file)");
+  exp->add_option("--job", a->job, "an eval job folder: its trials' trajectories");
   exp->add_option("--experiment", a->experiment, "only this experiment");
   exp->add_option("--task", a->task, "only this task");
   exp->add_option("--status", a->status, "only this status (OK, FAILED, TIMED_OUT, INTERRUPTED, CRASHED)");
   exp->callback([a, exit_code] {
+    if (a->db.empty() == a->job.empty()) {
+      std::cerr << "flotilla trajectories export: give --db FILE or --job DIR (one of them)\n";
+      *exit_code = 2;
+      return;
+    }
+    if (!a->job.empty()) {
+      if (!a->experiment.empty() || !a->task.empty() || !a->status.empty()) {
+        std::cerr << "flotilla trajectories export: --job exports the whole job (no --experiment, --task, --status)\n";
+        *exit_code = 2;
+        return;
+      }
+      auto n = eval::ForEachJobTrajectory(a->job, [](const eval::TrialResult&, const v1::Trajectory& t) {
+        auto line = worker::TrajectoryToJsonLine(t);
+        if (!line.ok()) return line.status();
+        std::cout << *line << "\n";
+        return absl::OkStatus();
+      });
+      std::cout.flush();
+      if (!n.ok()) {
+        std::cerr << "flotilla trajectories export: " << n.status().message() << "\n";
+        *exit_code = 1;
+        return;
+      }
+      std::cerr << "exported " << *n << " trajectories\n";
+      return;
+    }
     worker::TrajectoryQuery q;
     q.experiment = a->experiment;
     q.task = a->task;

@@ -3,6 +3,7 @@
 #include "flotilla/inference/tokenizer.h"
 #include "nlohmann/json.hpp"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -55,6 +56,25 @@ absl::StatusOr<std::unique_ptr<EmbeddedWorker>> EmbeddedWorker::Start(const Embe
 absl::Status EmbeddedWorker::ServeModel(const EmbeddedWorkerOptions& o) {
   std::string prefix = o.model_prefix;
   std::string served_name = "flotilla-default";
+  if (worker::IsEndpointUrl(prefix)) {
+    worker::RemoteChatOptions ro;
+    ro.base_url = prefix;
+    ro.model = o.endpoint_model;
+    if (const char* key = std::getenv(o.api_key_env.c_str()); key != nullptr) ro.api_key = key;
+    auto remote = worker::RemoteChat::Create(ro);
+    if (!remote.ok()) return Annotate(remote.status(), absl::StrCat("-m ", prefix));
+    remote_ = std::move(*remote);
+    worker::ChatServiceOptions so;
+    so.store = store_.get();
+    so.experiment = o.experiment;
+    so.scaffold = o.scaffold;
+    so.remote = remote_.get();
+    service_ = std::make_unique<worker::ChatService>(nullptr, so);
+    api_ = std::make_unique<worker::WireApi>(service_.get());
+    FLOG(info, "proxying an external endpoint (trajectories recorded as text)",
+         {{"endpoint", prefix}, {"model", remote_->model()}});
+    return absl::OkStatus();
+  }
   if (!prefix.empty() && IsHfFolder(prefix)) {
     // A Hugging Face model folder: config.json + safetensors + tokenizer files.
     RETURN_IF_ERROR(engine_->LoadHfModel("default", prefix, 0));

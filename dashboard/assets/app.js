@@ -199,15 +199,16 @@ async function loadEval() {
     const r = j.result || {};
     const table = el('table', {'data-job': j.job});
     const k = r.k || 1;
-    table.append(el('thead', {}, el('tr', {}, ...['agent', 'tasks', 'trials', 'pass@1', `pass@${k}`, 'mean ± se', 'errors'].map(h => el('th', {text: h})))));
+    table.append(el('thead', {}, el('tr', {}, ...['agent', 'tasks', 'trials', 'pass@1', `pass@${k}`, 'mean ± se', 'errors', 'tokens (prompt / completion)'].map(h => el('th', {text: h})))));
     const tb = el('tbody');
     for (const [agent, a] of Object.entries(r.agents || {})) {
       tb.append(el('tr', {'data-agent': agent}, el('td', {text: agent}), el('td', {text: String(a.tasks)}),
         el('td', {text: String(a.trials)}), el('td', {text: fmt(a['pass@1'])}), el('td', {text: fmt(a[`pass@${k}`])}),
-        el('td', {text: `${fmt(a.mean_reward)} ± ${fmt(a.reward_stderr)}`}), el('td', {text: String(a.errors)})));
+        el('td', {text: `${fmt(a.mean_reward)} ± ${fmt(a.reward_stderr)}`}), el('td', {text: String(a.errors)}),
+        el('td', {text: a.prompt_tokens === undefined ? '–' : `${a.prompt_tokens} / ${a.completion_tokens}`})));
     }
     table.append(tb);
-    root.append(el('h3', {text: `${j.job} — tasks=${r.tasks} trials=${r.trials} pass@1=${fmt(r['pass@1'])} pass@k=${fmt(r['pass@k'])} errors=${r.errors}`}), table);
+    root.append(el('h3', {text: `${j.job} — ${r.model ? `model=${r.model} ` : ''}tasks=${r.tasks} trials=${r.trials} pass@1=${fmt(r['pass@1'])} pass@k=${fmt(r['pass@k'])} errors=${r.errors}`}), table);
   }
 }
 

@@ -30,10 +30,10 @@ std::string Quote(const std::string& s) {
 
 // Runs `agent` (a bash script, may be empty) in a fresh sandbox of the task's environment,
 // then copies tests/ to /tests and runs the verifier, as the worker does; returns the reward.
-absl::StatusOr<std::pair<double, std::string>> Score(sandbox::Runtime& runtime, const std::string& top,
+absl::StatusOr<std::pair<double, std::string>> Score(worker::SandboxClient& sandboxes, const std::string& top,
                                                      const std::string& task_dir, const std::string& agent,
                                                      uint32_t timeout_ms) {
-  ASSIGN_OR_RETURN(std::unique_ptr<TestSandbox> sb, TestSandbox::Start(runtime, top));
+  ASSIGN_OR_RETURN(std::unique_ptr<TestSandbox> sb, TestSandbox::Start(sandboxes, top));
   if (!agent.empty()) {
     ASSIGN_OR_RETURN(ShellRun a, sb->Run(agent, timeout_ms));
     (void)a;
@@ -63,7 +63,7 @@ std::string FakeRunnerLines(const ProjectProfile& p, const TaskSpec& spec) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<ProbeResult>> ProbeTask(sandbox::Runtime& runtime, const std::string& top,
+absl::StatusOr<std::vector<ProbeResult>> ProbeTask(worker::SandboxClient& sandboxes, const std::string& top,
                                                    const std::string& task_dir, const ProjectProfile& p,
                                                    const TaskSpec& spec,
                                                    const std::vector<std::string>& unique_fix_lines,
@@ -99,13 +99,13 @@ absl::StatusOr<std::vector<ProbeResult>> ProbeTask(sandbox::Runtime& runtime, co
                                {"replace-runner", replace_runner, 0.0}};
   std::vector<ProbeResult> out;
   for (const Agent& a : agents) {
-    ASSIGN_OR_RETURN(auto scored, Score(runtime, top, task_dir, a.script, timeout_ms));
+    ASSIGN_OR_RETURN(auto scored, Score(sandboxes, top, task_dir, a.script, timeout_ms));
     ProbeResult r{a.name, scored.first, scored.first == a.want, scored.second};
     out.push_back(r);
     if (!r.ok) return out;
   }
   // Leaks: the environment as the agent finds it.
-  ASSIGN_OR_RETURN(std::unique_ptr<TestSandbox> sb, TestSandbox::Start(runtime, top));
+  ASSIGN_OR_RETURN(std::unique_ptr<TestSandbox> sb, TestSandbox::Start(sandboxes, top));
   RETURN_IF_ERROR(sb->Put("/run/fix-lines.txt", absl::StrJoin(unique_fix_lines, "\n") + "\n", 0600));
   std::string script = R"SH(cd /app || exit 1
 n=$(git rev-list --all 2>/dev/null | wc -l); [ "$n" = 1 ] || echo "LEAK: $n commits in the repository"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "flotilla/sandbox/runtime.h"
+#include "flotilla/worker/sandbox_client.h"
 #include "project_profile.h"
 #include "task_writer.h"
 
@@ -21,10 +21,11 @@ struct ProbeResult {
   std::string detail;
 };
 
-// Runs every probe; stops at the first that fails. `task_dir` is the written folder, `top`
+// Runs every probe (each in a fresh sandbox from `sandboxes`); stops at the first that fails.
+// `task_dir` is the written folder, `top`
 // its built environment, `unique_fix_lines` the fixed file's lines found nowhere in the
 // broken tree.
-absl::StatusOr<std::vector<ProbeResult>> ProbeTask(sandbox::Runtime& runtime, const std::string& top,
+absl::StatusOr<std::vector<ProbeResult>> ProbeTask(worker::SandboxClient& sandboxes, const std::string& top,
                                                    const std::string& task_dir, const ProjectProfile& p,
                                                    const TaskSpec& spec,
                                                    const std::vector<std::string>& unique_fix_lines,

@@ -147,7 +147,6 @@ class Run {
   ProjectProfile profile_;
   std::string package_, version_;
   std::unique_ptr<environments::EnvBuilder> builder_;
-  std::unique_ptr<sandbox::Runtime> runtime_;
   std::string base_top_;
   std::string debs_dir_;
   std::unique_ptr<TestSandbox> sandbox_;
@@ -208,12 +207,7 @@ absl::Status Run::EnvironmentStage() {
                                      absl::StrCat("the environment does not build: ", built.status().message())));
   }
   base_top_ = built->image.top;
-  sandbox::RuntimeOptions ro = o_.builder.runtime;
-  ro.state_dir = o_.builder.store_dir + "/synth-sandboxes";
-  ro.image_dir = o_.builder.store_dir;
-  ro.start_ahead = false;
-  ASSIGN_OR_RETURN(runtime_, sandbox::Runtime::Open(ro));
-  ASSIGN_OR_RETURN(sandbox_, TestSandbox::Start(*runtime_, base_top_));
+  ASSIGN_OR_RETURN(sandbox_, TestSandbox::Start(*o_.sandboxes, base_top_));
   if (done) {
     ASSIGN_OR_RETURN(baseline_, Baseline::FromJson(*done));
     Say(absl::StrCat("synth: environment: resumed (", baseline_.stable.size(), " tests in the baseline)"));
@@ -460,7 +454,7 @@ absl::Status Run::WriteAndProbe(CandidateRow& c, int index) {
   };
   if (!built.ok()) return drop(absl::StrCat("the task environment does not build: ", built.status().message()));
   ASSIGN_OR_RETURN(std::vector<ProbeResult> probes,
-                   ProbeTask(*runtime_, built->image.top, dir.string(), profile_, spec, unique, SuiteTimeoutMs() * 2));
+                   ProbeTask(*o_.sandboxes, built->image.top, dir.string(), profile_, spec, unique, SuiteTimeoutMs() * 2));
   for (const ProbeResult& p : probes) {
     if (!p.ok) {
       return drop(absl::StrFormat("probe %s: reward %g, expected %s: %s", p.name, p.reward,
@@ -540,6 +534,7 @@ absl::StatusOr<SynthSummary> RunSynth(const SynthOptions& options,
   if (options.repo.empty()) return absl::InvalidArgumentError("--repo: required");
   if (options.out.empty()) return absl::InvalidArgumentError("--out: required");
   if (options.max_tasks < 1) return absl::InvalidArgumentError("--max-tasks: must be at least 1");
+  if (options.sandboxes == nullptr) return absl::InvalidArgumentError("SynthOptions.sandboxes: required");
   Run run(options, progress);
   return run.Go();
 }

@@ -4,45 +4,48 @@
 
 namespace flotilla::synth {
 
-absl::StatusOr<std::unique_ptr<TestSandbox>> TestSandbox::Start(sandbox::Runtime& runtime, const std::string& top) {
-  sandbox::SandboxOptions o;
-  o.image = top.rfind("dir:", 0) == 0 ? top.substr(4) : top;
-  o.policy_name = "no-network";
-  o.labels["role"] = "synth";
-  o.resources.memory_bytes = 2ull << 30;
-  o.resources.disk_bytes = 4ull << 30;
-  ASSIGN_OR_RETURN(sandbox::CreateResult c, runtime.Create(o));
-  return std::unique_ptr<TestSandbox>(new TestSandbox(runtime, c.id));
+absl::StatusOr<std::unique_ptr<TestSandbox>> TestSandbox::Start(worker::SandboxClient& sandboxes,
+                                                                const std::string& top) {
+  v1::CreateRequest c;
+  c.set_image(top.rfind("dir:", 0) == 0 ? top.substr(4) : top);
+  c.set_policy_name("no-network");
+  (*c.mutable_labels())["role"] = "synth";
+  c.mutable_resources()->set_memory_bytes(2ull << 30);
+  c.mutable_resources()->set_disk_bytes(4ull << 30);
+  ASSIGN_OR_RETURN(std::string id, sandboxes.Create(c));
+  return std::unique_ptr<TestSandbox>(new TestSandbox(sandboxes, std::move(id)));
 }
 
-TestSandbox::~TestSandbox() { (void)runtime_.Destroy(id_); }
+TestSandbox::~TestSandbox() { (void)sandboxes_.Destroy(id_); }
 
 absl::StatusOr<ShellRun> TestSandbox::Run(const std::string& script, uint32_t timeout_ms) {
-  sandbox::ExecOptions ex;
-  ex.argv = {"/bin/bash", "-c", script};
-  ex.env = {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-            {"HOME", "/root"},
-            {"LANG", "C.UTF-8"},
-            {"PYTHONDONTWRITEBYTECODE", "1"}};
-  ex.cwd = "/app";
-  ex.timeout_ms = timeout_ms;
-  ex.output_limit_bytes = 64ull << 20;
+  v1::ExecRequest ex;
+  ex.set_sandbox_id(id_);
+  for (const char* a : {"/bin/bash", "-c"}) ex.add_argv(a);
+  ex.add_argv(script);
+  auto& env = *ex.mutable_env();
+  env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  env["HOME"] = "/root";
+  env["LANG"] = "C.UTF-8";
+  env["PYTHONDONTWRITEBYTECODE"] = "1";
+  ex.set_cwd("/app");
+  ex.set_timeout_ms(timeout_ms);
+  ex.set_output_limit_bytes(64ull << 20);
+  ASSIGN_OR_RETURN(worker::ExecOutcome r, sandboxes_.Exec(ex));
   ShellRun out;
-  ASSIGN_OR_RETURN(sandbox::ExecResult r,
-                   runtime_.Exec(id_, ex, [&](sandbox::OutputStream, std::string_view d) { out.output.append(d); }));
   out.exit_code = r.exit_code;
-  out.timed_out = r.reason == sandbox::StopReason::kTimeout;
+  out.timed_out = r.reason == v1::TIMEOUT;
+  out.output = std::move(r.output);
   out.seconds = r.wall_ms / 1000.0;
   return out;
 }
 
 absl::Status TestSandbox::Put(const std::string& path, const std::string& content, uint32_t mode) {
-  return runtime_.PutFile(id_, path, content, mode);
+  return sandboxes_.PutFile(id_, path, content, mode);
 }
 
 absl::StatusOr<std::string> TestSandbox::Get(const std::string& path) {
-  ASSIGN_OR_RETURN(sandbox::FileContent f, runtime_.GetFile(id_, path, 256ull << 20));
-  return f.content;
+  return sandboxes_.GetFile(id_, path, 256ull << 20);
 }
 
 }  // namespace flotilla::synth

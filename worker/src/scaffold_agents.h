@@ -1,9 +1,11 @@
 // The agents of the built-in scaffolds (see scaffold.h), run against one sandbox and session.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "flotilla/worker/image_user.h"
 #include "flotilla/worker/scaffold.h"
 
 namespace flotilla::worker {
@@ -16,6 +18,7 @@ struct AgentContext {
   std::string session_id;
   std::string sandbox_id;
   int64_t deadline_ms = 0;            // on options.clock (monotonic)
+  std::optional<ImageUser> user;      // the image's USER when not root: commands run as it
 };
 
 struct AgentOutcome {
@@ -26,7 +29,7 @@ struct AgentOutcome {
   v1::StopReason repercussion = v1::STOP_REASON_NONE;
 };
 
-// Runs a command in the sandbox's /app with the time left before the deadline.
+// Runs a command in the sandbox's /app with the time left before the deadline, as ctx.user.
 absl::StatusOr<ExecOutcome> RunCommand(AgentContext& ctx, const std::string& command);
 // "<returncode>..</returncode><output>..</output>", output cut to the options' limit.
 std::string Observation(const ExecOutcome& out, uint32_t limit);

@@ -33,6 +33,7 @@ absl::StatusOr<ExecOutcome> RunCommand(AgentContext& ctx, const std::string& com
   SetTaskEnv(ctx.task, &req);
   req.set_timeout_ms(static_cast<uint32_t>(std::clamp<int64_t>(left, 1, ctx.options.command_timeout_ms)));
   req.set_output_limit_bytes(1 << 20);
+  if (ctx.user.has_value()) RunAsUser(*ctx.user, &req);
   return ctx.sandbox.Exec(req);
 }
 
@@ -58,6 +59,31 @@ absl::Status CopyFiles(SandboxClient& sandbox, const std::string& id,
   return absl::OkStatus();
 }
 
+absl::StatusOr<ExecOutcome> RunAsRoot(SandboxClient& sandbox, const std::string& id,
+                                      const std::vector<std::string>& argv) {
+  v1::ExecRequest req;  // in "/": the working directory may not exist yet
+  req.set_sandbox_id(id);
+  for (const std::string& a : argv) req.add_argv(a);
+  req.set_timeout_ms(30'000);
+  return sandbox.Exec(req);
+}
+
+// The image's USER resolved against its own /etc/passwd and /etc/group; the log folders
+// become the user's (as under Harbor, where the agent and the tests write /logs).
+absl::StatusOr<std::optional<ImageUser>> PrepareUser(SandboxClient& sandbox, const std::string& id,
+                                                     const TerminalTask& task) {
+  if (IsRootUser(task.user)) return std::optional<ImageUser>();
+  absl::StatusOr<std::string> passwd = sandbox.GetFile(id, "/etc/passwd", 1 << 20);
+  if (!passwd.ok()) return Annotate(passwd.status(), absl::StrCat("USER ", task.user, ": reading /etc/passwd"));
+  absl::StatusOr<std::string> group = sandbox.GetFile(id, "/etc/group", 1 << 20);
+  ASSIGN_OR_RETURN(ImageUser u, ResolveImageUser(task.user, *passwd, group.ok() ? *group : ""));
+  ASSIGN_OR_RETURN(ExecOutcome own, RunAsRoot(sandbox, id, {"chown", "-R", absl::StrCat(u.uid, ":", u.gid), "/logs"}));
+  if (own.exit_code != 0) {
+    return absl::InternalError(absl::StrCat("giving /logs to USER ", task.user, ": ", own.output));
+  }
+  return std::optional<ImageUser>(u);
+}
+
 // Runs the tests in the sandbox; the reward per the task's layout.
 absl::StatusOr<double> RunTests(AgentContext& ctx, std::string* detail) {
   RETURN_IF_ERROR(CopyFiles(ctx.sandbox, ctx.sandbox_id, ctx.task.test_files));
@@ -71,6 +97,7 @@ absl::StatusOr<double> RunTests(AgentContext& ctx, std::string* detail) {
   (*req.mutable_env())["TEST_DIR"] = "/tests";
   (*req.mutable_env())["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
   (*req.mutable_env())["HOME"] = "/root";
+  if (ctx.user.has_value()) RunAsUser(*ctx.user, &req);
   ASSIGN_OR_RETURN(ExecOutcome out, ctx.sandbox.Exec(req));
   *detail = absl::StrCat("tests exited ", out.exit_code,
                          out.reason == v1::TIMEOUT ? " (timed out)" : "");
@@ -88,8 +115,9 @@ absl::StatusOr<double> RunTests(AgentContext& ctx, std::string* detail) {
 absl::Status RunReference(AgentContext& ctx) {
   RETURN_IF_ERROR(ctx.sandbox.PutFile(ctx.sandbox_id, "/solution/solve.sh", ctx.task.solution_script, 0755));
   ASSIGN_OR_RETURN(ExecOutcome out, RunCommand(ctx, "bash /solution/solve.sh"));
-  // The reference must not stay where the tests could find it.
-  ASSIGN_OR_RETURN(ExecOutcome rm, RunCommand(ctx, "rm -rf /solution"));
+  // The reference must not stay where the tests could find it (root removes it: the task's
+  // user may not own /).
+  ASSIGN_OR_RETURN(ExecOutcome rm, RunAsRoot(ctx.sandbox, ctx.sandbox_id, {"rm", "-rf", "/solution"}));
   (void)rm;
   if (out.exit_code != 0) {
     FLOG(warn, "reference solution failed", {{"task", ctx.task.name}, {"exit", out.exit_code}});
@@ -130,7 +158,7 @@ absl::StatusOr<ScaffoldResult> RunScaffold(ChatService& service, SandboxClient& 
   header.set_start_unix_ms(options.clock->WallMillis());
   std::string session = service.OpenSession(header);
   AgentContext ctx{service, sandbox, task, options, session, sandbox_id,
-                   options.clock->NowMillis() + task.agent_timeout_ms};
+                   options.clock->NowMillis() + task.agent_timeout_ms, std::nullopt};
 
   ScaffoldResult result;
   result.sandbox_id = sandbox_id;
@@ -150,18 +178,19 @@ absl::StatusOr<ScaffoldResult> RunScaffold(ChatService& service, SandboxClient& 
   // A built environment has its files from the Dockerfile; otherwise they are copied to /app.
   absl::Status st = task.image.empty() ? CopyFiles(sandbox, sandbox_id, task.environment_files) : absl::OkStatus();
   if (st.ok()) {
-    v1::ExecRequest mk;  // in "/": the working directory may not exist yet
-    mk.set_sandbox_id(sandbox_id);
-    for (const std::string& a : {std::string("mkdir"), std::string("-p"), task.workdir, std::string("/logs/verifier"),
-                                 std::string("/logs/agent")}) {
-      mk.add_argv(a);
-    }
-    mk.set_timeout_ms(30'000);
-    auto made = sandbox.Exec(mk);
+    auto made = RunAsRoot(sandbox, sandbox_id, {"mkdir", "-p", task.workdir, "/logs/verifier", "/logs/agent"});
     if (!made.ok()) {
       st = made.status();
     } else if (made->exit_code != 0) {
       st = absl::InternalError(absl::StrCat("creating /app in the sandbox: ", made->output));
+    }
+  }
+  if (st.ok()) {
+    absl::StatusOr<std::optional<ImageUser>> user = PrepareUser(sandbox, sandbox_id, task);
+    if (user.ok()) {
+      ctx.user = *user;
+    } else {
+      st = user.status();
     }
   }
   if (!st.ok()) return finish(st);

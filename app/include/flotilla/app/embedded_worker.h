@@ -22,6 +22,7 @@
 #include "flotilla/dashboard/dashboard.h"
 #include "flotilla/worker/chat_service.h"
 #include "flotilla/worker/hf_chat.h"
+#include "flotilla/worker/remote_chat.h"
 #include "flotilla/worker/token_generator.h"
 #include "flotilla/worker/trajectory_store.h"
 #include "flotilla/worker/wire_api.h"
@@ -29,7 +30,11 @@
 namespace flotilla::app {
 
 struct EmbeddedWorkerOptions {
-  std::string model_prefix;            // a prefix or a folder; empty: the embedded default model
+  // A prefix or a folder; empty: the embedded default model; an http(s):// base URL: an external
+  // OpenAI-compatible endpoint the worker proxies and records as text (worker/remote_chat.h).
+  std::string model_prefix;
+  std::string endpoint_model;          // the external endpoint's model; empty: its first listed
+  std::string api_key_env = "OPENAI_API_KEY";  // the external endpoint's key (unset: none sent)
   std::string state_dir = "var/flotilla";
   std::string db_path;                 // empty: <state_dir>/trajectories.db
   std::string experiment = "default";
@@ -49,7 +54,7 @@ class EmbeddedWorker {
   static absl::StatusOr<std::unique_ptr<EmbeddedWorker>> Start(const EmbeddedWorkerOptions& options);
   ~EmbeddedWorker();
 
-  // service() and generator() need serve_model.
+  // service() needs serve_model; generator() too, and a model served by the engine.
   worker::ChatService& service() { return *service_; }
   worker::TrajectoryStore& store() { return *store_; }
   inference::Engine& engine() { return *engine_; }
@@ -68,6 +73,7 @@ class EmbeddedWorker {
   std::unique_ptr<inference::Engine> engine_;
   std::unique_ptr<worker::HfChat> hf_;  // a Hugging Face folder's tokenizer and template
   std::unique_ptr<worker::TokenGenerator> generator_;
+  std::unique_ptr<worker::RemoteChat> remote_;  // with an external endpoint (no generator then)
   std::unique_ptr<worker::TrajectoryStore> store_;
   std::unique_ptr<worker::ChatService> service_;
   std::unique_ptr<worker::WireApi> api_;

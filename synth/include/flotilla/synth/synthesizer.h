@@ -1,6 +1,6 @@
 // Synthesizer: turns a source tree with a test suite into validated Harbor-format coding tasks.
 //
-//   SynthOptions o{.repo = "src/toolz-0.12.0", .out = "tasks/toolz", .max_tasks = 5};
+//   SynthOptions o{.repo = "src/toolz-0.12.0", .out = "tasks/toolz", .max_tasks = 5, .sandboxes = &client};
 //   ASSIGN_OR_RETURN(SynthSummary s, RunSynth(o, [](std::string_view l) { std::cerr << l; }));
 //
 // Stages (state in <out>/synth.db, see synth_state.h; a rerun resumes):
@@ -33,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "flotilla/environments/env_builder.h"
+#include "flotilla/worker/sandbox_client.h"
 
 namespace flotilla::synth {
 
@@ -46,6 +47,10 @@ struct SynthOptions {
   std::string version;       // provenance: its version (default: debian/changelog's, else "")
   uint64_t seed = 1;         // order in which candidates are tried
   environments::EnvBuilderOptions builder;
+  // Where the suites and probes run: sandboxes of the built environments reached through the
+  // NodeAgent API, as every task's sandbox is (borrowed; the caller starts the embedded
+  // platform over builder.store_dir's images). Required.
+  worker::SandboxClient* sandboxes = nullptr;
 };
 
 struct SynthSummary {

@@ -19,6 +19,7 @@
 #include "flotilla/proto/trajectory.pb.h"
 #include "flotilla/worker/chat_types.h"
 #include "flotilla/worker/hf_chat.h"
+#include "flotilla/worker/remote_chat.h"
 #include "flotilla/worker/session.h"
 #include "flotilla/worker/token_generator.h"
 #include "flotilla/worker/trajectory_store.h"
@@ -34,6 +35,10 @@ struct ChatServiceOptions {
   // A Hugging Face model's tokenizer and chat template (borrowed; must outlive the service);
   // null: the byte model's fixed chat format.
   const HfChat* hf = nullptr;
+  // An external endpoint that replies instead of the generator (borrowed; must outlive the
+  // service; the generator may then be null): turns are recorded as text, without token spans,
+  // and the endpoint's usage is summed into the trajectory's metrics (remote_chat.h).
+  const RemoteChat* remote = nullptr;
 };
 
 class ChatService {
@@ -45,7 +50,8 @@ class ChatService {
   // InvalidArgument for requests the model cannot serve (context overflow).
   absl::StatusOr<ChatReply> Complete(const ChatRequest& request, ReplyObserver* observer);
 
-  // Tokens the request's prompt would occupy (system, tools and messages, rendered fresh).
+  // Tokens the request's prompt would occupy (system, tools and messages, rendered fresh); 0
+  // with a remote endpoint (its tokenizer is not known here).
   uint32_t CountTokens(const ChatRequest& request) const;
 
   // Opens a session with the given trajectory header (task, scaffold, sandbox...).
@@ -58,7 +64,7 @@ class ChatService {
                                               v1::StopReason repercussion = v1::STOP_REASON_NONE);
   absl::StatusOr<v1::Trajectory> Trajectory(const std::string& session_id);
 
-  std::string ModelName() const { return generator_->ModelName(); }
+  std::string ModelName() const { return options_.remote != nullptr ? options_.remote->model() : generator_->ModelName(); }
   const HfChat* hf() const { return options_.hf; }
   TrajectoryStore* store() const { return options_.store; }
 
@@ -79,6 +85,10 @@ class ChatService {
   std::shared_ptr<Entry> Bind(const ChatRequest& request, std::vector<ChatMessage>* messages);
   std::shared_ptr<Entry> NewEntry(const std::string& id, const v1::Trajectory& header);
   absl::Status Save(Entry& entry);
+  absl::StatusOr<ChatReply> GenerateRemote(Entry& entry, const ChatRequest& request,
+                                           const std::vector<ChatMessage>& messages, ReplyObserver* observer);
+  // Remembers a reply's id for Responses API chaining (the segment it ended).
+  void RememberResponse(const std::string& reply_id, const std::string& session_id, const RecordedSegment& segment);
   absl::StatusOr<ChatReply> Generate(Entry& entry, const ChatRequest& request,
                                      const std::vector<ChatMessage>& messages,
                                      ReplyObserver* observer);

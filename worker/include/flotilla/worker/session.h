@@ -92,6 +92,12 @@ class Session {
                              std::string wire_text, std::vector<ToolCall> tool_calls,
                              int64_t start_unix_ms, int64_t end_unix_ms);
 
+  // Records a reply that came as text (an external endpoint, remote_chat.h): the messages the
+  // best-matching segment lacks, then the reply, as turns without token spans. A conversation
+  // that extends no segment opens one (its reason as for tokens). Returns the reply turn.
+  const RecordedTurn& CommitText(const std::vector<ChatMessage>& messages, std::string wire_text,
+                                 std::vector<ToolCall> tool_calls, int64_t start_unix_ms, int64_t end_unix_ms);
+
   // The engine lost or failed the plan's sequence: forget it so the next plan prefills anew.
   void ForgetSequence(const TurnPlan& plan);
 

@@ -50,10 +50,13 @@ struct TerminalTask {
   uint64_t disk_bytes = 0;     // [environment] storage_mb; 0: the policy's
 
   // Set by the caller once the environment is built: the sandbox image ("sha256:<hex>" or a
-  // root filesystem folder), the image's WORKDIR (commands run there; default /app) and ENV.
+  // root filesystem folder), the image's WORKDIR (commands run there; default /app), ENV and USER.
   std::string image;
   std::string workdir = "/app";
   std::map<std::string, std::string> env;
+  // The image's USER ("" or root: root): the agent, the reference solution and the tests run
+  // as it, resolved against the image's /etc/passwd (image_user.h).
+  std::string user;
 };
 
 // Loads a task folder; errors name the file and field ("task.toml: agent.timeout_sec: ...").
