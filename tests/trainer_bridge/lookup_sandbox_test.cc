@@ -37,10 +37,12 @@ class LookupSandboxTest : public ::testing::Test {
     return out;
   }
   absl::StatusOr<worker::ScaffoldResult> Run(worker::ChatService& service, const Task& task,
-                                             const std::string& scaffold, const std::string& agent) {
+                                             const std::string& scaffold, const std::string& agent,
+                                             const std::string& system_prompt = "") {
     worker::ScaffoldOptions o;
     o.scaffold = scaffold;
     o.agent = agent;
+    o.system_prompt = system_prompt;
     o.policy_name = "no-network";
     o.max_steps = 4;
     return worker::RunScaffold(service, *client_, task.terminal, o);
@@ -77,11 +79,15 @@ TEST_F(LookupSandboxTest, ReferenceEarnsOneAndNothingEarnsZero) {
 
 TEST_F(LookupSandboxTest, ReplayedReferenceConversationEarnsOneTokenForToken) {
   std::vector<Task> tasks = Tasks("builtin:lookup?files=3&max=99&add=5", 2);
+  // The scaffolds' own system texts, and a short one an experiment sets for a small model.
+  const std::vector<std::pair<std::string, std::string>> variants = {
+      {"mini", ""}, {"terminal", ""}, {"mini", "Reply with one ```bash block."}};
   for (const Task& task : tasks) {
-    for (const char* scaffold : {"mini", "terminal"}) {
-      SCOPED_TRACE(task.id + " / " + scaffold);
+    for (const auto& [scaffold, system_prompt] : variants) {
+      SCOPED_TRACE(task.id + " / " + scaffold + " / " + system_prompt);
       worker::ScaffoldOptions o;
       o.scaffold = scaffold;
+      o.system_prompt = system_prompt;
       auto examples = worker::ReferenceTurnExamples(task.terminal, o);
       auto reference = worker::ReferenceTrajectoryTokens(task.terminal, o);
       ASSERT_TRUE(examples.ok() && reference.ok());
@@ -90,7 +96,7 @@ TEST_F(LookupSandboxTest, ReplayedReferenceConversationEarnsOneTokenForToken) {
       worker::ChatServiceOptions so;
       so.store = store_.get();
       worker::ChatService service(&gen, so);
-      auto r = Run(service, task, scaffold, "model");
+      auto r = Run(service, task, scaffold, "model", system_prompt);
       ASSERT_TRUE(r.ok()) << r.status();
       EXPECT_EQ(r->reward, 1.0) << r->detail;
       EXPECT_EQ(r->steps, 2);

@@ -30,7 +30,7 @@ ScaffoldOptions With(const std::string& scaffold) {
 }
 
 TEST(ScaffoldTranscriptTest, MiniRecordsOneBashBlockPerTurnAndSubmitsInTheLast) {
-  auto opening = ScaffoldOpening("mini", LookupLike());
+  auto opening = ScaffoldOpening(LookupLike(), With("mini"));
   ASSERT_TRUE(opening.ok()) << opening.status();
   auto c = ReferenceConversation(LookupLike(), With("mini"));
   ASSERT_TRUE(c.ok()) << c.status();
@@ -57,7 +57,7 @@ TEST(ScaffoldTranscriptTest, TerminalCallsBashThenBashAndSubmit) {
   auto c = ReferenceConversation(LookupLike(), With("terminal"));
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->size(), 5u);
-  auto opening = ScaffoldOpening("terminal", LookupLike());
+  auto opening = ScaffoldOpening(LookupLike(), With("terminal"));
   ASSERT_TRUE(opening.ok());
   EXPECT_EQ((*c)[0].content, opening->system + "\n\n" + RenderToolsBlock(opening->tools));
   EXPECT_EQ((*c)[1].content, "Write the number in /app/data/a.txt to /app/answer.txt.");
@@ -108,6 +108,22 @@ TEST(ScaffoldTranscriptTest, TurnExamplesAndMaskCoverExactlyTheAssistantTurns) {
     EXPECT_EQ(all->generated[(*ex)[1].prompt.size() - 1], 0);  // the <assistant> role token
     EXPECT_EQ(all->generated[(*ex)[1].prompt.size()], 1);
   }
+}
+
+TEST(ScaffoldTranscriptTest, AnExperimentsSystemPromptReplacesTheScaffolds) {
+  ScaffoldOptions mini = With("mini");
+  mini.system_prompt = "One ```bash block per reply.";
+  auto c = ReferenceConversation(LookupLike(), mini);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ((*c)[0].content, "One ```bash block per reply.");
+  ScaffoldOptions terminal = With("terminal");
+  terminal.system_prompt = "Use the tools.";
+  auto opening = ScaffoldOpening(LookupLike(), terminal);
+  ASSERT_TRUE(opening.ok());
+  auto t = ReferenceConversation(LookupLike(), terminal);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ((*t)[0].content, "Use the tools.\n\n" + RenderToolsBlock(opening->tools));
+  EXPECT_EQ(opening->tools.size(), 2u);
 }
 
 TEST(ScaffoldTranscriptTest, LongOutputsAreCutAsTheScaffoldCutsThem) {

@@ -28,7 +28,7 @@ MiniAction ParseMiniAction(const std::string& text) {
 }
 
 absl::StatusOr<AgentOutcome> RunMiniAgent(AgentContext& ctx) {
-  ASSIGN_OR_RETURN(ChatRequest req, ScaffoldOpening("mini", ctx.task));
+  ASSIGN_OR_RETURN(ChatRequest req, ScaffoldOpening(ctx.task, ctx.options));
   req.session_id = ctx.session_id;
   req.max_tokens = ctx.options.max_tokens;
   req.temperature = ctx.options.temperature;

@@ -38,7 +38,8 @@ ToolCall Call(size_t index, const std::string& name, const nlohmann::json& args)
 
 }  // namespace
 
-absl::StatusOr<ChatRequest> ScaffoldOpening(const std::string& scaffold, const TerminalTask& task) {
+absl::StatusOr<ChatRequest> ScaffoldOpening(const TerminalTask& task, const ScaffoldOptions& options) {
+  const std::string& scaffold = options.scaffold;
   ChatRequest req;
   ChatMessage user;
   user.role = ChatMessage::Role::kUser;
@@ -52,13 +53,14 @@ absl::StatusOr<ChatRequest> ScaffoldOpening(const std::string& scaffold, const T
   } else {
     return absl::InvalidArgumentError(absl::StrCat("scaffold: unknown '", scaffold, "' (built in: mini, terminal)"));
   }
+  if (!options.system_prompt.empty()) req.system = options.system_prompt;
   req.messages.push_back(std::move(user));
   return req;
 }
 
 absl::StatusOr<std::vector<ChatMessage>> ReferenceConversation(const TerminalTask& task,
                                                                const ScaffoldOptions& options) {
-  ASSIGN_OR_RETURN(ChatRequest req, ScaffoldOpening(options.scaffold, task));
+  ASSIGN_OR_RETURN(ChatRequest req, ScaffoldOpening(task, options));
   const std::vector<ReferenceStep>& steps = task.reference_steps;
   if (steps.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("task ", task.name, ": no reference steps"));

@@ -8,7 +8,7 @@
 namespace flotilla::worker {
 
 absl::StatusOr<AgentOutcome> RunToolAgent(AgentContext& ctx) {
-  ASSIGN_OR_RETURN(ChatRequest req, ScaffoldOpening("terminal", ctx.task));
+  ASSIGN_OR_RETURN(ChatRequest req, ScaffoldOpening(ctx.task, ctx.options));
   req.session_id = ctx.session_id;
   req.max_tokens = ctx.options.max_tokens;
   req.temperature = ctx.options.temperature;

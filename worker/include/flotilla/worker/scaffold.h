@@ -35,6 +35,9 @@ struct ScaffoldOptions {
   std::optional<uint64_t> seed;
   std::string policy_name = "no-network";
   std::string experiment;
+  // Replaces the scaffold's own system text when not empty (terminal still appends its tools
+  // block): a small model's experiment can spend its context on the episode instead.
+  std::string system_prompt;
   uint32_t command_timeout_ms = 60'000;
   uint32_t output_limit_bytes = 10'000;  // of a command's output shown to the model
   const Clock* clock = &SystemClock::Get();

@@ -29,10 +29,10 @@
 
 namespace flotilla::worker {
 
-// The request the scaffold's first turn sends: system text, tools and the task's user turn.
-// Sampling fields and the session are left at their defaults. InvalidArgument for a scaffold
-// other than mini or terminal.
-absl::StatusOr<ChatRequest> ScaffoldOpening(const std::string& scaffold, const TerminalTask& task);
+// The request the first turn of scaffold options.scaffold sends: its system text (or
+// options.system_prompt when set), its tools and the task's user turn. Sampling fields and the
+// session are left at their defaults. InvalidArgument for a scaffold other than mini or terminal.
+absl::StatusOr<ChatRequest> ScaffoldOpening(const TerminalTask& task, const ScaffoldOptions& options);
 
 // The conversation (system turn first, as ChatService::PromptMessages gives it) recorded when the
 // model's replies are task.reference_steps, in order (see the file comment). Uses
