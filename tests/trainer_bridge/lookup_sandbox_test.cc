@@ -79,9 +79,9 @@ TEST_F(LookupSandboxTest, ReferenceEarnsOneAndNothingEarnsZero) {
 
 TEST_F(LookupSandboxTest, ReplayedReferenceConversationEarnsOneTokenForToken) {
   std::vector<Task> tasks = Tasks("builtin:lookup?files=3&max=99&add=5", 2);
-  // The scaffolds' own system texts, and a short one an experiment sets for a small model.
+  // The scaffolds' own system texts, and with an experiment's system prompt before it.
   const std::vector<std::pair<std::string, std::string>> variants = {
-      {"mini", ""}, {"terminal", ""}, {"mini", "Reply with one ```bash block."}};
+      {"mini", ""}, {"terminal", ""}, {"mini", "Read the file first."}};
   for (const Task& task : tasks) {
     for (const auto& [scaffold, system_prompt] : variants) {
       SCOPED_TRACE(task.id + " / " + scaffold + " / " + system_prompt);

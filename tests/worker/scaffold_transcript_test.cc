@@ -110,19 +110,38 @@ TEST(ScaffoldTranscriptTest, TurnExamplesAndMaskCoverExactlyTheAssistantTurns) {
   }
 }
 
-TEST(ScaffoldTranscriptTest, AnExperimentsSystemPromptReplacesTheScaffolds) {
+TEST(ScaffoldTranscriptTest, EpisodeSizesInTokens) {
+  // What a small model's context must hold (mini's system text is 522 bytes of it).
+  auto mini = ReferenceTurnExamples(LookupLike(), With("mini"));
+  auto terminal = ReferenceTurnExamples(LookupLike(), With("terminal"));
+  ASSERT_TRUE(mini.ok() && terminal.ok());
+  // prompt before each reply (ending in <assistant>), and each reply through <end>
+  EXPECT_EQ((*mini)[0].prompt.size(), 608u);
+  EXPECT_EQ((*mini)[0].target.size(), 32u);
+  EXPECT_EQ((*mini)[1].prompt.size(), 691u);
+  EXPECT_EQ((*mini)[1].target.size(), 84u);
+  EXPECT_EQ((*terminal)[0].prompt.size(), 668u);
+  EXPECT_EQ((*terminal)[0].target.size(), 67u);
+  EXPECT_EQ((*terminal)[1].prompt.size(), 786u);
+  EXPECT_EQ((*terminal)[1].target.size(), 110u);
+}
+
+TEST(ScaffoldTranscriptTest, AnExperimentsSystemPromptGoesBeforeTheScaffolds) {
+  auto own = ScaffoldOpening(LookupLike(), With("mini"));
   ScaffoldOptions mini = With("mini");
-  mini.system_prompt = "One ```bash block per reply.";
+  mini.system_prompt = "Be brief.";
   auto c = ReferenceConversation(LookupLike(), mini);
-  ASSERT_TRUE(c.ok());
-  EXPECT_EQ((*c)[0].content, "One ```bash block per reply.");
+  ASSERT_TRUE(own.ok() && c.ok());
+  EXPECT_EQ((*c)[0].content, "Be brief.\n\n" + own->system);
   ScaffoldOptions terminal = With("terminal");
   terminal.system_prompt = "Use the tools.";
   auto opening = ScaffoldOpening(LookupLike(), terminal);
-  ASSERT_TRUE(opening.ok());
+  auto plain = ScaffoldOpening(LookupLike(), With("terminal"));
+  ASSERT_TRUE(opening.ok() && plain.ok());
+  EXPECT_EQ(opening->system, "Use the tools.\n\n" + plain->system);
   auto t = ReferenceConversation(LookupLike(), terminal);
   ASSERT_TRUE(t.ok());
-  EXPECT_EQ((*t)[0].content, "Use the tools.\n\n" + RenderToolsBlock(opening->tools));
+  EXPECT_EQ((*t)[0].content, opening->system + "\n\n" + RenderToolsBlock(opening->tools));
   EXPECT_EQ(opening->tools.size(), 2u);
 }
 

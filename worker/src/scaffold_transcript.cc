@@ -43,17 +43,18 @@ absl::StatusOr<ChatRequest> ScaffoldOpening(const TerminalTask& task, const Scaf
   ChatRequest req;
   ChatMessage user;
   user.role = ChatMessage::Role::kUser;
+  std::string own;
   if (scaffold == "mini") {
-    req.system = kMiniSystem;
+    own = kMiniSystem;
     user.content = absl::StrCat("Please solve this task:\n\n", task.instruction);
   } else if (scaffold == "terminal") {
-    req.system = kTerminalSystem;
+    own = kTerminalSystem;
     req.tools = TerminalTools();
     user.content = task.instruction;
   } else {
     return absl::InvalidArgumentError(absl::StrCat("scaffold: unknown '", scaffold, "' (built in: mini, terminal)"));
   }
-  if (!options.system_prompt.empty()) req.system = options.system_prompt;
+  req.system = options.system_prompt.empty() ? own : absl::StrCat(options.system_prompt, "\n\n", own);
   req.messages.push_back(std::move(user));
   return req;
 }

@@ -35,8 +35,7 @@ struct ScaffoldOptions {
   std::optional<uint64_t> seed;
   std::string policy_name = "no-network";
   std::string experiment;
-  // Replaces the scaffold's own system text when not empty (terminal still appends its tools
-  // block): a small model's experiment can spend its context on the episode instead.
+  // Put before the scaffold's own system text (and a blank line) when not empty.
   std::string system_prompt;
   uint32_t command_timeout_ms = 60'000;
   uint32_t output_limit_bytes = 10'000;  // of a command's output shown to the model

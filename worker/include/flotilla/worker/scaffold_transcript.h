@@ -29,8 +29,8 @@
 
 namespace flotilla::worker {
 
-// The request the first turn of scaffold options.scaffold sends: its system text (or
-// options.system_prompt when set), its tools and the task's user turn. Sampling fields and the
+// The request the first turn of scaffold options.scaffold sends: its system text (after
+// options.system_prompt and a blank line, when that is set), its tools and the task's user turn. Sampling fields and the
 // session are left at their defaults. InvalidArgument for a scaffold other than mini or terminal.
 absl::StatusOr<ChatRequest> ScaffoldOpening(const TerminalTask& task, const ScaffoldOptions& options);
 
