@@ -20,9 +20,8 @@
 //                                   renders the warm-start examples of a whole episode.
 //   <file>.jsonl                     one {"id", "prompt", "answer"} object per line
 //
-// For prompt-only families the verifier never sees `answer`: it recomputes the truth from the
-// prompt inside a sandbox (see SandboxVerifier); `answer` is the reference used for supervised
-// warm starts. A lookup task is verified by its own tests in the sample's sandbox.
+// The verifier never sees `answer`: it recomputes the truth from the prompt inside a sandbox
+// (see SandboxVerifier); `answer` is the reference used for supervised warm starts.
 //
 // Thread-safe: Next takes an internal lock; a source is deterministic for a given seed.
 #pragma once

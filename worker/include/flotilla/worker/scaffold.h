@@ -31,12 +31,12 @@ struct ScaffoldOptions {
   std::string agent = "model";       // "model", "reference" or "none"
   uint32_t max_steps = 20;
   uint32_t max_tokens = 256;         // per model turn
+  // Put before the scaffold's own system text (and a blank line) when not empty.
+  std::string system_prompt;
   float temperature = 1.0f;
   std::optional<uint64_t> seed;
   std::string policy_name = "no-network";
   std::string experiment;
-  // Put before the scaffold's own system text (and a blank line) when not empty.
-  std::string system_prompt;
   uint32_t command_timeout_ms = 60'000;
   uint32_t output_limit_bytes = 10'000;  // of a command's output shown to the model
   const Clock* clock = &SystemClock::Get();
