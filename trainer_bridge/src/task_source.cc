@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "lookup_tasks.h"
 #include "nlohmann/json.hpp"
 
 namespace flotilla::trainer_bridge {
@@ -136,6 +137,7 @@ absl::StatusOr<std::unique_ptr<TaskSource>> TaskSource::Open(const std::string& 
       }
       return std::unique_ptr<TaskSource>(new CopySource(*len, alphabet, seed));
     }
+    if (family == "lookup") return OpenLookupSource(source, *params, seed);
     return absl::InvalidArgumentError(absl::StrCat("source '", source, "': unknown builtin family '", family, "'"));
   }
   std::ifstream in(source);

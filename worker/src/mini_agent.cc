@@ -4,23 +4,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/status.h"
+#include "flotilla/worker/scaffold_transcript.h"
 #include "scaffold_agents.h"
 
 namespace flotilla::worker {
-namespace {
-
-constexpr char kSubmit[] = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT";
-
-constexpr char kSystem[] =
-    "You are a helpful assistant that can interact with a computer shell to solve programming "
-    "tasks. Your response must contain exactly ONE bash code block with ONE command (or commands "
-    "connected with && or ||), preceded by a THOUGHT section explaining your reasoning:\n\n"
-    "THOUGHT: ...\n\n```bash\nyour_command_here\n```\n\n"
-    "Every command runs in a new shell in /app; directory or environment changes do not persist. "
-    "When the task is done and you cannot make further progress, run:\n\n"
-    "```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```";
-
-}  // namespace
 
 MiniAction ParseMiniAction(const std::string& text) {
   static const std::regex kBlock("```bash\\s*\\n([\\s\\S]*?)\\n```");
@@ -32,7 +19,7 @@ MiniAction ParseMiniAction(const std::string& text) {
   if (blocks.size() != 1) {
     a.error = absl::StrCat(
         "Please always provide EXACTLY ONE action in triple backticks, found ", blocks.size(),
-        " actions.\nIf you have completed your assignment, run:\n```bash\necho ", kSubmit, "\n```");
+        " actions.\nIf you have completed your assignment, run:\n```bash\necho ", kMiniSubmit, "\n```");
     return a;
   }
   a.ok = true;
@@ -41,16 +28,11 @@ MiniAction ParseMiniAction(const std::string& text) {
 }
 
 absl::StatusOr<AgentOutcome> RunMiniAgent(AgentContext& ctx) {
-  ChatRequest req;
+  ASSIGN_OR_RETURN(ChatRequest req, ScaffoldOpening(ctx.task, ctx.options));
   req.session_id = ctx.session_id;
-  req.system = kSystem;
   req.max_tokens = ctx.options.max_tokens;
   req.temperature = ctx.options.temperature;
   req.seed = ctx.options.seed;
-  ChatMessage task;
-  task.role = ChatMessage::Role::kUser;
-  task.content = absl::StrCat("Please solve this task:\n\n", ctx.task.instruction);
-  req.messages.push_back(task);
   AgentOutcome outcome;
   for (uint32_t step = 0; step < ctx.options.max_steps; ++step) {
     if (ctx.options.clock->NowMillis() >= ctx.deadline_ms) {
@@ -91,7 +73,7 @@ absl::StatusOr<AgentOutcome> RunMiniAgent(AgentContext& ctx) {
       return outcome;
     }
     std::string first_line = out.output.substr(0, out.output.find('\n'));
-    if (absl::StripAsciiWhitespace(first_line) == kSubmit) {
+    if (absl::StripAsciiWhitespace(first_line) == kMiniSubmit) {
       outcome.end = AgentOutcome::End::kSubmitted;
       return outcome;
     }

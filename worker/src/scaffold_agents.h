@@ -10,6 +10,9 @@
 
 namespace flotilla::worker {
 
+// The line a mini agent's command prints to end the episode.
+inline constexpr char kMiniSubmit[] = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT";
+
 struct AgentContext {
   ChatService& service;
   SandboxClient& sandbox;

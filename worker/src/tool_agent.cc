@@ -1,38 +1,18 @@
 // The Terminal-Bench style agent: the model calls a `bash` tool and finishes with `submit`.
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/status.h"
+#include "flotilla/worker/scaffold_transcript.h"
 #include "nlohmann/json.hpp"
 #include "scaffold_agents.h"
 
 namespace flotilla::worker {
-namespace {
-
-constexpr char kSystem[] =
-    "You are an AI agent working in a Linux terminal inside /app. Use the bash tool to run "
-    "commands and inspect their output. When the task is complete, call the submit tool.";
-
-std::vector<ToolSpec> Tools() {
-  return {
-      {"bash", "Run a bash command in /app and return its exit code and output.",
-       R"({"type":"object","properties":{"command":{"type":"string"}},"required":["command"]})"},
-      {"submit", "Finish: the task is complete.", R"({"type":"object","properties":{}})"},
-  };
-}
-
-}  // namespace
 
 absl::StatusOr<AgentOutcome> RunToolAgent(AgentContext& ctx) {
-  ChatRequest req;
+  ASSIGN_OR_RETURN(ChatRequest req, ScaffoldOpening(ctx.task, ctx.options));
   req.session_id = ctx.session_id;
-  req.system = kSystem;
-  req.tools = Tools();
   req.max_tokens = ctx.options.max_tokens;
   req.temperature = ctx.options.temperature;
   req.seed = ctx.options.seed;
-  ChatMessage task;
-  task.role = ChatMessage::Role::kUser;
-  task.content = ctx.task.instruction;
-  req.messages.push_back(task);
   AgentOutcome outcome;
   for (uint32_t step = 0; step < ctx.options.max_steps; ++step) {
     if (ctx.options.clock->NowMillis() >= ctx.deadline_ms) {

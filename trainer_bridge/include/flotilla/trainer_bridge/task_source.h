@@ -4,6 +4,20 @@
 //                                   &split=heldout: only questions with (a + 2b) mod 5 != 0, or
 //                                   only those with == 0 (a fixed fifth held out for evaluation)
 //   builtin:copy?len=4&alphabet=abc  repeat a string ("abca" -> "abca")
+//   builtin:lookup?files=4&max=99&add=0&split=all
+//                                   agentic: "Write the number in /app/data/c.txt to
+//                                   /app/answer.txt." The number (0..max) is only in that file of
+//                                   the sample's sandbox, so the agent must read it with a command.
+//                                   files (1..26): the file is one of a.txt.. the files-th letter;
+//                                   add (0..1000): when > 0 the instruction asks for the number plus
+//                                   k (1..add, given in it); split=train|heldout: only tasks with
+//                                   (value + 2 file + 3 k) mod 5 != 0, or only those with == 0
+//                                   (needs max >= 4). Every task fills `terminal` in memory (the
+//                                   file, a test that writes reward 1 when /app/answer.txt holds
+//                                   exactly the answer, else 0, a solution script) and its
+//                                   reference_steps (cat the file; echo the answer into
+//                                   /app/answer.txt), from which worker::ReferenceTurnExamples
+//                                   renders the warm-start examples of a whole episode.
 //   <file>.jsonl                     one {"id", "prompt", "answer"} object per line
 //
 // The verifier never sees `answer`: it recomputes the truth from the prompt inside a sandbox
@@ -26,7 +40,7 @@ namespace flotilla::trainer_bridge {
 
 struct Task {
   std::string id;
-  std::string family;   // "arith", "copy", "file"
+  std::string family;   // "arith", "copy", "lookup", "file"
   std::string prompt;   // the user message
   std::string answer;   // the reference answer
   // The sandbox task a scaffold works on (instruction, files placed before the agent starts,

@@ -31,6 +31,8 @@ struct ScaffoldOptions {
   std::string agent = "model";       // "model", "reference" or "none"
   uint32_t max_steps = 20;
   uint32_t max_tokens = 256;         // per model turn
+  // Put before the scaffold's own system text (and a blank line) when not empty.
+  std::string system_prompt;
   float temperature = 1.0f;
   std::optional<uint64_t> seed;
   std::string policy_name = "no-network";

@@ -28,6 +28,14 @@
 
 namespace flotilla::worker {
 
+// One action of a reference agent and what it prints, known in advance (see
+// scaffold_transcript.h, which renders a scaffold's conversation from a list of them).
+struct ReferenceStep {
+  std::string command;   // bash, run in the task's working directory; not empty, no "```"
+  std::string output;    // stdout and stderr as the sandbox returns them
+  int exit_code = 0;
+};
+
 struct TerminalTask {
   enum class Layout { kTerminalBench1, kTerminalBench2 };
   std::string name;                                   // the folder's name
@@ -39,6 +47,9 @@ struct TerminalTask {
   std::map<std::string, std::string> test_files;         // sandbox path -> content
   std::vector<std::string> test_command;                 // run after copying the test files
   std::string solution_script;                           // the reference solution (bash)
+  // The reference solution as agent steps with their outputs, for tasks built in memory whose
+  // outputs are known (a task folder has none): what a warm start teaches.
+  std::vector<ReferenceStep> reference_steps;
   std::string reward_file;                               // 2.x: read for the reward; 1.x: ""
   std::string reward_json_file;                          // 2.x: read when reward_file is absent
 
