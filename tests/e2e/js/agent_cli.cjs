@@ -94,7 +94,7 @@ function agentCommand(agent, dir, base, home) {
       args: [path.join(nm, '@openai/codex/bin/codex.js'), 'exec', '--skip-git-repo-check', PROMPT] };
   }
   if (agent === 'opencode') {
-    const config = { $schema: 'https://opencode.ai/config.json', autoupdate: false, share: 'disabled',
+    const config = { autoupdate: false, share: 'disabled',
       provider: { flotilla: { npm: '@ai-sdk/openai-compatible', name: 'Flotilla',
         options: { baseURL: `${base}/v1`, apiKey: key },
         models: { flotilla: { name: 'Flotilla', limit: { context: 40960, output: MAX_TOKENS } } } } } };
