@@ -8,8 +8,10 @@
 // AGENT: oracle (the task's solution), nop (nothing), mini or terminal (the built-in scaffolds
 // over the served model), or an agent CLI: pi or codex, installed under --agents-dir
 // (scripts/test-deps.d/agent-clis.sh: <dir>/pi, <dir>/codex and the Node.js binary in <dir>/node),
-// copied into each trial's sandbox and pointed at the worker's in-sandbox endpoint. Agents x tasks x attempts is the job; its trials run N at a time,
-// each in its own sandbox of the task's built environment.
+// stacked on each task's environment as read-only layers (AddAgentLayer) and pointed at the
+// worker's in-sandbox endpoint; a CLI that exits non-zero makes its trial an agent_error.
+// Agents x tasks x attempts is the job; its trials run N at a time, each in its own sandbox of
+// the task's built environment.
 //
 // The job folder: config.json (what was asked), one folder per trial
 // "<task>__<agent>__<attempt>" with result.json (reward, status, error_type, detail, timings,

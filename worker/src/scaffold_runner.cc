@@ -106,6 +106,7 @@ absl::StatusOr<AgentOutcome> RunCliAgent(AgentContext& ctx) {
   outcome.end = out.reason == v1::TIMEOUT ? AgentOutcome::End::kTimeout : AgentOutcome::End::kSubmitted;
   outcome.steps = out.connections;
   outcome.detail = absl::StrCat(spec.name, " exited ", out.exit_code);
+  outcome.exit_code = out.exit_code;
   return outcome;
 }
 
@@ -223,7 +224,9 @@ absl::StatusOr<ScaffoldResult> RunScaffold(ChatService& service, SandboxClient& 
   absl::StatusOr<double> reward = RunTests(ctx, &test_detail);
   if (!reward.ok()) return finish(reward.status());
   result.reward = *reward;
-  result.status = agent.end == AgentOutcome::End::kTimeout ? v1::TIMED_OUT : v1::OK;
+  result.status = agent.end == AgentOutcome::End::kTimeout ? v1::TIMED_OUT
+                  : agent.exit_code != 0                    ? v1::FAILED
+                                                            : v1::OK;
   const char* ends[] = {"submitted", "step limit", "agent timeout", "context window full", "sandbox broken"};
   result.detail = absl::StrCat("agent: ", options.agent == "model" ? ends[static_cast<int>(agent.end)] : options.agent,
                                " after ", agent.steps, " steps; ", test_detail);
