@@ -182,7 +182,10 @@ void AddEvalCommand(CLI::App& app, int* exit_code) {
   AddEmbeddedWorkerFlags(ev, flags->worker);
   ev->add_option("--tasks", flags->tasks_dir, "folder of Terminal-Bench style task folders (built-in harness mode)");
   ev->add_option("-p,--path", job->paths, "job mode: a task folder or a folder of tasks (repeatable)");
-  ev->add_option("-a,--agent-name", job->agents, "job mode: oracle, nop, mini or terminal (repeatable)");
+  ev->add_option("-a,--agent-name", job->agents,
+                 "job mode: oracle, nop, mini, terminal, or the agent CLIs pi and codex (repeatable)");
+  ev->add_option("--agents-dir", job->agents_dir,
+                 "job mode: where the agent CLIs are installed (scripts/test-deps.d/agent-clis.sh)");
   ev->add_option("-k,--attempts", job->attempts, "job mode: trials per agent and task");
   ev->add_option("-n,--concurrency", job->concurrency, "job mode: trials running at once");
   ev->add_option("--jobs-dir", job->jobs_dir, "job mode: where job folders go");

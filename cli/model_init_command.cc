@@ -26,6 +26,9 @@ void AddModelInitVerb(CLI::App& model, int* exit_code) {
   cmd->add_option("--top-k", o->top_k, "experts per token")->capture_default_str();
   cmd->add_option("--moe-intermediate", o->moe_intermediate_size, "expert MLP size")->capture_default_str();
   cmd->add_option("--intermediate", o->intermediate_size, "dense MLP size (qwen3)")->capture_default_str();
+  cmd->add_option("--end-probability", o->end_probability,
+                  "make the random model end a turn with about this chance per token (0: untouched)")
+      ->capture_default_str();
   cmd->add_option("--context", o->max_position_embeddings, "max_position_embeddings")->capture_default_str();
   cmd->add_option("--seed", o->seed, "random seed")->capture_default_str();
   cmd->add_option("--bf16", *bf16, "store bf16 (false: f32)")->capture_default_str();

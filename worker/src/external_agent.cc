@@ -20,10 +20,18 @@ namespace fs = std::filesystem;
 
 // Packs a host folder as a tar (by the host's tar) and returns its bytes. Uncompressed: the
 // transfer is in-process or on a local link, and compressing costs more than it saves.
-absl::StatusOr<std::string> Pack(const std::string& dir) {
+// `node`, when given, goes in as ./node.
+absl::StatusOr<std::string> Pack(const std::string& dir, const std::string& node) {
   if (!fs::is_directory(dir)) return absl::NotFoundError(absl::StrCat("agent install dir ", dir, ": missing"));
+  if (!node.empty() && !fs::is_regular_file(node)) {
+    return absl::NotFoundError(absl::StrCat("agent node binary ", node, ": missing"));
+  }
   std::string tmp = (fs::temp_directory_path() / absl::StrCat("flotilla-agent-", RandomU64(), ".tar")).string();
   std::string cmd = absl::StrCat("tar -C '", dir, "' -cf '", tmp, "' .");
+  if (!node.empty()) {
+    absl::StrAppend(&cmd, " -C '", fs::path(node).parent_path().string(), "' '",
+                    fs::path(node).filename().string(), "'");
+  }
   int rc = std::system(cmd.c_str());
   std::ifstream in(tmp, std::ios::binary);
   std::stringstream ss;
@@ -33,13 +41,34 @@ absl::StatusOr<std::string> Pack(const std::string& dir) {
   return ss.str();
 }
 
+// Copies the agent (and node) into the sandbox's writable layer.
+absl::Status Install(SandboxClient& sandbox, const std::string& sandbox_id, const ExternalAgentSpec& spec,
+                     const std::string& cwd) {
+  ASSIGN_OR_RETURN(std::string packed, Pack(spec.host_install_dir, spec.host_node));
+  RETURN_IF_ERROR(sandbox.PutFile(sandbox_id, "/tmp/agent.tar", packed, 0644));
+  packed.clear();
+  v1::ExecRequest unpack;
+  unpack.set_sandbox_id(sandbox_id);
+  for (const char* a : {"sh", "-c", ""}) unpack.add_argv(a);
+  unpack.set_argv(2, absl::StrCat("mkdir -p ", spec.install_dir, " ", cwd, " && tar -C ", spec.install_dir,
+                                  " -xf /tmp/agent.tar && rm /tmp/agent.tar"));
+  unpack.set_timeout_ms(300'000);
+  ASSIGN_OR_RETURN(ExecOutcome unpacked, sandbox.Exec(unpack));
+  if (unpacked.exit_code != 0 || unpacked.reason != v1::STOP_REASON_NONE) {
+    return absl::InternalError(absl::StrCat("unpacking the agent: exit ", unpacked.exit_code, " (",
+                                            v1::StopReason_Name(unpacked.reason), " ", unpacked.detail,
+                                            "): ", unpacked.output));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 ExternalAgentSpec PiAgentSpec(const std::string& host_dir, int context_window, int max_tokens) {
   ExternalAgentSpec s;
   s.name = "pi";
   s.host_install_dir = host_dir;
-  s.argv = {"node", "/opt/agent/node_modules/@mariozechner/pi-coding-agent/dist/cli.js",
+  s.argv = {"{NODE}", "/opt/agent/node_modules/@mariozechner/pi-coding-agent/dist/cli.js",
             "--provider", "flotilla", "--model", "flotilla", "--no-session", "-p", "{PROMPT}"};
   s.env = {{"PI_CODING_AGENT_DIR", "/root/.pi/agent"}, {"HOME", "/root"},
            {"PATH", "/usr/local/bin:/usr/bin:/bin"}};
@@ -51,11 +80,62 @@ ExternalAgentSpec PiAgentSpec(const std::string& host_dir, int context_window, i
   return s;
 }
 
+ExternalAgentSpec CodexAgentSpec(const std::string& host_dir) {
+  ExternalAgentSpec s;
+  s.name = "codex";
+  s.host_install_dir = host_dir;
+  s.argv = {"/opt/agent/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex", "exec",
+            "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "{PROMPT}"};
+  s.env = {{"CODEX_HOME", "/root/.codex"}, {"HOME", "/root"}, {"FLOTILLA_API_KEY", "{API_KEY}"},
+           {"PATH", "/usr/local/bin:/usr/bin:/bin"}};
+  s.files["/root/.codex/config.toml"] =
+      "model = \"flotilla\"\nmodel_provider = \"flotilla\"\ncheck_for_update_on_startup = false\n"
+      "[model_providers.flotilla]\nname = \"Flotilla\"\nbase_url = \"{BASE_URL}/v1\"\n"
+      "env_key = \"FLOTILLA_API_KEY\"\nwire_api = \"responses\"\nrequest_max_retries = 0\n"
+      "stream_max_retries = 0\n[analytics]\nenabled = false\n";
+  return s;
+}
+
+absl::StatusOr<AgentCliOutcome> RunAgentCliInSandbox(SandboxClient& sandbox, const std::string& sandbox_id,
+                                                     const std::string& session_id, int worker_port,
+                                                     const ExternalAgentSpec& spec, const std::string& prompt,
+                                                     const std::string& cwd, uint32_t timeout_ms,
+                                                     const std::map<std::string, std::string>& env,
+                                                     int sandbox_port) {
+  if (!spec.preinstalled) RETURN_IF_ERROR(Install(sandbox, sandbox_id, spec, cwd));
+  const std::string node = spec.host_node.empty() ? "" : spec.install_dir + "/node";
+  ASSIGN_OR_RETURN(auto endpoint, SandboxEndpoint::Start(&sandbox, sandbox_id, sandbox_port, worker_port, node));
+  const std::string base_url = endpoint->base_url();
+  const std::string api_key = "session-" + session_id;
+  const std::string node_command = node.empty() ? "node" : node;
+  const std::vector<std::pair<absl::string_view, absl::string_view>> subst = {
+      {"{BASE_URL}", base_url}, {"{API_KEY}", api_key}, {"{PROMPT}", prompt}, {"{NODE}", node_command}};
+  for (const auto& [path, content] : spec.files) {
+    RETURN_IF_ERROR(sandbox.PutFile(sandbox_id, path, absl::StrReplaceAll(content, subst), 0644));
+  }
+  v1::ExecRequest req;
+  req.set_sandbox_id(sandbox_id);
+  for (const std::string& a : spec.argv) req.add_argv(absl::StrReplaceAll(a, subst));
+  for (const auto& [k, v] : env) (*req.mutable_env())[k] = v;
+  for (const auto& [k, v] : spec.env) (*req.mutable_env())[k] = absl::StrReplaceAll(v, subst);
+  req.set_cwd(cwd);
+  req.set_timeout_ms(timeout_ms);
+  req.set_output_limit_bytes(16 << 20);
+  absl::StatusOr<ExecOutcome> out = sandbox.Exec(req);
+  AgentCliOutcome outcome;
+  outcome.connections = endpoint->connections();
+  endpoint->Stop();
+  if (!out.ok()) return out.status();
+  outcome.exit_code = out->exit_code;
+  outcome.reason = out->reason;
+  outcome.output = out->output;
+  return outcome;
+}
+
 absl::StatusOr<ExternalAgentRun> RunExternalAgent(ChatService& service, SandboxClient& sandbox,
                                                   int worker_port, const ExternalAgentSpec& spec,
                                                   const std::string& prompt, uint32_t timeout_ms,
                                                   int sandbox_port) {
-  ASSIGN_OR_RETURN(std::string packed, Pack(spec.host_install_dir));
   v1::CreateRequest create;
   create.set_policy_name("no-network");
   *create.add_extra_allow() = EndpointNetworkRule(sandbox_port);
@@ -67,44 +147,15 @@ absl::StatusOr<ExternalAgentRun> RunExternalAgent(ChatService& service, SandboxC
   header.set_scaffold(spec.name);
   header.set_sandbox_id(sandbox_id);
   run.session_id = service.OpenSession(header);
-
-  auto body = [&]() -> absl::Status {
-    RETURN_IF_ERROR(sandbox.PutFile(sandbox_id, "/tmp/agent.tar", packed, 0644));
-    v1::ExecRequest unpack;
-    unpack.set_sandbox_id(sandbox_id);
-    for (const char* a : {"sh", "-c", ""}) unpack.add_argv(a);
-    unpack.set_argv(2, absl::StrCat("mkdir -p ", spec.install_dir, " /app && tar -C ", spec.install_dir,
-                                    " -xf /tmp/agent.tar && rm /tmp/agent.tar"));
-    unpack.set_timeout_ms(120'000);
-    ASSIGN_OR_RETURN(ExecOutcome unpacked, sandbox.Exec(unpack));
-    if (unpacked.exit_code != 0) {
-      return absl::InternalError(absl::StrCat("unpacking the agent: ", unpacked.output));
-    }
-    ASSIGN_OR_RETURN(auto endpoint, SandboxEndpoint::Start(&sandbox, sandbox_id, sandbox_port, worker_port));
-    const std::string base_url = endpoint->base_url();
-    const std::string api_key = "session-" + run.session_id;
-    const std::vector<std::pair<absl::string_view, absl::string_view>> subst = {
-        {"{BASE_URL}", base_url}, {"{API_KEY}", api_key}, {"{PROMPT}", prompt}};
-    for (const auto& [path, content] : spec.files) {
-      RETURN_IF_ERROR(sandbox.PutFile(sandbox_id, path, absl::StrReplaceAll(content, subst), 0644));
-    }
-    v1::ExecRequest req;
-    req.set_sandbox_id(sandbox_id);
-    for (const std::string& a : spec.argv) req.add_argv(absl::StrReplaceAll(a, subst));
-    for (const auto& [k, v] : spec.env) (*req.mutable_env())[k] = absl::StrReplaceAll(v, subst);
-    req.set_cwd("/app");
-    req.set_timeout_ms(timeout_ms);
-    req.set_output_limit_bytes(16 << 20);
-    absl::StatusOr<ExecOutcome> out = sandbox.Exec(req);
-    run.connections = endpoint->connections();
-    endpoint->Stop();
-    if (!out.ok()) return out.status();
+  absl::StatusOr<AgentCliOutcome> out = RunAgentCliInSandbox(sandbox, sandbox_id, run.session_id, worker_port, spec,
+                                                             prompt, "/app", timeout_ms, {}, sandbox_port);
+  absl::Status st = out.status();
+  if (out.ok()) {
     run.exit_code = out->exit_code;
     run.reason = out->reason;
     run.output = out->output;
-    return absl::OkStatus();
-  };
-  absl::Status st = body();
+    run.connections = out->connections;
+  }
   v1::TrajectoryStatus status = !st.ok()                   ? v1::FAILED
                                 : run.reason == v1::TIMEOUT ? v1::TIMED_OUT
                                 : run.exit_code == 0        ? v1::OK

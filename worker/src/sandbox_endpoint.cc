@@ -85,15 +85,59 @@ while not stopped():
     threading.Thread(target=downstream, args=(n, conn), daemon=True).start()
 )PY";
 
+// The same forwarder for Node.js, for sandboxes that carry an agent's node but no python3 (a
+// task environment built from debian:bookworm-slim). Half-open sockets: a client that shuts
+// its side still gets the answer.
+constexpr char kNodeForwarder[] = R"JS(
+'use strict';
+const fs = require('fs'), net = require('net'), path = require('path');
+const port = Number(process.argv[2]), root = process.argv[3];
+const emit = (line) => process.stdout.write(line + '\n');
+const stopped = () => fs.existsSync(path.join(root, 'stop'));
+let n = 0;
+const srv = net.createServer({ allowHalfOpen: true }, (conn) => {
+  const id = ++n;
+  emit('C ' + id);
+  let closed = false;
+  const close = () => { if (!closed) { closed = true; emit('E ' + id); } };
+  conn.on('data', (d) => emit('D ' + id + ' ' + d.toString('base64')));
+  conn.on('end', close);
+  conn.on('error', close);
+  const dir = path.join(root, String(id));
+  let seq = 0;
+  const drain = () => {
+    for (;;) {
+      const name = path.join(dir, String(seq).padStart(8, '0'));
+      if (!fs.existsSync(name + '.ok')) return;
+      if (!conn.destroyed) conn.write(fs.readFileSync(name));
+      seq++;
+    }
+  };
+  const poll = () => {
+    drain();
+    if (fs.existsSync(path.join(dir, 'end')) || stopped()) {
+      drain();
+      conn.end();
+      return;
+    }
+    setTimeout(poll, 2);
+  };
+  poll();
+});
+srv.listen(port, '127.0.0.1', () => emit('READY'));
+setInterval(() => { if (stopped()) process.exit(0); }, 200);
+)JS";
+
 class EndpointImpl : public SandboxEndpoint {
  public:
-  EndpointImpl(SandboxClient* client, std::string sandbox_id, int sandbox_port, int worker_port)
+  EndpointImpl(SandboxClient* client, std::string sandbox_id, int sandbox_port, int worker_port,
+               std::string node)
       : client_(client), sandbox_id_(std::move(sandbox_id)), sandbox_port_(sandbox_port),
-        worker_port_(worker_port) {}
+        worker_port_(worker_port), node_(std::move(node)) {}
   ~EndpointImpl() override { Stop(); }
 
   absl::Status Begin() {
-    absl::Status st = client_->PutFile(sandbox_id_, absl::StrCat(kDir, "/forwarder.py"), kForwarder, 0644);
+    absl::Status st = client_->PutFile(sandbox_id_, Script(), node_.empty() ? kForwarder : kNodeForwarder, 0644);
     if (!st.ok()) return st;
     exec_thread_ = std::thread([this] { RunForwarder(); });
     std::unique_lock<std::mutex> lock(mu_);
@@ -123,6 +167,8 @@ class EndpointImpl : public SandboxEndpoint {
   }
 
  private:
+  std::string Script() const { return absl::StrCat(kDir, node_.empty() ? "/forwarder.py" : "/forwarder.js"); }
+
   struct Conn {
     int fd = -1;
     std::thread pump;
@@ -131,8 +177,12 @@ class EndpointImpl : public SandboxEndpoint {
   void RunForwarder() {
     v1::ExecRequest req;
     req.set_sandbox_id(sandbox_id_);
-    for (const char* a : {"python3", "-u"}) req.add_argv(a);
-    req.add_argv(absl::StrCat(kDir, "/forwarder.py"));
+    if (node_.empty()) {
+      for (const char* a : {"python3", "-u"}) req.add_argv(a);
+    } else {
+      req.add_argv(node_);
+    }
+    req.add_argv(Script());
     req.add_argv(absl::StrCat(sandbox_port_));
     req.add_argv(absl::StrCat(kDir, "/tunnel"));
     req.set_output_limit_bytes(1ull << 40);
@@ -223,6 +273,7 @@ class EndpointImpl : public SandboxEndpoint {
   std::string sandbox_id_;
   int sandbox_port_;
   int worker_port_;
+  std::string node_;  // empty: python3
   std::thread exec_thread_;
   std::string pending_;  // only the exec thread touches it
   std::atomic<int> connections_{0};
@@ -239,8 +290,9 @@ class EndpointImpl : public SandboxEndpoint {
 
 absl::StatusOr<std::unique_ptr<SandboxEndpoint>> SandboxEndpoint::Start(SandboxClient* client,
                                                                         const std::string& sandbox_id,
-                                                                        int sandbox_port, int worker_port) {
-  auto e = std::make_unique<EndpointImpl>(client, sandbox_id, sandbox_port, worker_port);
+                                                                        int sandbox_port, int worker_port,
+                                                                        const std::string& node) {
+  auto e = std::make_unique<EndpointImpl>(client, sandbox_id, sandbox_port, worker_port, node);
   absl::Status st = e->Begin();
   if (!st.ok()) return st;
   return std::unique_ptr<SandboxEndpoint>(std::move(e));

@@ -1,9 +1,12 @@
 // The task run around an agent: sandbox, environment files, agent, tests, reward, trajectory.
 #include <algorithm>
+#include <cstdint>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/logging.h"
 #include "flotilla/common/status.h"
+#include "flotilla/worker/external_agent.h"
 #include "scaffold_agents.h"
 
 namespace flotilla::worker {
@@ -49,6 +52,8 @@ std::string Observation(const ExecOutcome& out, uint32_t limit) {
 }
 
 namespace {
+
+constexpr int kAgentCliPort = 8000;  // the in-sandbox endpoint an agent CLI is pointed at
 
 absl::Status CopyFiles(SandboxClient& sandbox, const std::string& id,
                        const std::map<std::string, std::string>& files) {
@@ -112,6 +117,26 @@ absl::StatusOr<double> RunTests(AgentContext& ctx, std::string* detail) {
   return 0.0;
 }
 
+// A real agent CLI in the task's sandbox, with the task's environment under the CLI's own.
+absl::StatusOr<AgentOutcome> RunCliAgent(AgentContext& ctx) {
+  const ExternalAgentSpec& spec = *ctx.options.agent_cli;
+  v1::ExecRequest task_env;
+  SetTaskEnv(ctx.task, &task_env);
+  std::map<std::string, std::string> env(task_env.env().begin(), task_env.env().end());
+  const int64_t left = ctx.deadline_ms - ctx.options.clock->NowMillis();
+  ASSIGN_OR_RETURN(AgentCliOutcome out,
+                   RunAgentCliInSandbox(ctx.sandbox, ctx.sandbox_id, ctx.session_id, ctx.options.worker_port, spec,
+                                        ctx.task.instruction, ctx.task.workdir,
+                                        static_cast<uint32_t>(std::clamp<int64_t>(left, 1, UINT32_MAX)), env,
+                                        kAgentCliPort));
+  AgentOutcome outcome;
+  outcome.end = out.reason == v1::TIMEOUT ? AgentOutcome::End::kTimeout : AgentOutcome::End::kSubmitted;
+  outcome.steps = out.connections;
+  outcome.detail = absl::StrCat(spec.name, " exited ", out.exit_code);
+  outcome.exit_code = out.exit_code;
+  return outcome;
+}
+
 absl::Status RunReference(AgentContext& ctx) {
   RETURN_IF_ERROR(ctx.sandbox.PutFile(ctx.sandbox_id, "/solution/solve.sh", ctx.task.solution_script, 0755));
   ASSIGN_OR_RETURN(ExecOutcome out, RunCommand(ctx, "bash /solution/solve.sh"));
@@ -129,30 +154,38 @@ absl::Status RunReference(AgentContext& ctx) {
 
 absl::StatusOr<ScaffoldResult> RunScaffold(ChatService& service, SandboxClient& sandbox,
                                            const TerminalTask& task, const ScaffoldOptions& options) {
-  if (options.scaffold != "mini" && options.scaffold != "terminal") {
+  const bool cli = options.agent == "cli";
+  if (cli && (options.agent_cli == nullptr || options.worker_port <= 0)) {
+    return absl::InvalidArgumentError("agent: 'cli' needs agent_cli and the worker's HTTP port (worker_port)");
+  }
+  if (!cli && options.scaffold != "mini" && options.scaffold != "terminal") {
     return absl::InvalidArgumentError(absl::StrCat("scaffold: unknown '", options.scaffold,
                                                    "' (built in: mini, terminal)"));
   }
-  if (options.agent != "model" && options.agent != "reference" && options.agent != "none") {
+  if (!cli && options.agent != "model" && options.agent != "reference" && options.agent != "none") {
     return absl::InvalidArgumentError(absl::StrCat("agent: unknown '", options.agent,
-                                                   "' (model, reference or none)"));
+                                                   "' (model, reference, none or cli)"));
   }
+  const std::string scaffold = cli ? options.agent_cli->name : options.scaffold;
   if (options.agent == "reference" && task.solution_script.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("task ", task.name, ": no reference solution"));
   }
   v1::CreateRequest create;
-  create.set_policy_name(options.policy_name);
+  // An agent CLI reaches the worker through its sandbox's own loopback (each sandbox has its own
+  // network namespace): "no-network" denies loopback too, and the scheduler's CreateSandbox
+  // carries no per-sandbox allow rules, so such a trial runs under "default" (loopback only).
+  create.set_policy_name(cli && options.policy_name == "no-network" ? "default" : options.policy_name);
   create.set_image(task.image);
   if (task.cpus > 0) create.mutable_resources()->set_cpu_quota_millicores(static_cast<uint32_t>(task.cpus * 1000));
   if (task.memory_bytes > 0) create.mutable_resources()->set_memory_bytes(task.memory_bytes);
   if (task.disk_bytes > 0) create.mutable_resources()->set_disk_bytes(task.disk_bytes);
   (*create.mutable_labels())["flotilla.task"] = task.name;
-  (*create.mutable_labels())["flotilla.scaffold"] = options.scaffold;
+  (*create.mutable_labels())["flotilla.scaffold"] = scaffold;
   ASSIGN_OR_RETURN(std::string sandbox_id, sandbox.Create(create));
 
   v1::Trajectory header;
   header.set_task(task.name);
-  header.set_scaffold(options.scaffold);
+  header.set_scaffold(scaffold);
   header.set_sandbox_id(sandbox_id);
   header.set_experiment(options.experiment);
   header.set_start_unix_ms(options.clock->WallMillis());
@@ -198,8 +231,10 @@ absl::StatusOr<ScaffoldResult> RunScaffold(ChatService& service, SandboxClient& 
   AgentOutcome agent;
   if (options.agent == "reference") {
     st = RunReference(ctx);
-  } else if (options.agent == "model") {
-    absl::StatusOr<AgentOutcome> out = options.scaffold == "mini" ? RunMiniAgent(ctx) : RunToolAgent(ctx);
+  } else if (options.agent == "model" || cli) {
+    absl::StatusOr<AgentOutcome> out = cli                          ? RunCliAgent(ctx)
+                                       : options.scaffold == "mini" ? RunMiniAgent(ctx)
+                                                                    : RunToolAgent(ctx);
     if (out.ok()) {
       agent = *out;
     } else {
@@ -218,7 +253,9 @@ absl::StatusOr<ScaffoldResult> RunScaffold(ChatService& service, SandboxClient& 
   absl::StatusOr<double> reward = RunTests(ctx, &test_detail);
   if (!reward.ok()) return finish(reward.status());
   result.reward = *reward;
-  result.status = agent.end == AgentOutcome::End::kTimeout ? v1::TIMED_OUT : v1::OK;
+  result.status = agent.end == AgentOutcome::End::kTimeout ? v1::TIMED_OUT
+                  : agent.exit_code != 0                    ? v1::FAILED
+                                                            : v1::OK;
   const char* ends[] = {"submitted", "step limit", "agent timeout", "context window full", "sandbox broken"};
   result.detail = absl::StrCat("agent: ", options.agent == "model" ? ends[static_cast<int>(agent.end)] : options.agent,
                                " after ", agent.steps, " steps; ", test_detail);

@@ -5,6 +5,12 @@
 //
 // Weights: normal(0, init_std) from a seeded generator; norms 1 + normal(0, 0.1), so runs with
 // one seed write identical files.
+//
+// end_probability > 0 makes the model end its turns about that often per generated token, as a
+// trained model does (agent CLIs such as Claude Code and Codex treat a reply cut off at
+// max_tokens as a failed turn): every embedding row gets a constant first component, which the
+// residual stream carries to the final norm, and the end token's output row reads it with the
+// weight that puts its logit at log(p / (1 - p) * vocab) above the near-uniform rest.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +37,7 @@ struct HfInitOptions {
   int32_t moe_intermediate_size = 32;
   int32_t max_position_embeddings = 40960;
   float init_std = 0.02f;
+  double end_probability = 0;        // 0: untouched random weights; else in (0, 1)
   uint64_t seed = 0;
   DType dtype = DType::kBF16;
 };

@@ -20,10 +20,13 @@ namespace flotilla::worker {
 
 class SandboxEndpoint {
  public:
-  // `worker_port`: the worker's HTTP port on the host's 127.0.0.1.
+  // `worker_port`: the worker's HTTP port on the host's 127.0.0.1. `node`: empty, the forwarder
+  // runs under the sandbox's python3; else the path of a Node.js binary in the sandbox to run
+  // the same forwarder written for Node (task environments without python3).
   static absl::StatusOr<std::unique_ptr<SandboxEndpoint>> Start(SandboxClient* client,
                                                                 const std::string& sandbox_id,
-                                                                int sandbox_port, int worker_port);
+                                                                int sandbox_port, int worker_port,
+                                                                const std::string& node = "");
   virtual ~SandboxEndpoint() = default;
   // "http://127.0.0.1:PORT" as seen inside the sandbox.
   virtual std::string base_url() const = 0;

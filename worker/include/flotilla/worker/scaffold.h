@@ -10,7 +10,10 @@
 //             (arguments {"command": ...}) and finishes by calling `submit`.
 //
 // Agent "reference" runs the task's reference solution instead of the model, and "none" does
-// nothing: both check a task (the reference must pass, doing nothing must fail).
+// nothing: both check a task (the reference must pass, doing nothing must fail). Agent "cli"
+// runs a real agent CLI (options.agent_cli: Pi, Codex, ...) in the task's sandbox with the task
+// instruction as its prompt, its requests reaching the worker at options.worker_port through
+// the in-sandbox endpoint; the trajectory is its session, the scaffold name the CLI's.
 //
 // Thread-safety: RunScaffold may run concurrently for different tasks.
 #pragma once
@@ -21,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "flotilla/common/clock.h"
 #include "flotilla/worker/chat_service.h"
+#include "flotilla/worker/external_agent.h"
 #include "flotilla/worker/sandbox_client.h"
 #include "flotilla/worker/terminal_task.h"
 
@@ -28,7 +32,7 @@ namespace flotilla::worker {
 
 struct ScaffoldOptions {
   std::string scaffold = "mini";     // "mini" or "terminal"
-  std::string agent = "model";       // "model", "reference" or "none"
+  std::string agent = "model";       // "model", "reference", "none" or "cli"
   uint32_t max_steps = 20;
   uint32_t max_tokens = 256;         // per model turn
   // Put before the scaffold's own system text (and a blank line) when not empty.
@@ -40,6 +44,8 @@ struct ScaffoldOptions {
   uint32_t command_timeout_ms = 60'000;
   uint32_t output_limit_bytes = 10'000;  // of a command's output shown to the model
   const Clock* clock = &SystemClock::Get();
+  const ExternalAgentSpec* agent_cli = nullptr;  // agent "cli": borrowed, outlives the run
+  int worker_port = 0;                           // agent "cli": the worker's HTTP port on 127.0.0.1
 };
 
 struct ScaffoldResult {
