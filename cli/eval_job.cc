@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_format.h"
 #include "flotilla/app/embedded_platform.h"
+#include "flotilla/common/progress.h"
 #include "flotilla/worker/pass_at_k.h"
 #include "flotilla/worker/sandbox_client.h"
 #include "flotilla/worker/terminal_task.h"
@@ -262,6 +263,21 @@ int RunEvalJob(EvalJobFlags f) {
   std::mutex mu;
   size_t next = 0, finished = 0, total = 0;
   for (const Trial& tr : trials) total += tr.result.is_null() ? 1 : 0;
+  // Trials by outcome and those running, at the dashboard's /metrics.
+  MetricsRegistry& metrics = (*platform)->metrics();
+  Gauge& running = metrics.GetGauge("flotilla_eval_trials_running", "Eval trials running now");
+  Gauge& pending = metrics.GetGauge("flotilla_eval_trials_pending", "Eval trials of the job not started yet");
+  pending.Set(static_cast<double>(total));
+  auto outcomes = [&metrics](const std::string& agent, const std::string& outcome) -> Counter& {
+    return metrics.GetCounter("flotilla_eval_trials_total",
+                              "Eval trials finished, by agent and outcome (passed, failed or the error type)",
+                              {{"agent", agent}, {"outcome", outcome}});
+  };
+  for (const std::string& agent : f.agents) {
+    (void)outcomes(agent, "passed");
+    (void)outcomes(agent, "failed");
+  }
+  ProgressBar bar({.label = "eval", .total = total});
   auto work = [&] {
     for (;;) {
       Trial* tr = nullptr;
@@ -271,6 +287,8 @@ int RunEvalJob(EvalJobFlags f) {
         if (next >= trials.size() || stop.received() != 0) return;
         tr = &trials[next++];
       }
+      pending.Add(-1);
+      running.Add(1);
       const worker::TerminalTask& task = (*tasks)[tr->task];
       json r = {{"task", task.name},   {"agent", tr->agent}, {"attempt", tr->attempt},
                 {"reward", 0.0},       {"error_type", ""},   {"detail", ""},
@@ -301,18 +319,26 @@ int RunEvalJob(EvalJobFlags f) {
       std::error_code ec;
       fs::create_directories(job_dir / tr->name, ec);
       (void)WriteJson(job_dir / tr->name / "result.json", r);
+      const std::string error = r["error_type"].get<std::string>();
+      outcomes(tr->agent, !error.empty() ? error : r["reward"].get<double>() >= 1.0 ? "passed" : "failed").Add();
+      running.Add(-1);
       std::lock_guard<std::mutex> lock(mu);
       tr->result = r;
       ++finished;
-      std::cerr << absl::StrFormat("[%d/%d] %s reward=%g%s\n", finished, total, tr->name, r["reward"].get<double>(),
-                                   r["error_type"].get<std::string>().empty()
-                                       ? ""
-                                       : " error=" + r["error_type"].get<std::string>());
+      std::string line = absl::StrFormat("%s reward=%g%s", tr->name, r["reward"].get<double>(),
+                                         error.empty() ? "" : " error=" + error);
+      // A terminal gets one redrawn bar; a log keeps one line per trial.
+      if (bar.tty()) {
+        bar.Update(finished, line);
+      } else {
+        std::cerr << absl::StrFormat("[%d/%d] %s\n", finished, total, line);
+      }
     }
   };
   std::vector<std::thread> pool;
   for (int i = 0; i < f.concurrency; ++i) pool.emplace_back(work);
   for (std::thread& t : pool) t.join();
+  if (bar.tty()) bar.Finish();
   json summary = Summarize(*tasks, f.agents, trials, f.attempts);
   summary["job_dir"] = job_dir.string();
   (void)WriteJson(job_dir / "result.json", summary);

@@ -85,9 +85,10 @@ absl::Status EmbeddedWorker::ServeModel(const EmbeddedWorkerOptions& o) {
   so.experiment = o.experiment;
   so.scaffold = o.scaffold;
   so.experts_per_token = config_.routing_width();
+  so.metrics = o.engine.metrics;
   so.hf = hf_.get();
   service_ = std::make_unique<worker::ChatService>(generator_.get(), so);
-  api_ = std::make_unique<worker::WireApi>(service_.get());
+  api_ = std::make_unique<worker::WireApi>(service_.get(), o.engine.metrics);
   return absl::OkStatus();
 }
 

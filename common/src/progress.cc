@@ -73,9 +73,10 @@ void ProgressBar::Update(uint64_t done, std::string_view detail) {
 void ProgressBar::Finish(std::string_view detail) {
   std::lock_guard<std::mutex> lock(mu_);
   if (finished_) return;
+  finished_ = true;
+  if (!drawn_ && detail.empty()) return;  // never shown: nothing to end
   if (!detail.empty()) detail_ = std::string(detail);
   Draw(true);
-  finished_ = true;
 }
 
 void ProgressBar::Draw(bool final) {

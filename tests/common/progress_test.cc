@@ -72,5 +72,10 @@ TEST_F(ProgressBarTest, TerminalRedrawsOneLineInPlace) {
             "\r\033[Krun [##]  2/2  100%  0s\n");
 }
 
+TEST_F(ProgressBarTest, NeverUpdatedPrintsNothing) {
+  { ProgressBar bar({.label = "quiet", .total = 3, .fd = fds_[1], .tty = 0, .clock = &clock_}); }
+  EXPECT_EQ(Drain(fds_[0]), "");
+}
+
 }  // namespace
 }  // namespace flotilla

@@ -1,10 +1,13 @@
 #include "flotilla/worker/wire_api.h"
 
+#include <chrono>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/ids.h"
 #include "wire_apis.h"
 #include "wire_common.h"
+#include "worker_metrics.h"
 
 namespace flotilla::worker {
 namespace {
@@ -36,9 +39,45 @@ std::string KeySession(const HttpRequest& req) {
   return "";
 }
 
+// Passes every call on and remembers the status the handler answered with.
+class StatusRecorder final : public HttpResponder {
+ public:
+  explicit StatusRecorder(HttpResponder& out) : out_(out) {}
+  void Send(int status, std::string_view content_type, std::string_view body) override {
+    status_ = status;
+    out_.Send(status, content_type, body);
+  }
+  void StartStream(int status, std::string_view content_type) override {
+    status_ = status;
+    out_.StartStream(status, content_type);
+  }
+  bool Write(std::string_view data) override { return out_.Write(data); }
+  void EndStream() override { out_.EndStream(); }
+  int status() const { return status_; }
+
+ private:
+  HttpResponder& out_;
+  int status_ = 0;  // 0: the handler never answered
+};
+
 }  // namespace
 
+WireApi::WireApi(ChatService* service, MetricsRegistry* metrics)
+    : service_(service), metrics_(metrics != nullptr ? std::make_unique<RequestMetrics>(*metrics) : nullptr) {}
+
+WireApi::~WireApi() = default;
+
 void WireApi::Handle(const HttpRequest& request, HttpResponder& out) {
+  std::string route = "other";
+  if (metrics_ == nullptr) return Route(request, out, &route);
+  const auto start = std::chrono::steady_clock::now();
+  StatusRecorder recorder(out);
+  Route(request, recorder, &route);
+  metrics_->Request(route, recorder.status(),
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+void WireApi::Route(const HttpRequest& request, HttpResponder& out, std::string* route) {
   std::string path = request.path;
   std::string session;
   const bool anthropic_shape = absl::StrContains(path, "/messages");
@@ -59,6 +98,10 @@ void WireApi::Handle(const HttpRequest& request, HttpResponder& out) {
   if (absl::StartsWith(path, "/v1/")) path = path.substr(3);
   while (path.size() > 1 && path.back() == '/') path.pop_back();
 
+  const bool known = path == "/chat/completions" || path == "/responses" || path == "/messages" ||
+                     path == "/messages/count_tokens" || path == "/models" || path == "/health";
+  if (known) *route = path;
+  if (absl::StartsWith(path, "/models/")) *route = "/models";
   const bool post = request.method == "POST";
   const bool get = request.method == "GET" || request.method == "HEAD";
   if (path == "/chat/completions" && post) return wire::HandleChatCompletions(*service_, request, session, out);
@@ -75,8 +118,6 @@ void WireApi::Handle(const HttpRequest& request, HttpResponder& out) {
     return out.Send(200, "application/json", wire::Dump(list));
   }
   if (path == "/health" && get) return out.Send(200, "application/json", R"({"status":"ok"})");
-  const bool known = path == "/chat/completions" || path == "/responses" || path == "/messages" ||
-                     path == "/messages/count_tokens" || path == "/models" || path == "/health";
   absl::Status st = known ? absl::InvalidArgumentError(absl::StrCat(
                                 "method ", request.method, " is not allowed on ", request.path))
                           : absl::NotFoundError(absl::StrCat("no such endpoint: ", request.method,

@@ -42,7 +42,8 @@ class ProgressBar {
   // `done` of `total` finished; `detail` follows the figures. A terminal redraws at most every
   // 0.1 s (and always when done reaches total).
   void Update(uint64_t done, std::string_view detail = {});
-  // Draws the last state and ends the line; later calls do nothing.
+  // Draws the last state and ends the line (nothing when neither Update nor `detail` ever gave
+  // it anything to show); later calls do nothing.
   void Finish(std::string_view detail = {});
 
   bool tty() const { return tty_; }
