@@ -28,8 +28,8 @@ std::map<std::string, std::string> Samples(const std::string& body) {
 
 class WorkerMetricsTest : public ::testing::Test {
  protected:
-  WorkerMetricsTest() : service_(&gen_, Options(&registry_)), api_(&service_, &registry_) {
-    auto s = ServeWireApi("127.0.0.1:0", &api_);
+  WorkerMetricsTest() : service_(&gen_, Options(&registry_)), api_(&service_) {
+    auto s = ServeWireApi("127.0.0.1:0", &api_, &registry_);
     EXPECT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
   }
@@ -78,6 +78,11 @@ TEST_F(WorkerMetricsTest, CountsSessionsTurnsTokensToolCallsAndRequestsByRouteAn
   EXPECT_EQ(m["flotilla_worker_requests_total{route=\"other\",status=\"404\"}"], "1");
   EXPECT_EQ(m["flotilla_worker_requests_total{route=\"/health\",status=\"200\"}"], "1");
   EXPECT_EQ(m["flotilla_worker_request_seconds_count{route=\"/chat/completions\"}"], "2");
+
+  EXPECT_EQ(RouteLabel("/s/abc/v1/messages/"), "/messages");
+  EXPECT_EQ(RouteLabel("/api/trajectories/exp%2Fs1"), "/api/trajectories");
+  EXPECT_EQ(RouteLabel("/dashboard/app.js"), "/dashboard");
+  EXPECT_EQ(RouteLabel("/etc/passwd"), "other");
 
   ASSERT_TRUE(service_.CloseSession("s1", v1::OK, 1.0, "done").ok());
   m = Samples(registry_.RenderPrometheus());

@@ -39,6 +39,80 @@ std::string KeySession(const HttpRequest& req) {
   return "";
 }
 
+}  // namespace
+
+void WireApi::Handle(const HttpRequest& request, HttpResponder& out) {
+  std::string path = request.path;
+  std::string session;
+  const bool anthropic_shape = absl::StrContains(path, "/messages");
+  if (auto st = TakePathSession(&path, &session); !st.ok()) {
+    return anthropic_shape ? wire::SendAnthropicError(out, st) : wire::SendOpenAiError(out, st);
+  }
+  if (session.empty()) {
+    std::string header = request.Header("x-flotilla-session");
+    if (!header.empty()) {
+      if (!IsSafeId(header)) {
+        return wire::SendOpenAiError(out, absl::InvalidArgumentError(
+            absl::StrCat("x-flotilla-session: bad session id '", header, "'")));
+      }
+      session = header;
+    }
+  }
+  if (session.empty()) session = KeySession(request);
+  if (absl::StartsWith(path, "/v1/")) path = path.substr(3);
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+
+  const bool post = request.method == "POST";
+  const bool get = request.method == "GET" || request.method == "HEAD";
+  if (path == "/chat/completions" && post) return wire::HandleChatCompletions(*service_, request, session, out);
+  if (path == "/responses" && post) return wire::HandleResponses(*service_, request, session, out);
+  if (path == "/messages" && post) return wire::HandleMessages(*service_, request, session, out);
+  if (path == "/messages/count_tokens" && post) return wire::HandleCountTokens(*service_, request, out);
+  if ((path == "/models" || path == "/models/" + service_->ModelName()) && get) {
+    wire::Json model{{"id", service_->ModelName()}, {"object", "model"}, {"type", "model"},
+                     {"created", 0}, {"created_at", "1970-01-01T00:00:00Z"},
+                     {"owned_by", "flotilla"}, {"display_name", service_->ModelName()}};
+    if (path != "/models") return out.Send(200, "application/json", wire::Dump(model));
+    wire::Json list{{"object", "list"}, {"data", wire::Json::array({model})}, {"has_more", false},
+                    {"first_id", service_->ModelName()}, {"last_id", service_->ModelName()}};
+    return out.Send(200, "application/json", wire::Dump(list));
+  }
+  if (path == "/health" && get) return out.Send(200, "application/json", R"({"status":"ok"})");
+  const bool known = path == "/chat/completions" || path == "/responses" || path == "/messages" ||
+                     path == "/messages/count_tokens" || path == "/models" || path == "/health";
+  absl::Status st = known ? absl::InvalidArgumentError(absl::StrCat(
+                                "method ", request.method, " is not allowed on ", request.path))
+                          : absl::NotFoundError(absl::StrCat("no such endpoint: ", request.method,
+                                                             " ", request.path));
+  if (anthropic_shape) return wire::SendAnthropicError(out, st);
+  wire::SendOpenAiError(out, st);
+}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> ServeWireApi(const std::string& address, WireApi* api,
+                                                         MetricsRegistry* metrics) {
+  HttpHandler handler = [api](const HttpRequest& r, HttpResponder& out) { api->Handle(r, out); };
+  if (metrics != nullptr) handler = CountRequests(std::move(handler), *metrics);
+  return HttpServer::Start(address, std::move(handler));
+}
+
+std::string RouteLabel(const std::string& request_path) {
+  std::string path = request_path;
+  std::string session;
+  if (!TakePathSession(&path, &session).ok()) return "other";
+  if (absl::StartsWith(path, "/v1/")) path = path.substr(3);
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  for (const char* route : {"/chat/completions", "/responses", "/messages", "/messages/count_tokens", "/models",
+                            "/health", "/metrics"}) {
+    if (path == route) return route;
+  }
+  if (absl::StartsWith(path, "/models/")) return "/models";
+  if (path == "/" || path == "/dashboard" || absl::StartsWith(path, "/dashboard/")) return "/dashboard";
+  if (absl::StartsWith(path, "/api/")) return path.substr(0, path.find('/', 5));  // "/api/trajectories/ID" -> "/api/trajectories"
+  return "other";
+}
+
+namespace {
+
 // Passes every call on and remembers the status the handler answered with.
 class StatusRecorder final : public HttpResponder {
  public:
@@ -62,72 +136,15 @@ class StatusRecorder final : public HttpResponder {
 
 }  // namespace
 
-WireApi::WireApi(ChatService* service, MetricsRegistry* metrics)
-    : service_(service), metrics_(metrics != nullptr ? std::make_unique<RequestMetrics>(*metrics) : nullptr) {}
-
-WireApi::~WireApi() = default;
-
-void WireApi::Handle(const HttpRequest& request, HttpResponder& out) {
-  std::string route = "other";
-  if (metrics_ == nullptr) return Route(request, out, &route);
-  const auto start = std::chrono::steady_clock::now();
-  StatusRecorder recorder(out);
-  Route(request, recorder, &route);
-  metrics_->Request(route, recorder.status(),
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-}
-
-void WireApi::Route(const HttpRequest& request, HttpResponder& out, std::string* route) {
-  std::string path = request.path;
-  std::string session;
-  const bool anthropic_shape = absl::StrContains(path, "/messages");
-  if (auto st = TakePathSession(&path, &session); !st.ok()) {
-    return anthropic_shape ? wire::SendAnthropicError(out, st) : wire::SendOpenAiError(out, st);
-  }
-  if (session.empty()) {
-    std::string header = request.Header("x-flotilla-session");
-    if (!header.empty()) {
-      if (!IsSafeId(header)) {
-        return wire::SendOpenAiError(out, absl::InvalidArgumentError(
-            absl::StrCat("x-flotilla-session: bad session id '", header, "'")));
-      }
-      session = header;
-    }
-  }
-  if (session.empty()) session = KeySession(request);
-  if (absl::StartsWith(path, "/v1/")) path = path.substr(3);
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-
-  const bool known = path == "/chat/completions" || path == "/responses" || path == "/messages" ||
-                     path == "/messages/count_tokens" || path == "/models" || path == "/health";
-  if (known) *route = path;
-  if (absl::StartsWith(path, "/models/")) *route = "/models";
-  const bool post = request.method == "POST";
-  const bool get = request.method == "GET" || request.method == "HEAD";
-  if (path == "/chat/completions" && post) return wire::HandleChatCompletions(*service_, request, session, out);
-  if (path == "/responses" && post) return wire::HandleResponses(*service_, request, session, out);
-  if (path == "/messages" && post) return wire::HandleMessages(*service_, request, session, out);
-  if (path == "/messages/count_tokens" && post) return wire::HandleCountTokens(*service_, request, out);
-  if ((path == "/models" || path == "/models/" + service_->ModelName()) && get) {
-    wire::Json model{{"id", service_->ModelName()}, {"object", "model"}, {"type", "model"},
-                     {"created", 0}, {"created_at", "1970-01-01T00:00:00Z"},
-                     {"owned_by", "flotilla"}, {"display_name", service_->ModelName()}};
-    if (path != "/models") return out.Send(200, "application/json", wire::Dump(model));
-    wire::Json list{{"object", "list"}, {"data", wire::Json::array({model})}, {"has_more", false},
-                    {"first_id", service_->ModelName()}, {"last_id", service_->ModelName()}};
-    return out.Send(200, "application/json", wire::Dump(list));
-  }
-  if (path == "/health" && get) return out.Send(200, "application/json", R"({"status":"ok"})");
-  absl::Status st = known ? absl::InvalidArgumentError(absl::StrCat(
-                                "method ", request.method, " is not allowed on ", request.path))
-                          : absl::NotFoundError(absl::StrCat("no such endpoint: ", request.method,
-                                                             " ", request.path));
-  if (anthropic_shape) return wire::SendAnthropicError(out, st);
-  wire::SendOpenAiError(out, st);
-}
-
-absl::StatusOr<std::unique_ptr<HttpServer>> ServeWireApi(const std::string& address, WireApi* api) {
-  return HttpServer::Start(address, [api](const HttpRequest& r, HttpResponder& out) { api->Handle(r, out); });
+HttpHandler CountRequests(HttpHandler inner, MetricsRegistry& registry) {
+  auto metrics = std::make_shared<RequestMetrics>(registry);
+  return [inner = std::move(inner), metrics](const HttpRequest& request, HttpResponder& out) {
+    const auto start = std::chrono::steady_clock::now();
+    StatusRecorder recorder(out);
+    inner(request, recorder);
+    metrics->Request(RouteLabel(request.path), recorder.status(),
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  };
 }
 
 }  // namespace flotilla::worker

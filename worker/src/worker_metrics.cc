@@ -39,12 +39,19 @@ void SessionMetrics::Turn(uint32_t prompt_tokens, uint32_t reused_tokens, uint32
   turn_seconds_->Observe(seconds);
 }
 
+RequestMetrics::RequestMetrics(MetricsRegistry& r) : registry_(r) {
+  r.GetCounter("flotilla_worker_requests_total", "Worker HTTP requests by route and HTTP status",
+               {{"route", "/metrics"}, {"status", "200"}});
+  r.GetHistogram("flotilla_worker_request_seconds", "Worker HTTP request latency, to the last byte", LatencyBounds(),
+                 {{"route", "/metrics"}});
+}
+
 void RequestMetrics::Request(std::string_view route, int status, double seconds) {
   const std::string r(route);
-  registry_.GetCounter("flotilla_worker_requests_total", "Wire API requests by route and HTTP status",
+  registry_.GetCounter("flotilla_worker_requests_total", "",
                        {{"route", r}, {"status", absl::StrCat(status)}})
       .Add();
-  registry_.GetHistogram("flotilla_worker_request_seconds", "Wire API request latency, to the last byte",
+  registry_.GetHistogram("flotilla_worker_request_seconds", "",
                          LatencyBounds(), {{"route", r}})
       .Observe(seconds);
 }

@@ -9,8 +9,8 @@
 //                                                         not prefilled again), completion
 //   flotilla_worker_tool_calls_total                      tool calls the model made
 //   flotilla_worker_turn_seconds                          one turn's generation time
-//   flotilla_worker_requests_total{route,status}          wire API requests by route and HTTP status
-//   flotilla_worker_request_seconds{route}                wire API request latency (to the last byte)
+//   flotilla_worker_requests_total{route,status}          HTTP requests by route and status
+//   flotilla_worker_request_seconds{route}                HTTP request latency (to the last byte)
 //
 // Thread-safety: the pointers are set once at construction and the families are thread-safe.
 #pragma once
@@ -44,7 +44,8 @@ class SessionMetrics {
 
 class RequestMetrics {
  public:
-  explicit RequestMetrics(MetricsRegistry& registry) : registry_(registry) {}
+  // Registers the families (a scrape shows them before the first request is counted).
+  explicit RequestMetrics(MetricsRegistry& registry);
   // `route` is one of the wire API's routes or "other" (the label set stays bounded).
   void Request(std::string_view route, int status, double seconds);
 

@@ -8,10 +8,7 @@
 // "/s/<session>/...", the header "x-flotilla-session: <session>", or an API key
 // "session-<session>" (Authorization: Bearer or x-api-key); otherwise by prefix matching.
 //
-// With a metrics registry every request is counted by route and HTTP status, and timed to its
-// last byte (flotilla_worker_requests_total, flotilla_worker_request_seconds).
-//
-// Thread-safety: Handle() may run concurrently. The service and the registry are borrowed.
+// Thread-safety: Handle() may run concurrently. The service is borrowed.
 #pragma once
 
 #include <memory>
@@ -24,24 +21,28 @@
 
 namespace flotilla::worker {
 
-class RequestMetrics;
-
 class WireApi {
  public:
-  explicit WireApi(ChatService* service, MetricsRegistry* metrics = nullptr);
-  ~WireApi();
-  WireApi(const WireApi&) = delete;
-  WireApi& operator=(const WireApi&) = delete;
+  explicit WireApi(ChatService* service) : service_(service) {}
   void Handle(const HttpRequest& request, HttpResponder& out);
 
  private:
-  // Routes the request; `route` is set to the route it matched ("other" when none).
-  void Route(const HttpRequest& request, HttpResponder& out, std::string* route);
   ChatService* service_;
-  std::unique_ptr<RequestMetrics> metrics_;  // null without a registry
 };
 
-// Starts an HttpServer on `address` serving `api` (borrowed; must outlive the server).
-absl::StatusOr<std::unique_ptr<HttpServer>> ServeWireApi(const std::string& address, WireApi* api);
+// Starts an HttpServer on `address` serving `api` (borrowed; must outlive the server), its
+// requests counted into `metrics` when given (see CountRequests).
+absl::StatusOr<std::unique_ptr<HttpServer>> ServeWireApi(const std::string& address, WireApi* api,
+                                                         MetricsRegistry* metrics = nullptr);
+
+// The worker HTTP server's requests, counted by route and HTTP status and timed to the last
+// byte (flotilla_worker_requests_total{route,status}, flotilla_worker_request_seconds{route})
+// around `inner`. Routes are the wire API's ("/chat/completions", "/messages", ... with the
+// session prefix and "/v1" dropped), "/metrics", "/api/<view>", "/dashboard" (the page and its
+// assets), or "other", so the label set stays bounded. `registry` must outlive the handler.
+HttpHandler CountRequests(HttpHandler inner, MetricsRegistry& registry);
+
+// The route label of a request path (as CountRequests uses it).
+std::string RouteLabel(const std::string& path);
 
 }  // namespace flotilla::worker
