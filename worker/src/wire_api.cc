@@ -113,12 +113,14 @@ std::string RouteLabel(const std::string& request_path) {
 
 namespace {
 
-// Passes every call on and remembers the status the handler answered with.
-class StatusRecorder final : public HttpResponder {
+// Passes every call on and counts the request just before its last bytes go out (so a client
+// that has the whole answer also finds it counted).
+class CountingResponder final : public HttpResponder {
  public:
-  explicit StatusRecorder(HttpResponder& out) : out_(out) {}
+  CountingResponder(HttpResponder& out, RequestMetrics& metrics, std::string route)
+      : out_(out), metrics_(metrics), route_(std::move(route)), start_(std::chrono::steady_clock::now()) {}
   void Send(int status, std::string_view content_type, std::string_view body) override {
-    status_ = status;
+    Count(status);
     out_.Send(status, content_type, body);
   }
   void StartStream(int status, std::string_view content_type) override {
@@ -126,12 +128,25 @@ class StatusRecorder final : public HttpResponder {
     out_.StartStream(status, content_type);
   }
   bool Write(std::string_view data) override { return out_.Write(data); }
-  void EndStream() override { out_.EndStream(); }
-  int status() const { return status_; }
+  void EndStream() override {
+    Count(status_);
+    out_.EndStream();
+  }
+  // A handler that never answered is counted with status 0.
+  void Done() { Count(0); }
 
  private:
+  void Count(int status) {
+    if (counted_) return;
+    counted_ = true;
+    metrics_.Request(route_, status, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+  }
   HttpResponder& out_;
-  int status_ = 0;  // 0: the handler never answered
+  RequestMetrics& metrics_;
+  const std::string route_;
+  const std::chrono::steady_clock::time_point start_;
+  int status_ = 0;
+  bool counted_ = false;
 };
 
 }  // namespace
@@ -139,11 +154,9 @@ class StatusRecorder final : public HttpResponder {
 HttpHandler CountRequests(HttpHandler inner, MetricsRegistry& registry) {
   auto metrics = std::make_shared<RequestMetrics>(registry);
   return [inner = std::move(inner), metrics](const HttpRequest& request, HttpResponder& out) {
-    const auto start = std::chrono::steady_clock::now();
-    StatusRecorder recorder(out);
-    inner(request, recorder);
-    metrics->Request(RouteLabel(request.path), recorder.status(),
-                     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    CountingResponder counting(out, *metrics, RouteLabel(request.path));
+    inner(request, counting);
+    counting.Done();
   };
 }
 

@@ -42,7 +42,7 @@ void SessionMetrics::Turn(uint32_t prompt_tokens, uint32_t reused_tokens, uint32
 RequestMetrics::RequestMetrics(MetricsRegistry& r) : registry_(r) {
   r.GetCounter("flotilla_worker_requests_total", "Worker HTTP requests by route and HTTP status",
                {{"route", "/metrics"}, {"status", "200"}});
-  r.GetHistogram("flotilla_worker_request_seconds", "Worker HTTP request latency, to the last byte", LatencyBounds(),
+  r.GetHistogram("flotilla_worker_request_seconds", "Worker HTTP request latency, to the last write", LatencyBounds(),
                  {{"route", "/metrics"}});
 }
 

@@ -10,7 +10,7 @@
 //   flotilla_worker_tool_calls_total                      tool calls the model made
 //   flotilla_worker_turn_seconds                          one turn's generation time
 //   flotilla_worker_requests_total{route,status}          HTTP requests by route and status
-//   flotilla_worker_request_seconds{route}                HTTP request latency (to the last byte)
+//   flotilla_worker_request_seconds{route}                HTTP request latency (to the last write)
 //
 // Thread-safety: the pointers are set once at construction and the families are thread-safe.
 #pragma once

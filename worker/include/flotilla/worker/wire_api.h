@@ -35,8 +35,8 @@ class WireApi {
 absl::StatusOr<std::unique_ptr<HttpServer>> ServeWireApi(const std::string& address, WireApi* api,
                                                          MetricsRegistry* metrics = nullptr);
 
-// The worker HTTP server's requests, counted by route and HTTP status and timed to the last
-// byte (flotilla_worker_requests_total{route,status}, flotilla_worker_request_seconds{route})
+// The worker HTTP server's requests, counted by route and HTTP status and timed to their last
+// write (flotilla_worker_requests_total{route,status}, flotilla_worker_request_seconds{route})
 // around `inner`. Routes are the wire API's ("/chat/completions", "/messages", ... with the
 // session prefix and "/v1" dropped), "/metrics", "/api/<view>", "/dashboard" (the page and its
 // assets), or "other", so the label set stays bounded. `registry` must outlive the handler.
