@@ -76,6 +76,8 @@ void ProgressBar::Finish(std::string_view detail) {
   finished_ = true;
   if (!drawn_ && detail.empty()) return;  // never shown: nothing to end
   if (!detail.empty()) detail_ = std::string(detail);
+  // A plain log already holding this very state needs no second copy of it.
+  if (!tty_ && drawn_done_ == done_ && drawn_detail_ == detail_) return;
   Draw(true);
 }
 
@@ -90,6 +92,8 @@ void ProgressBar::Draw(bool final) {
   }
   last_draw_ns_ = now;
   drawn_ = true;
+  drawn_done_ = done_;
+  drawn_detail_ = detail_;
 }
 
 }  // namespace flotilla

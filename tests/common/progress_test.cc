@@ -72,6 +72,15 @@ TEST_F(ProgressBarTest, TerminalRedrawsOneLineInPlace) {
             "\r\033[Krun [##]  2/2  100%  0s\n");
 }
 
+TEST_F(ProgressBarTest, PlainFinishDoesNotRepeatTheLastLine) {
+  ProgressBar bar({.label = "steps", .total = 2, .fd = fds_[1], .tty = 0, .plain_interval_s = 0, .width = 2,
+                   .clock = &clock_});
+  bar.Update(1);
+  bar.Update(2);
+  bar.Finish();
+  EXPECT_EQ(Drain(fds_[0]), "steps [#.]  1/2  50%  0s left\nsteps [##]  2/2  100%  0s\n");
+}
+
 TEST_F(ProgressBarTest, NeverUpdatedPrintsNothing) {
   { ProgressBar bar({.label = "quiet", .total = 3, .fd = fds_[1], .tty = 0, .clock = &clock_}); }
   EXPECT_EQ(Drain(fds_[0]), "");

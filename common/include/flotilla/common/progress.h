@@ -63,6 +63,8 @@ class ProgressBar {
   std::string detail_;        // guarded by mu_
   int64_t last_draw_ns_ = 0;  // guarded by mu_
   bool drawn_ = false;        // guarded by mu_
+  uint64_t drawn_done_ = 0;   // the state last drawn; guarded by mu_
+  std::string drawn_detail_;  // guarded by mu_
   bool finished_ = false;     // guarded by mu_
 };
 
