@@ -1,5 +1,12 @@
 #include "rollout_bench.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +19,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "flotilla/common/clock.h"
+#include "flotilla/common/http_server.h"
+#include "flotilla/common/metrics.h"
+#include "flotilla/common/progress.h"
+#include "flotilla/dashboard/dashboard.h"
 #include "flotilla/inference/engine.h"
 #include "flotilla/inference/safetensors.h"
 #include "flotilla/inference/tokenizer.h"
@@ -106,6 +117,7 @@ ModeResult RunMode(const RolloutBenchOptions& o, inference::Engine& engine, cons
   Stopwatch total;
   ModeResult r;
   if (!runner.Start().ok()) return r;
+  ProgressBar bar({.label = absl::StrFormat("bench rollout eta=%d", eta), .total = o.steps, .plain_interval_s = 0});
   // The trainer publishes each version and goes on to its next batch; the bridge's switch
   // (stage the file while generating, then interrupt, commit, resume) runs beside it, as a
   // PublishWeights call does beside the batch stream. One switch at a time: publishing the
@@ -132,14 +144,129 @@ ModeResult RunMode(const RolloutBenchOptions& o, inference::Engine& engine, cons
     r.trainer_busy_s += busy.ElapsedMillis() / 1000.0;
     if (publisher.joinable()) publisher.join();
     publisher = std::thread(publish, static_cast<int64_t>(step) + 1);
-    std::cerr << absl::StrFormat("bench rollout: eta=%d step=%d/%d elapsed=%.1fs\n", eta, step + 1, o.steps,
-                                 total.ElapsedMillis() / 1000.0);
+    bar.Update(step + 1);
   }
   if (publisher.joinable()) publisher.join();
+  bar.Finish();
   r.seconds = total.ElapsedMillis() / 1000.0;
   r.tokens = runner.Stats().tokens_generated;
   runner.Stop();
   return r;
+}
+
+// One GET over loopback, as a Prometheus server or the dashboard's page does; the status code
+// (0 when the server could not be reached).
+int HttpGet(int port, const std::string& path) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int status = 0;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string req = absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      std::string reply;
+      char buf[65536];
+      for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) reply.append(buf, static_cast<size_t>(n));
+      if (reply.size() > 12) status = std::atoi(reply.c_str() + 9);  // "HTTP/1.1 200 OK"
+    }
+  }
+  ::close(fd);
+  return status;
+}
+
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+struct Observed {
+  double seconds = 0, cpu_s = 0;
+  uint64_t tokens = 0, scrapes = 0, failed_scrapes = 0;
+};
+
+// The asynchronous mode on a fresh engine, with or without observability.
+absl::StatusOr<Observed> RunObserved(const RolloutBenchOptions& o, const inference::EngineOptions& base,
+                                     const inference::ModelConfig& model, const std::string& weights, double train_s,
+                                     bool observed) {
+  MetricsRegistry registry;
+  inference::EngineOptions eo = base;
+  if (observed) eo.metrics = &registry;
+  auto engine = inference::Engine::Create(eo);
+  if (!engine.ok()) return engine.status();
+  if (absl::Status s = (*engine)->LoadModel("bench", model, weights, 0); !s.ok()) return s;
+  std::unique_ptr<HttpServer> server;
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> scrapes{0}, failed{0};
+  std::thread scraper;
+  if (observed) {
+    dashboard::DashboardSources sources;
+    sources.metrics = &registry;
+    auto started = HttpServer::Start("127.0.0.1:0", dashboard::DashboardHandler(std::move(sources)));
+    if (!started.ok()) return started.status();
+    server = std::move(*started);
+    scraper = std::thread([&, port = server->port()] {
+      for (int tick = 0; !stop.load(); ++tick) {
+        std::vector<std::string> paths = {"/metrics"};
+        if (tick % 5 == 0) {
+          for (const char* p : {"/api/metrics_log", "/api/fleet", "/api/trajectories?limit=200", "/api/eval_jobs"}) {
+            paths.push_back(p);
+          }
+        }
+        for (const std::string& p : paths) (HttpGet(port, p) == 200 ? scrapes : failed).fetch_add(1);
+        for (int i = 0; i < 10 && !stop.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    });
+  }
+  const double cpu0 = ProcessCpuSeconds();
+  ModeResult m = RunMode(o, **engine, weights, o.eta, train_s);
+  Observed r{m.seconds, ProcessCpuSeconds() - cpu0, m.tokens, 0, 0};
+  stop = true;
+  if (scraper.joinable()) scraper.join();
+  r.scrapes = scrapes.load();
+  r.failed_scrapes = failed.load();
+  return r;
+}
+
+int RunMetricsOverhead(const RolloutBenchOptions& o, const inference::EngineOptions& eo,
+                       const inference::ModelConfig& model, const std::string& weights, double train_s) {
+  Observed off, on;
+  for (uint32_t round = 0; round < o.overhead_rounds; ++round) {
+    // Alternating order (off, on), (on, off), ... so a drifting machine load falls on both.
+    for (int k = 0; k < 2; ++k) {
+      const bool observed = (round % 2 == 0) == (k == 1);
+      auto r = RunObserved(o, eo, model, weights, train_s, observed);
+      if (!r.ok()) {
+        std::cerr << "bench rollout: " << (observed ? "observed" : "bare") << " run failed: " << r.status() << "\n";
+        return 1;
+      }
+      Observed& sum = observed ? on : off;
+      sum.seconds += r->seconds;
+      sum.cpu_s += r->cpu_s;
+      sum.tokens += r->tokens;
+      sum.scrapes += r->scrapes;
+      sum.failed_scrapes += r->failed_scrapes;
+      std::cerr << absl::StrFormat("bench rollout: round %d %s: %.0f tokens/s, %.3f ms CPU per token\n", round + 1,
+                                   observed ? "with metrics+dashboard" : "without", r->tokens / r->seconds,
+                                   1e3 * r->cpu_s / std::max<uint64_t>(r->tokens, 1));
+    }
+  }
+  const double rate_off = off.tokens / std::max(off.seconds, 1e-9), rate_on = on.tokens / std::max(on.seconds, 1e-9);
+  const double cpu_off = off.cpu_s / std::max<uint64_t>(off.tokens, 1), cpu_on = on.cpu_s / std::max<uint64_t>(on.tokens, 1);
+  std::cout << absl::StrFormat("rollout.backend=%s\nrollout.steps=%d\nrollout.prompts_per_step=%d\nrollout.rounds=%d\n",
+                               o.backend, o.steps, o.prompts_per_step, o.overhead_rounds);
+  std::cout << absl::StrFormat("rollout.tokens_per_s.without_metrics=%.1f\nrollout.tokens_per_s.with_metrics=%.1f\n",
+                               rate_off, rate_on);
+  std::cout << absl::StrFormat("rollout.cpu_ms_per_token.without_metrics=%.4f\nrollout.cpu_ms_per_token.with_metrics=%.4f\n",
+                               1e3 * cpu_off, 1e3 * cpu_on);
+  std::cout << absl::StrFormat("rollout.scrapes=%d\nrollout.failed_scrapes=%d\n", on.scrapes, on.failed_scrapes);
+  std::cout << absl::StrFormat("rollout.metrics_overhead_frac=%.4f\n", 1.0 - rate_on / std::max(rate_off, 1e-9));
+  std::cout << absl::StrFormat("rollout.metrics_cpu_overhead_frac=%.4f\n", cpu_on / std::max(cpu_off, 1e-12) - 1.0);
+  return on.failed_scrapes == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -178,6 +305,7 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
   // live; the GPU gets enough for the in-flight bound at 4,200 tokens each.
   eo.kv_memory_bytes = gpu ? 24ull << 30 : 4ull << 30;
   eo.max_step_tokens = 8192;
+  if (o.metrics_overhead && !gpu) eo.kv_memory_bytes = 512ull << 20;  // two engines, one after the other
   auto engine = inference::Engine::Create(eo);
   if (!engine.ok()) {
     std::cerr << "bench rollout: engine set-up failed: " << engine.status() << "\n";
@@ -212,6 +340,13 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
   double train_s = cal.ElapsedMillis() / 1000.0;
   std::cerr << absl::StrFormat("bench rollout: trainer step = one median group = %.3fs\n", train_s);
 
+  if (o.metrics_overhead) {
+    engine->reset();  // each measured run gets its own engine
+    int code = RunMetricsOverhead(o, eo, model, weights, train_s);
+    std::error_code ec;
+    if (o.work_dir.empty()) std::filesystem::remove_all(dir, ec);
+    return code;
+  }
   ModeResult sync = RunMode(o, **engine, weights, 0, train_s);
   ModeResult async = RunMode(o, **engine, weights, o.eta, train_s);
   auto idle = [](const ModeResult& m) { return m.seconds > 0 ? 1.0 - m.trainer_busy_s / m.seconds : 0.0; };

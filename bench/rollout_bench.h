@@ -9,6 +9,13 @@
 // Prints name=value lines: rollout.async_vs_sync, rollout.trainer_idle_fraction.{async,sync},
 // rollout.switch_stall_ms (with rollout.weight_load_ms, the part of it spent reading the new
 // weights), and the raw timings.
+//
+// With metrics_overhead it instead runs the asynchronous mode alternately without and with
+// observability (the engine's figures in a MetricsRegistry, served with the dashboard by the
+// HTTP server, /metrics scraped every second and the dashboard's API read every five, as its
+// page does) and prints rollout.metrics_overhead_frac: the share of rollout throughput
+// (tokens/s) lost, and rollout.metrics_cpu_overhead_frac: the extra process CPU per token,
+// which a machine shared with other work measures more steadily than wall time.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +37,8 @@ struct RolloutBenchOptions {
   int threads = 0;                // engine threads; 0: all cores
   uint64_t seed = 1;
   std::string work_dir;           // model files; empty: a temp dir
+  bool metrics_overhead = false;  // measure observability's cost instead of sync vs async
+  uint32_t overhead_rounds = 2;   // rounds of (without, with) pairs, order alternating
 };
 
 // The model of the CUDA runs: large enough that a decode step costs about the same at batch 1

@@ -20,6 +20,10 @@ inline void AddRolloutBenchFlags(CLI::App* app, RolloutBenchOptions* o) {
       ->capture_default_str();
   app->add_option("--threads", o->threads, "engine threads (0: all cores)")->capture_default_str();
   app->add_option("--seed", o->seed, "workload seed")->capture_default_str();
+  app->add_flag("--metrics-overhead", o->metrics_overhead,
+                "measure what metrics and the dashboard cost (async mode without and with them)");
+  app->add_option("--overhead-rounds", o->overhead_rounds, "pairs of runs for --metrics-overhead")
+      ->capture_default_str();
   app->add_option("--work-dir", o->work_dir, "where the model files go (default: a temp dir, removed)");
 }
 

@@ -18,6 +18,7 @@
 #include "flotilla/eval/report_html.h"
 #include "flotilla/eval/trial_result.h"
 #include "flotilla/worker/external_agent.h"
+#include "flotilla/common/progress.h"
 #include "flotilla/worker/sandbox_client.h"
 #include "flotilla/worker/terminal_task.h"
 #include "nlohmann/json.hpp"
@@ -299,6 +300,21 @@ int RunEvalJob(EvalJobFlags f) {
   std::mutex mu;
   size_t next = 0, finished = 0, total = 0;
   for (const Trial& tr : trials) total += tr.result.has_value() ? 0 : 1;
+  // Trials by outcome and those running, at the dashboard's /metrics.
+  MetricsRegistry& metrics = (*platform)->metrics();
+  Gauge& running = metrics.GetGauge("flotilla_eval_trials_running", "Eval trials running now");
+  Gauge& pending = metrics.GetGauge("flotilla_eval_trials_pending", "Eval trials of the job not started yet");
+  pending.Set(static_cast<double>(total));
+  auto outcomes = [&metrics](const std::string& agent, const std::string& outcome) -> Counter& {
+    return metrics.GetCounter("flotilla_eval_trials_total",
+                              "Eval trials finished, by agent and outcome (passed, failed or the error type)",
+                              {{"agent", agent}, {"outcome", outcome}});
+  };
+  for (const std::string& agent : f.agents) {
+    outcomes(agent, "passed").Add(0);  // present at 0 before the first trial ends
+    outcomes(agent, "failed").Add(0);
+  }
+  ProgressBar bar({.label = "eval", .total = total});
   auto work = [&] {
     for (;;) {
       Trial* tr = nullptr;
@@ -308,6 +324,8 @@ int RunEvalJob(EvalJobFlags f) {
         if (next >= trials.size() || stop.received() != 0) return;
         tr = &trials[next++];
       }
+      pending.Add(-1);
+      running.Add(1);
       auto cli_task = cli_tasks.find({tr->task, tr->agent});
       const worker::TerminalTask& task = cli_task != cli_tasks.end() ? cli_task->second : (*tasks)[tr->task];
       eval::TrialResult r;
@@ -354,16 +372,25 @@ int RunEvalJob(EvalJobFlags f) {
       if (absl::Status s = WriteJson(job_dir / tr->name / "result.json", eval::TrialResultToJson(r)); !s.ok()) {
         std::cerr << "flotilla eval: " << s.message() << "\n";
       }
+      outcomes(tr->agent, !r.error_type.empty() ? r.error_type : r.reward >= 1.0 ? "passed" : "failed").Add();
+      running.Add(-1);
       std::lock_guard<std::mutex> lock(mu);
       tr->result = r;
       ++finished;
-      std::cerr << absl::StrFormat("[%d/%d] %s reward=%g%s\n", finished, total, tr->name, r.reward,
-                                   r.error_type.empty() ? "" : " error=" + r.error_type);
+      std::string line = absl::StrFormat("%s reward=%g%s", tr->name, r.reward,
+                                         r.error_type.empty() ? "" : " error=" + r.error_type);
+      // A terminal gets one redrawn bar; a log keeps one line per trial.
+      if (bar.tty()) {
+        bar.Update(finished, line);
+      } else {
+        std::cerr << absl::StrFormat("[%d/%d] %s\n", finished, total, line);
+      }
     }
   };
   std::vector<std::thread> pool;
   for (int i = 0; i < f.concurrency; ++i) pool.emplace_back(work);
   for (std::thread& t : pool) t.join();
+  if (bar.tty()) bar.Finish();
   eval::JobShape shape{.tasks = {}, .agents = f.agents, .model = model, .attempts = f.attempts};
   for (const worker::TerminalTask& t : *tasks) shape.tasks.push_back(t.name);
   std::vector<eval::TrialResult> ran;

@@ -22,6 +22,7 @@
 #include "commands.h"
 #include "stop_signal.h"
 #include "flotilla/common/logging.h"
+#include "flotilla/common/progress.h"
 #include "flotilla/common/status.h"
 #include "flotilla/app/embedded_platform.h"
 #include "flotilla/merge/merge.h"
@@ -165,7 +166,9 @@ int Run(const RunFlags& f) {
   } else {
     std::cerr << "run: bridge at " << exp->address() << "; waiting for a trainer (Ctrl-C stops)\n";
   }
-  const bool tty = isatty(STDOUT_FILENO);
+  // A bar over the RL steps on a terminal; a plain line every 10 s otherwise.
+  ProgressBar bar({.label = "run", .total = cfg->trainer.rl_steps, .fd = STDOUT_FILENO, .plain_interval_s = 0});
+  const bool tty = bar.tty();
   uint64_t last_samples = 0;
   auto last_t = std::chrono::steady_clock::now();
   auto last_print = last_t - std::chrono::seconds(100);
@@ -191,17 +194,17 @@ int Run(const RunFlags& f) {
     last_print = now;
     double minutes = std::chrono::duration<double>(now - wall).count() / 60;
     std::string line = absl::StrFormat(
-        "step=%d version=%d reward=%.3f staleness=%.2f stale_masked=%d samples/s=%.1f in_flight=%d "
+        "version=%d reward=%.3f staleness=%.2f stale_masked=%d samples/s=%.1f in_flight=%d "
         "samples=%d minutes=%.1f%s",
-        p.step, p.policy_version, rs.recent_reward, p.mean_staleness, p.stale_masked_total, rate, cs.in_flight,
+        p.policy_version, rs.recent_reward, p.mean_staleness, p.stale_masked_total, rate, cs.in_flight,
         rs.samples_completed, minutes, p.model_loaded ? "" : " (warm start)");
     if (tty) {
-      std::cout << "\r\033[K" << line << std::flush;
+      bar.Update(static_cast<uint64_t>(std::max<int64_t>(0, p.step)), line);
     } else {
-      std::cout << line << std::endl;
+      std::cout << absl::StrFormat("step=%d ", p.step) << line << std::endl;
     }
   }
-  if (tty) std::cout << "\n";
+  if (tty) bar.Finish();
   if (stop.received() != 0) {
     // Orderly stop: no new prompts or batches, samples in flight are stored, the trainer goes.
     std::cerr << "run: " << (stop.received() == SIGINT ? "SIGINT" : "SIGTERM")

@@ -44,6 +44,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedNode>> EmbeddedNode::Start(const Embedded
   node::NodeAgentOptions ao;
   ao.node_id = o.node_id;
   ao.admission = o.admission;
+  ao.metrics = o.metrics;
   ASSIGN_OR_RETURN(node->agent_, node::NodeAgent::Create(std::move(runtime), ao));
   grpc::ServerBuilder builder;
   int port = 0;

@@ -10,6 +10,7 @@
 #include "flotilla/common/logging.h"
 #include "flotilla/common/status.h"
 #include "flotilla/scheduler/grpc_node_client.h"
+#include "flotilla/scheduler/metrics.h"
 
 namespace flotilla::app {
 namespace {
@@ -26,11 +27,17 @@ const char* PlacementStateName(v1::SandboxPlacement::State s) {
   }
 }
 
-// The dashboard's fleet: the scheduler's placements by scale unit and node.
+const char* ClassName(v1::ExecutionClass c) {
+  return c == v1::LATENCY_SENSITIVE ? "latency-sensitive" : "best-effort";
+}
+
+// The dashboard's fleet: the scheduler's placements by scale unit and node, with each
+// sandbox's state and execution class.
 std::vector<dashboard::FleetUnit> FleetOf(scheduler::FrontDoor& front) {
   std::map<std::string, std::map<std::string, std::vector<dashboard::FleetSandbox>>> tree;
   for (const v1::SandboxPlacement& p : front.ListSandboxes(v1::ListSandboxesRequest())) {
-    tree[p.scale_unit()][p.node_id()].push_back({p.sandbox_id(), PlacementStateName(p.state()), ""});
+    tree[p.scale_unit()][p.node_id()].push_back(
+        {p.sandbox_id(), PlacementStateName(p.state()), ClassName(p.execution_class())});
   }
   std::vector<dashboard::FleetUnit> units;
   for (auto& [unit, nodes] : tree) {
@@ -58,6 +65,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedPlatform>> EmbeddedPlatform::Start(const 
   ASSIGN_OR_RETURN(p->scheduler_, scheduler::SchedulerServer::Start(so, SystemClock::Get(),
                                                                      scheduler::GrpcNodeClientFactory()));
   const std::string scheduler_address = absl::StrCat(HostOf(o.scheduler_listen), ":", p->scheduler_->port());
+  p->scheduler_metrics_ = scheduler::AddSchedulerCollector(p->metrics_, p->scheduler_->front());
 
   EmbeddedNodeOptions no;
   no.state_dir = o.sandbox_state_dir.empty() ? state + "/sandboxes" : o.sandbox_state_dir;
@@ -66,6 +74,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedPlatform>> EmbeddedPlatform::Start(const 
   no.listen = o.node_listen;
   no.scheduler_address = scheduler_address;
   no.admission = o.admission;
+  no.metrics = &p->metrics_;
   ASSIGN_OR_RETURN(p->node_, EmbeddedNode::Start(no));
   // Every sandbox the platform's users ask for comes from the scheduler's front door.
   p->sandboxes_ = worker::SandboxClient::ThroughScheduler(
@@ -130,6 +139,7 @@ void EmbeddedPlatform::Stop() {
   if (engine_server_) engine_server_->Shutdown();
   if (worker_) worker_->Stop();
   if (node_) node_->Stop();
+  scheduler_metrics_ = MetricsRegistry::CollectorHandle();
   if (scheduler_) scheduler_->Shutdown();
 }
 

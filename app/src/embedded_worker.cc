@@ -105,6 +105,7 @@ absl::Status EmbeddedWorker::ServeModel(const EmbeddedWorkerOptions& o) {
   so.experiment = o.experiment;
   so.scaffold = o.scaffold;
   so.experts_per_token = config_.routing_width();
+  so.metrics = o.engine.metrics;
   so.hf = hf_.get();
   service_ = std::make_unique<worker::ChatService>(generator_.get(), so);
   api_ = std::make_unique<worker::WireApi>(service_.get());
@@ -123,7 +124,10 @@ absl::Status EmbeddedWorker::ServeHttp(const EmbeddedWorkerOptions& o) {
   if (!sources.token_text) sources.token_text = [](int32_t id) { return inference::Decode({id}); };
   HttpHandler wire;
   if (api_ != nullptr) wire = [api = api_.get()](const HttpRequest& r, HttpResponder& out) { api->Handle(r, out); };
-  ASSIGN_OR_RETURN(server_, HttpServer::Start(o.http_address, dashboard::DashboardHandler(std::move(sources), std::move(wire))));
+  HttpHandler handler = dashboard::DashboardHandler(std::move(sources), std::move(wire));
+  // Every request of the server (wire APIs, /metrics, the dashboard) by route and status.
+  if (o.engine.metrics != nullptr) handler = worker::CountRequests(std::move(handler), *o.engine.metrics);
+  ASSIGN_OR_RETURN(server_, HttpServer::Start(o.http_address, std::move(handler)));
   return absl::OkStatus();
 }
 

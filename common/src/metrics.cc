@@ -236,6 +236,21 @@ std::vector<double> MetricsRegistry::ExponentialBounds(double start, double fact
 
 namespace {
 
+// A histogram's sample lines (without the last newline): buckets with `le` last, sum, count.
+std::string HistogramLines(const std::string& name, const MetricLabels& labels, const std::vector<double>& bounds,
+                           const std::vector<uint64_t>& cumulative, double sum) {
+  const std::string key = RenderLabels(labels);
+  std::string lines;
+  for (size_t i = 0; i <= bounds.size(); ++i) {
+    std::string le = i < bounds.size() ? FormatValue(bounds[i]) : "+Inf";
+    absl::StrAppend(&lines, name, "_bucket", RenderLabels(labels, absl::StrCat("le=\"", le, "\"")), " ",
+                    cumulative[i], "\n");
+  }
+  absl::StrAppend(&lines, name, "_sum", key, " ", FormatValue(sum), "\n", name, "_count", key, " ",
+                  cumulative.back());
+  return lines;
+}
+
 // A scrape's view: family name -> type, help, and its sample lines in label order.
 struct RenderedFamily {
   int type = kGauge;
@@ -252,16 +267,26 @@ class SnapshotWriter : public MetricsSnapshotWriter {
   void Counter(std::string_view name, std::string_view help, const MetricLabels& labels, double value) override {
     Put(name, help, labels, value, kCounter);
   }
+  void Histogram(std::string_view name, std::string_view help, const MetricLabels& labels,
+                 const std::vector<double>& bounds, const std::vector<uint64_t>& cumulative, double sum) override {
+    Require(cumulative.size() == bounds.size() + 1,
+            absl::StrCat("histogram '", std::string(name), "': one count per bound and +Inf"));
+    Family(name, help, kHistogram).lines[RenderLabels(labels)] =
+        HistogramLines(std::string(name), labels, bounds, cumulative, sum);
+  }
 
  private:
-  void Put(std::string_view name, std::string_view help, const MetricLabels& labels, double value, int type) {
+  RenderedFamily& Family(std::string_view name, std::string_view help, int type) {
     Require(ValidName(name, true), absl::StrCat("bad metric name '", std::string(name), "'"));
     auto it = out_.find(name);
     if (it == out_.end()) {
       it = out_.emplace(std::string(name), RenderedFamily{type, std::string(help), {}}).first;
     }
+    return it->second;
+  }
+  void Put(std::string_view name, std::string_view help, const MetricLabels& labels, double value, int type) {
     std::string key = RenderLabels(labels);
-    it->second.lines[key] = absl::StrCat(std::string(name), key, " ", FormatValue(value));
+    Family(name, help, type).lines[key] = absl::StrCat(std::string(name), key, " ", FormatValue(value));
   }
   std::map<std::string, RenderedFamily, std::less<>>& out_;
 };
@@ -279,17 +304,8 @@ std::string MetricsRegistry::RenderPrometheus() const {
       for (const auto& [key, c] : f->counters) r.lines[key] = absl::StrCat(name, key, " ", FormatValue(c->value()));
       for (const auto& [key, g] : f->gauges) r.lines[key] = absl::StrCat(name, key, " ", FormatValue(g->value()));
       for (const auto& [key, h] : f->histograms) {
-        const MetricLabels& labels = f->labels.at(key);
         Histogram::Reading reading = h->Read();
-        std::string lines;
-        for (size_t i = 0; i <= f->bounds.size(); ++i) {
-          std::string le = i < f->bounds.size() ? FormatValue(f->bounds[i]) : "+Inf";
-          absl::StrAppend(&lines, name, "_bucket", RenderLabels(labels, absl::StrCat("le=\"", le, "\"")), " ",
-                          reading.cumulative[i], "\n");
-        }
-        absl::StrAppend(&lines, name, "_sum", key, " ", FormatValue(reading.sum), "\n", name, "_count", key, " ",
-                        reading.count);
-        r.lines[key] = std::move(lines);
+        r.lines[key] = HistogramLines(name, f->labels.at(key), f->bounds, reading.cumulative, reading.sum);
       }
     }
   }

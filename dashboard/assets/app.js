@@ -85,13 +85,18 @@ async function loadFleet() {
   for (const u of fleet.units) {
     const unit = el('div', {class: 'unit', 'data-unit': u.id}, el('strong', {text: 'scale unit ' + u.id}));
     for (const n of u.nodes) {
-      const counts = {};
-      for (const b of n.sandboxes) counts[b.state] = (counts[b.state] || 0) + 1;
-      const summary = Object.entries(counts).map(([k, v]) => `${v} ${k}`).join(', ') || 'idle';
+      const counts = {}, classes = {};
+      for (const b of n.sandboxes) {
+        counts[b.state] = (counts[b.state] || 0) + 1;
+        if (b['class']) classes[b['class']] = (classes[b['class']] || 0) + 1;
+      }
+      const byClass = Object.entries(classes).map(([k, v]) => `${v} ${k}`).join(', ');
+      const summary = (Object.entries(counts).map(([k, v]) => `${v} ${k}`).join(', ') || 'idle') +
+                      (byClass ? ` · ${byClass}` : '');
       const node = el('div', {class: 'node', 'data-node': n.id},
         el('span', {class: 'node-name', text: n.id}), ' ', el('span', {class: 'muted', text: summary}), el('br'));
       for (const b of n.sandboxes) {
-        node.append(el('span', {class: `box ${b.state} ${b['class']}`, 'data-sandbox': b.id,
+        node.append(el('span', {class: `box ${b.state} ${b['class']}`, 'data-sandbox': b.id, 'data-class': b['class'] || '',
                                  title: `${b.id}\n${b.state} · ${b['class']}`}));
       }
       unit.append(node);

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string_view>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -31,6 +33,30 @@ void SendError(HttpResponder& out, int status, const absl::Status& error) {
 
 void SendError(HttpResponder& out, int status, const std::string& message) {
   SendJson(out, status, json{{"error", message}});
+}
+
+// A path segment with its %XX escapes decoded (the page encodes ids with encodeURIComponent:
+// an RL sample's id "experiment/s12" arrives as "experiment%2Fs12"). Nullopt for a bad escape.
+std::optional<std::string> PercentDecode(std::string_view in) {
+  std::string out;
+  out.reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out += in[i];
+      continue;
+    }
+    int value = 0;
+    if (i + 2 >= in.size()) return std::nullopt;
+    for (size_t k = i + 1; k <= i + 2; ++k) {
+      const char c = static_cast<char>(absl::ascii_tolower(static_cast<unsigned char>(in[k])));
+      const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+      if (digit < 0) return std::nullopt;
+      value = value * 16 + digit;
+    }
+    out += static_cast<char>(value);
+    i += 2;
+  }
+  return out;
 }
 
 int HttpStatusOf(const absl::Status& s) {
@@ -159,7 +185,9 @@ void ServeApi(const DashboardSources& src, const HttpRequest& req, HttpResponder
   const std::string kOne = "/api/trajectories/";
   if (absl::StartsWith(path, kOne) && path.size() > kOne.size()) {
     if (!src.trajectory) return SendError(out, 404, "no trajectory store in this process");
-    auto t = src.trajectory(path.substr(kOne.size()));
+    std::optional<std::string> id = PercentDecode(std::string_view(path).substr(kOne.size()));
+    if (!id.has_value()) return SendError(out, 400, "trajectory id: bad %-escape");
+    auto t = src.trajectory(*id);
     if (!t.ok()) return SendError(out, HttpStatusOf(t.status()), t.status());
     auto j = TrajectoryJson(*t, src.token_text);
     if (!j.ok()) return SendError(out, 500, j.status());

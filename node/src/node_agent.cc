@@ -3,13 +3,16 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/status.h"
+#include "node_metrics.h"
 
 namespace flotilla::node {
 
@@ -59,7 +62,33 @@ v1::SandboxEvent ToProto(const SandboxEvent& e, const std::string& node_id) {
 class NodeAgentImpl final : public NodeAgent, public v1::NodeAgent::Service {
  public:
   NodeAgentImpl(std::unique_ptr<Runtime> rt, NodeAgentOptions o, AdmissionCheck check, v1::NodeUsage capacity)
-      : rt_(std::move(rt)), options_(std::move(o)), check_(check), usage_(std::move(capacity)) {}
+      : rt_(std::move(rt)), options_(std::move(o)), check_(check), usage_(std::move(capacity)) {
+    if (options_.metrics == nullptr) return;
+    metrics_ = std::make_unique<NodeMetrics>(*options_.metrics);
+    crashes_ = rt_->WatchEvents("", [m = metrics_.get()](const SandboxEvent& e) {
+      if (e.kind == SandboxEvent::Kind::kCrashed) m->Crashed(sandbox::StopReasonName(e.reason));
+    });
+    collector_ = options_.metrics->AddCollector([this](MetricsSnapshotWriter& w) {
+      std::map<std::pair<std::string, std::string>, int> live;  // (class, state) -> sandboxes
+      for (v1::ExecutionClass c : {v1::LATENCY_SENSITIVE, v1::BEST_EFFORT}) {
+        for (const char* state : {"running", "starting"}) live[{ClassLabel(c), state}] = 0;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (const auto& [id, admit] : admitted_) {
+          ++live[{ClassLabel(admit.execution_class()), starting_.count(id) != 0 ? "starting" : "running"}];
+        }
+      }
+      for (const auto& [key, n] : live) {
+        w.Gauge("flotilla_node_sandboxes", "Sandboxes on the node now, by execution class and state",
+                {{"class", key.first}, {"state", key.second}}, n);
+      }
+    });
+  }
+  ~NodeAgentImpl() override {
+    collector_ = MetricsRegistry::CollectorHandle();
+    crashes_.reset();
+  }
 
   grpc::Service* service() override { return this; }
   Runtime& runtime() override { return *rt_; }
@@ -81,8 +110,12 @@ class NodeAgentImpl final : public NodeAgent, public v1::NodeAgent::Service {
 
   grpc::Status Create(grpc::ServerContext*, const v1::CreateRequest* req, v1::CreateResponse* resp) override {
     // Every check that can refuse the request runs before the reservation, which must not leak.
+    const auto start = std::chrono::steady_clock::now();
     for (const auto& a : req->extra_allow()) {
-      if (a.port() > 65535) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "extra_allow.port: above 65535");
+      if (a.port() > 65535) {
+        CountFailure("invalid_request");
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "extra_allow.port: above 65535");
+      }
     }
     v1::AdmitRequest admit;
     *admit.mutable_resources() = req->resources();
@@ -94,13 +127,18 @@ class NodeAgentImpl final : public NodeAgent, public v1::NodeAgent::Service {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (req->numa_partition() >= static_cast<uint32_t>(std::max(1, usage_.partitions_size()))) {
+        CountFailure("invalid_request");
         return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                             absl::StrCat("numa_partition: no partition ", req->numa_partition(), " on this node"));
       }
       v1::AdmitResponse d = check_.Decide(usage_, admit);
-      if (!d.admitted()) return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "not admitted: " + d.reason());
+      if (!d.admitted()) {
+        CountFailure("admission");
+        return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "not admitted: " + d.reason());
+      }
       usage_ = check_.Apply(usage_, admit);
       admitted_[reservation] = admit;
+      starting_.insert(reservation);
       for (const auto& p : usage_.partitions()) {
         if (p.index() == req->numa_partition() && rt_->features().cpuset) {
           cpus = p.cpus();
@@ -126,6 +164,7 @@ class NodeAgentImpl final : public NodeAgent, public v1::NodeAgent::Service {
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto node = admitted_.extract(reservation);
+      starting_.erase(reservation);
       if (created.ok()) {
         node.key() = created->id;
         admitted_.insert(std::move(node));
@@ -135,7 +174,11 @@ class NodeAgentImpl final : public NodeAgent, public v1::NodeAgent::Service {
       listener = listener_;
       now = usage_;
     }
-    if (!created.ok()) return ToGrpc(created.status());
+    if (!created.ok()) {
+      CountFailure("runtime");
+      return ToGrpc(created.status());
+    }
+    if (metrics_ != nullptr) metrics_->Created(req->execution_class(), SecondsSince(start));
     if (listener) listener(now);
     resp->set_sandbox_id(created->id);
     for (const std::string& s : created->enforcers_active) resp->add_enforcers_active(s);
@@ -164,6 +207,9 @@ class NodeAgentImpl final : public NodeAgent, public v1::NodeAgent::Service {
       writer->Write(chunk);
     });
     if (!r.ok()) return ToGrpc(r.status());
+    if (metrics_ != nullptr && r->reason != sandbox::StopReason::kNone) {
+      metrics_->ExecStopped(sandbox::StopReasonName(r->reason));
+    }
     v1::ExecChunk last;
     v1::ExecExit* e = last.mutable_exit();
     e->set_exit_code(r->exit_code);
@@ -204,20 +250,24 @@ class NodeAgentImpl final : public NodeAgent, public v1::NodeAgent::Service {
   }
 
   grpc::Status Destroy(grpc::ServerContext*, const v1::SandboxRef* req, v1::Empty*) override {
+    const auto start = std::chrono::steady_clock::now();
     absl::Status s = rt_->Destroy(req->sandbox_id());
     if (!s.ok()) return ToGrpc(s);
     std::function<void(const v1::NodeUsage&)> listener;
     v1::NodeUsage now;
+    v1::ExecutionClass klass = v1::BEST_EFFORT;
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = admitted_.find(req->sandbox_id());
       if (it != admitted_.end()) {
+        klass = it->second.execution_class();
         Release(it->second);
         admitted_.erase(it);
       }
       listener = listener_;
       now = usage_;
     }
+    if (metrics_ != nullptr) metrics_->Destroyed(klass, SecondsSince(start));
     if (listener) listener(now);
     return grpc::Status::OK;
   }
@@ -273,6 +323,12 @@ class NodeAgentImpl final : public NodeAgent, public v1::NodeAgent::Service {
  private:
   // Takes `admit` back out of the usage (mu_ held).
   void Release(const v1::AdmitRequest& admit) { usage_ = check_.Release(usage_, admit); }
+  void CountFailure(std::string_view reason) {
+    if (metrics_ != nullptr) metrics_->CreateFailed(reason);
+  }
+  static double SecondsSince(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
 
   std::unique_ptr<Runtime> rt_;
   NodeAgentOptions options_;
@@ -282,6 +338,10 @@ class NodeAgentImpl final : public NodeAgent, public v1::NodeAgent::Service {
   std::map<std::string, v1::AdmitRequest> admitted_;  // sandbox id -> what it reserved
   std::function<void(const v1::NodeUsage&)> listener_;
   std::atomic<uint64_t> next_reservation_{0};
+  std::set<std::string> starting_;                    // reservations being created; guarded by mu_
+  std::unique_ptr<NodeMetrics> metrics_;              // null without options_.metrics
+  std::unique_ptr<sandbox::Watch> crashes_;          // counts crashes into metrics_
+  MetricsRegistry::CollectorHandle collector_;        // reads admitted_; removed first
 };
 
 class NodeAgentServerImpl final : public NodeAgentServer {

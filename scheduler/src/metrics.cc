@@ -1,6 +1,5 @@
 #include "flotilla/scheduler/metrics.h"
 
-#include <cstdio>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -25,105 +24,66 @@ LatencyHistogram::Reading LatencyHistogram::Read() const {
   return r;
 }
 
-namespace {
-
-// Shortest exact decimal form of a bucket bound in seconds ("0.00001", "1", "10").
-std::string Seconds(int64_t ns) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.9f", static_cast<double>(ns) / 1e9);
-  std::string s(buf);
-  while (s.back() == '0') s.pop_back();
-  if (s.back() == '.') s.pop_back();
-  return s;
-}
-
-struct Family {
-  const char* name;
-  const char* type;
-  const char* help;
-};
-
-void Header(std::string& out, const Family& f) {
-  absl::StrAppend(&out, "# HELP ", f.name, " ", f.help, "\n# TYPE ", f.name, " ", f.type, "\n");
-}
-
-}  // namespace
-
 std::string RenderPrometheus(FrontDoor& front) {
-  struct UnitFigures {
-    std::string name;
-    UnitStats stats;
-    LatencyHistogram::Reading latency;
-    double fill;
-  };
-  std::vector<UnitFigures> units;
+  MetricsRegistry registry;
+  MetricsRegistry::CollectorHandle handle = AddSchedulerCollector(registry, front);
+  return registry.RenderPrometheus();
+}
+
+MetricsRegistry::CollectorHandle AddSchedulerCollector(MetricsRegistry& registry, FrontDoor& front) {
+  return registry.AddCollector([&front](MetricsSnapshotWriter& w) { WriteSchedulerMetrics(front, w); });
+}
+
+void WriteSchedulerMetrics(FrontDoor& front, MetricsSnapshotWriter& w) {
+  std::vector<double> bounds;
+  for (int64_t ns : LatencyHistogram::kBoundsNs) bounds.push_back(static_cast<double>(ns) / 1e9);
   for (size_t k = 0; k < front.unit_count(); ++k) {
     ScaleUnit& u = front.unit(k);
-    units.push_back({u.name(), u.Stats(), u.latency().Read(), u.Fill()});
-  }
-  std::string out;
-  auto counter = [&](const Family& f, uint64_t PlacementStats::*field) {
-    Header(out, f);
-    for (const UnitFigures& u : units) {
-      absl::StrAppend(&out, f.name, "{unit=\"", u.name, "\"} ", u.stats.placement.*field, "\n");
-    }
-  };
-  counter({"flotilla_scheduler_placements_total", "counter", "Sandboxes placed (node admitted)."},
-          &PlacementStats::placements);
-  counter({"flotilla_scheduler_node_calls_total", "counter", "Placement calls made to nodes."},
-          &PlacementStats::attempts);
-  counter({"flotilla_scheduler_conflicts_total", "counter",
-           "Node answers that differed from the replica's view (rejections included)."},
-          &PlacementStats::conflicts);
-  counter({"flotilla_scheduler_rejections_total", "counter", "Placements a node's admission check rejected."},
-          &PlacementStats::rejections);
-  counter({"flotilla_scheduler_retries_total", "counter", "Node calls beyond the first for one placement."},
-          &PlacementStats::retries);
-  counter({"flotilla_scheduler_node_errors_total", "counter", "Node calls that failed (node unreachable)."},
-          &PlacementStats::node_errors);
-  counter({"flotilla_scheduler_no_capacity_total", "counter", "Choices that found no node with room in the view."},
-          &PlacementStats::no_capacity);
+    const UnitStats stats = u.Stats();
+    const MetricLabels unit = {{"unit", u.name()}};
+    const PlacementStats& p = stats.placement;
+    w.Counter("flotilla_scheduler_placements_total", "Sandboxes placed (node admitted).", unit,
+              static_cast<double>(p.placements));
+    w.Counter("flotilla_scheduler_node_calls_total", "Placement calls made to nodes.", unit,
+              static_cast<double>(p.attempts));
+    w.Counter("flotilla_scheduler_conflicts_total",
+              "Node answers that differed from the replica's view (rejections included).", unit,
+              static_cast<double>(p.conflicts));
+    w.Counter("flotilla_scheduler_rejections_total", "Placements a node's admission check rejected.", unit,
+              static_cast<double>(p.rejections));
+    w.Counter("flotilla_scheduler_retries_total", "Node calls beyond the first for one placement.", unit,
+              static_cast<double>(p.retries));
+    w.Counter("flotilla_scheduler_node_errors_total", "Node calls that failed (node unreachable).", unit,
+              static_cast<double>(p.node_errors));
+    w.Counter("flotilla_scheduler_no_capacity_total", "Choices that found no node with room in the view.", unit,
+              static_cast<double>(p.no_capacity));
 
-  const Family latency{"flotilla_scheduler_placement_latency_seconds", "histogram",
-                       "CreateSandbox latency in a scale unit: choice, node admission, journal."};
-  Header(out, latency);
-  for (const UnitFigures& u : units) {
-    uint64_t cumulative = 0;
-    for (size_t b = 0; b < u.latency.buckets.size(); ++b) {
-      cumulative += u.latency.buckets[b];
-      std::string le = b < LatencyHistogram::kBoundsNs.size() ? Seconds(LatencyHistogram::kBoundsNs[b]) : "+Inf";
-      absl::StrAppend(&out, latency.name, "_bucket{unit=\"", u.name, "\",le=\"", le, "\"} ", cumulative, "\n");
-    }
-    absl::StrAppend(&out, latency.name, "_sum{unit=\"", u.name, "\"} ",
-                    static_cast<double>(u.latency.sum_ns) / 1e9, "\n");
-    absl::StrAppend(&out, latency.name, "_count{unit=\"", u.name, "\"} ", u.latency.count, "\n");
-  }
+    const LatencyHistogram::Reading latency = u.latency().Read();
+    std::vector<uint64_t> cumulative;
+    uint64_t running = 0;
+    for (uint64_t b : latency.buckets) cumulative.push_back(running += b);
+    w.Histogram("flotilla_scheduler_placement_latency_seconds",
+                "CreateSandbox latency in a scale unit: choice, node admission, journal.", unit, bounds, cumulative,
+                static_cast<double>(latency.sum_ns) / 1e9);
 
-  Header(out, {"flotilla_scheduler_nodes", "gauge", "Nodes of the unit by liveness."});
-  for (const UnitFigures& u : units) {
-    absl::StrAppend(&out, "flotilla_scheduler_nodes{unit=\"", u.name, "\",state=\"alive\"} ", u.stats.live_nodes,
-                    "\n");
-    absl::StrAppend(&out, "flotilla_scheduler_nodes{unit=\"", u.name, "\",state=\"dead\"} ", u.stats.dead_nodes,
-                    "\n");
-  }
-  Header(out, {"flotilla_scheduler_sandboxes", "gauge", "Sandboxes the unit holds, by state."});
-  for (const UnitFigures& u : units) {
+    auto with = [&unit](const char* key, const char* value) {
+      MetricLabels l = unit;
+      l.emplace_back(key, value);
+      return l;
+    };
+    w.Gauge("flotilla_scheduler_nodes", "Nodes of the unit by liveness.", with("state", "alive"),
+            static_cast<double>(stats.live_nodes));
+    w.Gauge("flotilla_scheduler_nodes", "", with("state", "dead"), static_cast<double>(stats.dead_nodes));
     const std::pair<const char*, uint64_t> states[] = {
-        {"pending", u.stats.pending}, {"running", u.stats.running}, {"lost", u.stats.lost_now}};
+        {"pending", stats.pending}, {"running", stats.running}, {"lost", stats.lost_now}};
     for (const auto& [state, n] : states) {
-      absl::StrAppend(&out, "flotilla_scheduler_sandboxes{unit=\"", u.name, "\",state=\"", state, "\"} ", n, "\n");
+      w.Gauge("flotilla_scheduler_sandboxes", "Sandboxes the unit holds, by state.", with("state", state),
+              static_cast<double>(n));
     }
+    w.Counter("flotilla_scheduler_sandboxes_lost_total", "Sandboxes declared lost (their node died or no longer had them).",
+              unit, static_cast<double>(stats.lost));
+    w.Gauge("flotilla_scheduler_unit_fill", "Share of the unit's live slots its sandboxes hold.", unit, u.Fill());
   }
-  Header(out, {"flotilla_scheduler_sandboxes_lost_total", "counter",
-               "Sandboxes declared lost (their node died or no longer had them)."});
-  for (const UnitFigures& u : units) {
-    absl::StrAppend(&out, "flotilla_scheduler_sandboxes_lost_total{unit=\"", u.name, "\"} ", u.stats.lost, "\n");
-  }
-  Header(out, {"flotilla_scheduler_unit_fill", "gauge", "Share of the unit's live slots its sandboxes hold."});
-  for (const UnitFigures& u : units) {
-    absl::StrAppend(&out, "flotilla_scheduler_unit_fill{unit=\"", u.name, "\"} ", u.fill, "\n");
-  }
-  return out;
 }
 
 }  // namespace flotilla::scheduler

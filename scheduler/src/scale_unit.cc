@@ -291,6 +291,7 @@ v1::SandboxPlacement ScaleUnit::ToPlacement(const std::string& id, const Entry& 
   p.set_lost_reason(e.reason);
   for (const auto& [k, v] : e.labels) (*p.mutable_labels())[k] = v;
   p.set_created_unix_ms(e.created_unix_ms);
+  p.set_execution_class(e.execution_class);
   return p;
 }
 

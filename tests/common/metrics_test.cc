@@ -108,6 +108,21 @@ TEST(MetricsRegistryTest, ConcurrentAddsAreNotLost) {
   EXPECT_EQ(h.Read().sum, 40000.0);
 }
 
+TEST(MetricsRegistryTest, CollectorsWriteHistogramsReadElsewhere) {
+  MetricsRegistry reg;
+  auto handle = reg.AddCollector([](MetricsSnapshotWriter& w) {
+    w.Histogram("place_seconds", "Placement time", {{"unit", "u0"}}, {0.001, 0.01}, {2, 5, 6}, 0.25);
+  });
+  EXPECT_EQ(reg.RenderPrometheus(),
+            "# HELP place_seconds Placement time\n"
+            "# TYPE place_seconds histogram\n"
+            "place_seconds_bucket{unit=\"u0\",le=\"0.001\"} 2\n"
+            "place_seconds_bucket{unit=\"u0\",le=\"0.01\"} 5\n"
+            "place_seconds_bucket{unit=\"u0\",le=\"+Inf\"} 6\n"
+            "place_seconds_sum{unit=\"u0\"} 0.25\n"
+            "place_seconds_count{unit=\"u0\"} 6\n");
+}
+
 TEST(MetricsRegistryTest, ExponentialBounds) {
   EXPECT_EQ(MetricsRegistry::ExponentialBounds(0.001, 10, 3), (std::vector<double>{0.001, 0.01, 0.1}));
 }

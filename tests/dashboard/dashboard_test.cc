@@ -144,6 +144,8 @@ TEST_F(DashboardTest, ApisAnswerWithTheSourcesData) {
 }
 
 TEST_F(DashboardTest, BadRequestsGetJsonErrorsAndOtherPathsReachTheWireApis) {
+  EXPECT_EQ(HttpCall(server_->port(), "GET", "/api/trajectories/traj%2x").status, 400);
+  EXPECT_EQ(json::parse(HttpCall(server_->port(), "GET", "/api/trajectories/traj%2D1").body)["id"], "traj-1");
   auto missing = HttpCall(server_->port(), "GET", "/api/trajectories/nope");
   EXPECT_EQ(missing.status, 404);
   EXPECT_EQ(json::parse(missing.body)["error"], "no trajectory 'nope'");

@@ -2,11 +2,14 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <map>
 #include <thread>
 #include <vector>
 
 #include "flotilla/proto/sandbox.grpc.pb.h"
 #include "flotilla/node/node_agent.h"
+#include "absl/strings/str_split.h"
+#include "flotilla/common/metrics.h"
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
 
@@ -27,6 +30,7 @@ class NodeAgentTest : public ::testing::Test {
     NodeAgentOptions ao;
     ao.node_id = "node-a";
     ao.slots_capacity = 2;
+    ao.metrics = &metrics_;
     auto agent = NodeAgent::Create(std::move(*rt), ao);
     ASSERT_TRUE(agent.ok()) << agent.status();
     agent_ = std::move(*agent);
@@ -42,7 +46,19 @@ class NodeAgentTest : public ::testing::Test {
     agent_.reset();
   }
 
+  // One scrape's samples: "name{labels}" -> value text.
+  std::map<std::string, std::string> Scrape() {
+    std::map<std::string, std::string> out;
+    for (absl::string_view line : absl::StrSplit(metrics_.RenderPrometheus(), '\n', absl::SkipEmpty())) {
+      if (line.front() == '#') continue;
+      size_t sp = line.rfind(' ');
+      out[std::string(line.substr(0, sp))] = std::string(line.substr(sp + 1));
+    }
+    return out;
+  }
+
   flotilla::testing::TempDir dir_;
+  MetricsRegistry metrics_;  // outlives the agent
   std::unique_ptr<NodeAgent> agent_;
   std::unique_ptr<NodeAgentServer> server_;
   std::unique_ptr<v1::NodeAgent::Stub> stub_;
@@ -185,6 +201,33 @@ TEST_F(NodeAgentTest, AdmissionRejectsAboveTheSlotThreshold) {
   grpc::ClientContext c6;
   EXPECT_EQ(stub_->Create(&c6, bad, &cresp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(agent_->Usage().slots_used(), 1u);
+
+  // A command the runtime stops at its timeout.
+  v1::ExecRequest ereq;
+  ereq.set_sandbox_id("sbx-slot-2");
+  for (const char* a : {"/bin/sh", "-c", "sleep 5"}) ereq.add_argv(a);
+  ereq.set_timeout_ms(100);
+  grpc::ClientContext c7;
+  auto reader = stub_->Exec(&c7, ereq);
+  v1::ExecChunk chunk;
+  v1::StopReason reason = v1::STOP_REASON_NONE;
+  while (reader->Read(&chunk)) {
+    if (chunk.has_exit()) reason = chunk.exit().reason();
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(reason, v1::TIMEOUT);
+
+  auto m = Scrape();
+  EXPECT_EQ(m["flotilla_node_sandboxes_created_total{class=\"best_effort\"}"], "2");
+  EXPECT_EQ(m["flotilla_node_sandboxes_created_total{class=\"latency_sensitive\"}"], "0");
+  EXPECT_EQ(m["flotilla_node_sandbox_create_seconds_count{class=\"best_effort\"}"], "2");
+  EXPECT_EQ(m["flotilla_node_sandbox_create_failures_total{reason=\"admission\"}"], "2");
+  EXPECT_EQ(m["flotilla_node_sandbox_create_failures_total{reason=\"runtime\"}"], "1");
+  EXPECT_EQ(m["flotilla_node_sandboxes_destroyed_total{class=\"best_effort\"}"], "1");
+  EXPECT_EQ(m["flotilla_node_sandbox_destroy_seconds_count"], "1");
+  EXPECT_EQ(m["flotilla_node_sandboxes{class=\"best_effort\",state=\"running\"}"], "1");
+  EXPECT_EQ(m["flotilla_node_sandboxes{class=\"best_effort\",state=\"starting\"}"], "0");
+  EXPECT_EQ(m["flotilla_node_exec_stops_total{reason=\"timeout\"}"], "1");
 }
 
 TEST_F(NodeAgentTest, RefusedExtraAllowPortLeavesNoReservation) {

@@ -92,7 +92,7 @@ TEST(SchedulerMetricsTest, ScrapeAfterRealPlacementsShowsExactFigures) {
   EXPECT_EQ(m["flotilla_scheduler_conflicts_total{" + u + "}"], "0");
   EXPECT_EQ(m["flotilla_scheduler_retries_total{" + u + "}"], "0");
   // The fake clock stands still while placing: every placement took 0 s.
-  EXPECT_EQ(m["flotilla_scheduler_placement_latency_seconds_bucket{" + u + ",le=\"0.00001\"}"], "5");
+  EXPECT_EQ(m["flotilla_scheduler_placement_latency_seconds_bucket{" + u + ",le=\"1e-05\"}"], "5");
   EXPECT_EQ(m["flotilla_scheduler_placement_latency_seconds_bucket{" + u + ",le=\"+Inf\"}"], "5");
   EXPECT_EQ(m["flotilla_scheduler_placement_latency_seconds_count{" + u + "}"], "5");
   EXPECT_EQ(m["flotilla_scheduler_placement_latency_seconds_sum{" + u + "}"], "0");

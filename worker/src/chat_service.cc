@@ -13,6 +13,7 @@
 #include "flotilla/inference/hf_tokenizer.h"
 #include "flotilla/inference/reply_parser.h"
 #include "nlohmann/json.hpp"
+#include "worker_metrics.h"
 
 namespace flotilla::worker {
 namespace {
@@ -171,9 +172,17 @@ std::vector<ChatMessage> ChatService::Conversation(const ChatRequest& request) c
 }
 
 ChatService::ChatService(TokenGenerator* generator, ChatServiceOptions options)
-    : generator_(generator), options_(std::move(options)) {}
+    : generator_(generator), options_(std::move(options)) {
+  if (options_.metrics == nullptr) return;
+  metrics_ = std::make_unique<SessionMetrics>(*options_.metrics);
+  live_sessions_ = options_.metrics->AddCollector([this](MetricsSnapshotWriter& w) {
+    std::lock_guard<std::mutex> lock(mu_);
+    w.Gauge("flotilla_worker_sessions_live", "Worker sessions open now", {}, static_cast<double>(sessions_.size()));
+  });
+}
 
 ChatService::~ChatService() {
+  live_sessions_ = MetricsRegistry::CollectorHandle();
   if (generator_ == nullptr) return;
   for (auto& [id, entry] : sessions_) {
     for (const std::string& seq : entry->session.SequenceIds()) generator_->Release(seq);
@@ -200,6 +209,7 @@ std::shared_ptr<ChatService::Entry> ChatService::NewEntry(const std::string& id,
   if (entry->header.scaffold().empty()) entry->header.set_scaffold(options_.scaffold);
   if (entry->header.start_unix_ms() == 0) entry->header.set_start_unix_ms(options_.clock->WallMillis());
   sessions_[id] = entry;
+  if (metrics_ != nullptr) metrics_->Opened();
   return entry;
 }
 
@@ -261,6 +271,7 @@ absl::StatusOr<ChatReply> ChatService::Generate(Entry& entry, const ChatRequest&
                                                 const std::vector<ChatMessage>& messages,
                                                 ReplyObserver* observer) {
   const int64_t start_ms = options_.clock->WallMillis();
+  const int64_t start_ns = options_.clock->NowNanos();
   const nlohmann::ordered_json tools = options_.hf != nullptr ? HfTools(request.tools) : nlohmann::ordered_json();
   ASSIGN_OR_RETURN(TurnPlan plan, entry.session.Plan(messages, tools, start_ms));
   const int32_t limit = generator_->ContextLimit();
@@ -336,6 +347,10 @@ absl::StatusOr<ChatReply> ChatService::Generate(Entry& entry, const ChatRequest&
     reply.stop = StopKind::kInterrupted;
   } else if (!reply.tool_calls.empty()) {
     reply.stop = StopKind::kToolCalls;
+  }
+  if (metrics_ != nullptr) {
+    metrics_->Turn(reply.prompt_tokens, reply.reused_tokens, reply.completion_tokens, reply.tool_calls.size(),
+                   static_cast<double>(options_.clock->NowNanos() - start_ns) * 1e-9);
   }
   const int segment_before = plan.segment;
   entry.session.Commit(std::move(plan), *outcome, reply.text, reply.tool_calls, start_ms,
@@ -417,6 +432,7 @@ absl::StatusOr<v1::Trajectory> ChatService::CloseSession(const std::string& sess
     entry = it->second;
     sessions_.erase(it);
   }
+  if (metrics_ != nullptr) metrics_->Closed(v1::TrajectoryStatus_Name(status));
   std::lock_guard<std::mutex> lock(entry->mu);
   entry->header.set_status(status);
   entry->header.set_reward(reward);

@@ -1,10 +1,13 @@
 #include "flotilla/worker/wire_api.h"
 
+#include <chrono>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/ids.h"
 #include "wire_apis.h"
 #include "wire_common.h"
+#include "worker_metrics.h"
 
 namespace flotilla::worker {
 namespace {
@@ -85,8 +88,76 @@ void WireApi::Handle(const HttpRequest& request, HttpResponder& out) {
   wire::SendOpenAiError(out, st);
 }
 
-absl::StatusOr<std::unique_ptr<HttpServer>> ServeWireApi(const std::string& address, WireApi* api) {
-  return HttpServer::Start(address, [api](const HttpRequest& r, HttpResponder& out) { api->Handle(r, out); });
+absl::StatusOr<std::unique_ptr<HttpServer>> ServeWireApi(const std::string& address, WireApi* api,
+                                                         MetricsRegistry* metrics) {
+  HttpHandler handler = [api](const HttpRequest& r, HttpResponder& out) { api->Handle(r, out); };
+  if (metrics != nullptr) handler = CountRequests(std::move(handler), *metrics);
+  return HttpServer::Start(address, std::move(handler));
+}
+
+std::string RouteLabel(const std::string& request_path) {
+  std::string path = request_path;
+  std::string session;
+  if (!TakePathSession(&path, &session).ok()) return "other";
+  if (absl::StartsWith(path, "/v1/")) path = path.substr(3);
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  for (const char* route : {"/chat/completions", "/responses", "/messages", "/messages/count_tokens", "/models",
+                            "/health", "/metrics"}) {
+    if (path == route) return route;
+  }
+  if (absl::StartsWith(path, "/models/")) return "/models";
+  if (path == "/" || path == "/dashboard" || absl::StartsWith(path, "/dashboard/")) return "/dashboard";
+  if (absl::StartsWith(path, "/api/")) return path.substr(0, path.find('/', 5));  // "/api/trajectories/ID" -> "/api/trajectories"
+  return "other";
+}
+
+namespace {
+
+// Passes every call on and counts the request just before its last bytes go out (so a client
+// that has the whole answer also finds it counted).
+class CountingResponder final : public HttpResponder {
+ public:
+  CountingResponder(HttpResponder& out, RequestMetrics& metrics, std::string route)
+      : out_(out), metrics_(metrics), route_(std::move(route)), start_(std::chrono::steady_clock::now()) {}
+  void Send(int status, std::string_view content_type, std::string_view body) override {
+    Count(status);
+    out_.Send(status, content_type, body);
+  }
+  void StartStream(int status, std::string_view content_type) override {
+    status_ = status;
+    out_.StartStream(status, content_type);
+  }
+  bool Write(std::string_view data) override { return out_.Write(data); }
+  void EndStream() override {
+    Count(status_);
+    out_.EndStream();
+  }
+  // A handler that never answered is counted with status 0.
+  void Done() { Count(0); }
+
+ private:
+  void Count(int status) {
+    if (counted_) return;
+    counted_ = true;
+    metrics_.Request(route_, status, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+  }
+  HttpResponder& out_;
+  RequestMetrics& metrics_;
+  const std::string route_;
+  const std::chrono::steady_clock::time_point start_;
+  int status_ = 0;
+  bool counted_ = false;
+};
+
+}  // namespace
+
+HttpHandler CountRequests(HttpHandler inner, MetricsRegistry& registry) {
+  auto metrics = std::make_shared<RequestMetrics>(registry);
+  return [inner = std::move(inner), metrics](const HttpRequest& request, HttpResponder& out) {
+    CountingResponder counting(out, *metrics, RouteLabel(request.path));
+    inner(request, counting);
+    counting.Done();
+  };
 }
 
 }  // namespace flotilla::worker

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "flotilla/admission/admission_check.h"
+#include "flotilla/common/metrics.h"
 
 namespace grpc {
 class Channel;
@@ -43,6 +44,8 @@ struct EmbeddedNodeOptions {
   std::string scheduler_address;
   // The node's admission (the scheduler predicting it must use the same figures).
   admission::AdmissionConfig admission;
+  // The node agent's figures go here (borrowed; must outlive the node); null: none.
+  MetricsRegistry* metrics = nullptr;
 };
 
 class EmbeddedNode {

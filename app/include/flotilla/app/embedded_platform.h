@@ -92,6 +92,7 @@ class EmbeddedPlatform {
 
   MetricsRegistry metrics_;  // first: every service's collectors are removed before it goes
   std::unique_ptr<scheduler::SchedulerServer> scheduler_;
+  MetricsRegistry::CollectorHandle scheduler_metrics_;  // reads scheduler_: removed before it goes
   std::unique_ptr<EmbeddedNode> node_;
   std::unique_ptr<worker::SandboxClient> sandboxes_;
   std::unique_ptr<EmbeddedWorker> worker_;

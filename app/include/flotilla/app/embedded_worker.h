@@ -43,6 +43,8 @@ struct EmbeddedWorkerOptions {
   // HTTP server.
   std::string http_address;
   bool serve_model = true;             // false: the engine and the store only
+  // engine.metrics, when set, also receives the worker's figures (sessions, turns, tokens, wire
+  // API requests).
   inference::EngineOptions engine;
   // What the dashboard shows besides this worker's trajectories (metrics, the run's metrics
   // log, the fleet, eval jobs); its trajectory sources are set by the worker.

@@ -85,6 +85,11 @@ class MetricsSnapshotWriter {
                      double value) = 0;
   virtual void Counter(std::string_view name, std::string_view help, const MetricLabels& labels,
                        double value) = 0;
+  // A histogram read elsewhere: `cumulative` holds one count per bound, then +Inf (so its size
+  // is bounds.size() + 1; a mismatch is a programming error and aborts).
+  virtual void Histogram(std::string_view name, std::string_view help, const MetricLabels& labels,
+                         const std::vector<double>& bounds, const std::vector<uint64_t>& cumulative,
+                         double sum) = 0;
 };
 
 class MetricsRegistry {

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "flotilla/proto/sandbox.grpc.pb.h"
 #include "flotilla/admission/admission_check.h"
+#include "flotilla/common/metrics.h"
 #include "flotilla/sandbox/runtime.h"
 
 namespace flotilla::node {
@@ -32,6 +33,9 @@ struct NodeAgentOptions {
   uint32_t slots_capacity = 2500;   // idle sandboxes the node holds
   uint32_t partitions_per_node = 1; // sub-NUMA partitions per NUMA node
   std::string sysfs_root = "/sys";  // NUMA topology source (tests point it at a fixture)
+  // Sandboxes created, destroyed, failed and live, create/destroy latency, crashes and stopped
+  // commands by reason (node_metrics.h lists the families). Borrowed; must outlive the agent.
+  MetricsRegistry* metrics = nullptr;
 };
 
 // The host's capacity and NUMA partitions with nothing used. `sysfs_root` is normally "/sys".

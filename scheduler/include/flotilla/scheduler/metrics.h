@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <string>
 
+#include "flotilla/common/metrics.h"
+
 namespace flotilla::scheduler {
 
 class FrontDoor;
@@ -41,5 +43,12 @@ class LatencyHistogram {
 
 // Every scale unit's counters, gauges and latency histogram, as Prometheus text.
 [[nodiscard]] std::string RenderPrometheus(FrontDoor& front);
+
+// The same figures written into a scrape (a collector's body).
+void WriteSchedulerMetrics(FrontDoor& front, MetricsSnapshotWriter& writer);
+
+// Keeps the scheduler's figures in `registry` (the embedded default's one registry) while the
+// handle lives; `front` must outlive the handle.
+[[nodiscard]] MetricsRegistry::CollectorHandle AddSchedulerCollector(MetricsRegistry& registry, FrontDoor& front);
 
 }  // namespace flotilla::scheduler

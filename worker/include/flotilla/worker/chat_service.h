@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "flotilla/common/clock.h"
+#include "flotilla/common/metrics.h"
 #include "flotilla/proto/trajectory.pb.h"
 #include "flotilla/worker/chat_types.h"
 #include "flotilla/worker/hf_chat.h"
@@ -39,7 +40,12 @@ struct ChatServiceOptions {
   // service; the generator may then be null): turns are recorded as text, without token spans,
   // and the endpoint's usage is summed into the trajectory's metrics (remote_chat.h).
   const RemoteChat* remote = nullptr;
+  // Sessions, turns, tokens and tool calls go here (borrowed; must outlive the service); null:
+  // none are counted.
+  MetricsRegistry* metrics = nullptr;
 };
+
+class SessionMetrics;
 
 class ChatService {
  public:
@@ -99,6 +105,8 @@ class ChatService {
   std::map<std::string, std::shared_ptr<Entry>> sessions_;       // GUARDED_BY(mu_)
   struct ResponseRef { std::string session; std::vector<ChatMessage> messages; };
   std::map<std::string, ResponseRef> responses_;                  // GUARDED_BY(mu_)
+  std::unique_ptr<SessionMetrics> metrics_;                       // null without options_.metrics
+  MetricsRegistry::CollectorHandle live_sessions_;                // last: removed before the rest goes
 };
 
 // The text block that tells the model which tools it may call (part of the system turn).

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "flotilla/worker/chat_service.h"
 #include "flotilla/common/http_server.h"
+#include "flotilla/common/metrics.h"
 
 namespace flotilla::worker {
 
@@ -29,7 +30,19 @@ class WireApi {
   ChatService* service_;
 };
 
-// Starts an HttpServer on `address` serving `api` (borrowed; must outlive the server).
-absl::StatusOr<std::unique_ptr<HttpServer>> ServeWireApi(const std::string& address, WireApi* api);
+// Starts an HttpServer on `address` serving `api` (borrowed; must outlive the server), its
+// requests counted into `metrics` when given (see CountRequests).
+absl::StatusOr<std::unique_ptr<HttpServer>> ServeWireApi(const std::string& address, WireApi* api,
+                                                         MetricsRegistry* metrics = nullptr);
+
+// The worker HTTP server's requests, counted by route and HTTP status and timed to their last
+// write (flotilla_worker_requests_total{route,status}, flotilla_worker_request_seconds{route})
+// around `inner`. Routes are the wire API's ("/chat/completions", "/messages", ... with the
+// session prefix and "/v1" dropped), "/metrics", "/api/<view>", "/dashboard" (the page and its
+// assets), or "other", so the label set stays bounded. `registry` must outlive the handler.
+HttpHandler CountRequests(HttpHandler inner, MetricsRegistry& registry);
+
+// The route label of a request path (as CountRequests uses it).
+std::string RouteLabel(const std::string& path);
 
 }  // namespace flotilla::worker

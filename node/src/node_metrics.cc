@@ -1,0 +1,54 @@
+#include "node_metrics.h"
+
+namespace flotilla::node {
+namespace {
+
+std::vector<double> LatencyBounds() { return MetricsRegistry::ExponentialBounds(0.001, 4, 8); }  // 1 ms .. 16 s
+
+}  // namespace
+
+std::string ClassLabel(v1::ExecutionClass c) {
+  return c == v1::LATENCY_SENSITIVE ? "latency_sensitive" : "best_effort";
+}
+
+NodeMetrics::NodeMetrics(MetricsRegistry& r)
+    : registry_(r),
+      destroy_seconds_(&r.GetHistogram("flotilla_node_sandbox_destroy_seconds", "Sandbox destroy latency on the node",
+                                       LatencyBounds())) {
+  // Both classes from the start, so a scrape shows every family before the first sandbox.
+  for (v1::ExecutionClass c : {v1::LATENCY_SENSITIVE, v1::BEST_EFFORT}) {
+    r.GetCounter("flotilla_node_sandboxes_created_total", "Sandboxes the node created", {{"class", ClassLabel(c)}});
+    r.GetCounter("flotilla_node_sandboxes_destroyed_total", "Sandboxes the node destroyed", {{"class", ClassLabel(c)}});
+    r.GetHistogram("flotilla_node_sandbox_create_seconds", "Sandbox create latency on the node", LatencyBounds(),
+                   {{"class", ClassLabel(c)}});
+  }
+  r.GetCounter("flotilla_node_sandbox_create_failures_total", "Sandbox creates the node refused or failed",
+               {{"reason", "admission"}});
+  r.GetCounter("flotilla_node_sandbox_crashes_total", "Sandboxes that broke or died", {{"reason", "sandbox_died"}});
+  r.GetCounter("flotilla_node_exec_stops_total", "Commands the runtime stopped, by reason", {{"reason", "timeout"}});
+}
+
+void NodeMetrics::Created(v1::ExecutionClass c, double seconds) {
+  registry_.GetCounter("flotilla_node_sandboxes_created_total", "", {{"class", ClassLabel(c)}}).Add();
+  registry_.GetHistogram("flotilla_node_sandbox_create_seconds", "", LatencyBounds(), {{"class", ClassLabel(c)}})
+      .Observe(seconds);
+}
+
+void NodeMetrics::Destroyed(v1::ExecutionClass c, double seconds) {
+  registry_.GetCounter("flotilla_node_sandboxes_destroyed_total", "", {{"class", ClassLabel(c)}}).Add();
+  destroy_seconds_->Observe(seconds);
+}
+
+void NodeMetrics::CreateFailed(std::string_view reason) {
+  registry_.GetCounter("flotilla_node_sandbox_create_failures_total", "", {{"reason", std::string(reason)}}).Add();
+}
+
+void NodeMetrics::Crashed(std::string_view reason) {
+  registry_.GetCounter("flotilla_node_sandbox_crashes_total", "", {{"reason", std::string(reason)}}).Add();
+}
+
+void NodeMetrics::ExecStopped(std::string_view reason) {
+  registry_.GetCounter("flotilla_node_exec_stops_total", "", {{"reason", std::string(reason)}}).Add();
+}
+
+}  // namespace flotilla::node
