@@ -201,7 +201,7 @@ std::shared_ptr<ChatService::Entry> ChatService::NewEntry(const std::string& id,
 }
 
 std::string ChatService::OpenSession(const v1::Trajectory& header, std::string session_id) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (session_id.empty()) session_id = absl::StrCat("sess-", HexId());
   NewEntry(session_id, header);
   return session_id;
@@ -209,7 +209,7 @@ std::string ChatService::OpenSession(const v1::Trajectory& header, std::string s
 
 std::shared_ptr<ChatService::Entry> ChatService::Bind(const ChatRequest& request,
                                                       std::vector<ChatMessage>* messages) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (!request.session_id.empty()) {
     auto it = sessions_.find(request.session_id);
     if (it != sessions_.end()) return it->second;
@@ -339,7 +339,7 @@ absl::StatusOr<ChatReply> ChatService::Generate(Entry& entry, const ChatRequest&
   const auto& segments = entry.session.segments();
   size_t seg_index = segment_before >= 0 ? static_cast<size_t>(segment_before) : segments.size() - 1;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     ResponseRef& ref = responses_[reply.id];
     ref.session = entry.session.id();
     for (const RecordedTurn& t : segments[seg_index].turns) ref.messages.push_back(t.message);
@@ -364,7 +364,7 @@ absl::StatusOr<v1::Trajectory> ChatService::CloseSession(const std::string& sess
                                                          v1::StopReason repercussion) {
   std::shared_ptr<Entry> entry;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = sessions_.find(session_id);
     if (it == sessions_.end()) {
       return absl::NotFoundError(absl::StrCat("session '", session_id, "' not found"));
@@ -389,7 +389,7 @@ absl::StatusOr<v1::Trajectory> ChatService::CloseSession(const std::string& sess
 absl::StatusOr<v1::Trajectory> ChatService::Trajectory(const std::string& session_id) {
   std::shared_ptr<Entry> entry;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = sessions_.find(session_id);
     if (it == sessions_.end()) {
       return absl::NotFoundError(absl::StrCat("session '", session_id, "' not found"));

@@ -127,7 +127,7 @@ class MetricsRegistry {
 
  private:
   struct Family;
-  Family& FamilyFor(std::string_view name, std::string_view help, int type) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Family& FamilyFor(std::string_view name, std::string_view help, int type);
 
   void RemoveCollector(uint64_t id);
 

@@ -15,8 +15,6 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "flotilla/common/clock.h"
 #include "flotilla/proto/trajectory.pb.h"
 #include "flotilla/worker/chat_types.h"
@@ -79,8 +77,7 @@ class ChatService {
   // The messages the session records: PromptMessages, or with an HfChat the system text alone.
   std::vector<ChatMessage> Conversation(const ChatRequest& request) const;
   std::shared_ptr<Entry> Bind(const ChatRequest& request, std::vector<ChatMessage>* messages);
-  std::shared_ptr<Entry> NewEntry(const std::string& id, const v1::Trajectory& header)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<Entry> NewEntry(const std::string& id, const v1::Trajectory& header);
   absl::Status Save(Entry& entry);
   absl::StatusOr<ChatReply> Generate(Entry& entry, const ChatRequest& request,
                                      const std::vector<ChatMessage>& messages,
@@ -88,12 +85,10 @@ class ChatService {
 
   TokenGenerator* generator_;
   ChatServiceOptions options_;
-  absl::Mutex mu_;
-  std::map<std::string, std::shared_ptr<Entry>> sessions_ ABSL_GUARDED_BY(mu_);
-  // The replies of open sessions by response id (Responses API previous_response_id); a
-  // session's are dropped when it closes.
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Entry>> sessions_;       // GUARDED_BY(mu_)
   struct ResponseRef { std::string session; std::vector<ChatMessage> messages; };
-  std::map<std::string, ResponseRef> responses_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, ResponseRef> responses_;                  // GUARDED_BY(mu_)
 };
 
 // The text block that tells the model which tools it may call (part of the system turn).
