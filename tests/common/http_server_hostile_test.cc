@@ -205,8 +205,14 @@ TEST_F(HostileClientTest, ClientVanishingMidStreamStopsTheHandler) {
   {
     UniqueFd fd = Connect(server_->port());
     ASSERT_TRUE(SendAll(fd.get(), "GET /stream HTTP/1.1\r\nHost: t\r\n\r\n"));
+    // Read until the first event has arrived: the handler is inside its write loop.
+    std::string got;
     char buf[256];
-    ASSERT_GT(::recv(fd.get(), buf, sizeof(buf), 0), 0);  // the stream has begun
+    while (got.find("data: x") == std::string::npos) {
+      ssize_t n = ::recv(fd.get(), buf, sizeof(buf), 0);
+      ASSERT_GT(n, 0);
+      got.append(buf, static_cast<size_t>(n));
+    }
     linger hard{1, 0};  // close with a reset, as a crashed client's kernel does
     ::setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &hard, sizeof(hard));
   }
