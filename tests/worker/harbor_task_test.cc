@@ -95,14 +95,15 @@ TEST(HarborTaskTest, V1TaskBuildsFromItsOwnFolder) {
 // Found by fuzzing (tests/fuzz/corpus/task_folder): a task.yaml that is a scalar or a list made
 // yaml-cpp throw from operator[], which ended the process.
 TEST(HarborTaskTest, V1TaskYamlThatIsNoMappingIsRefused) {
-  for (const std::string& yaml : {"just text\n", "- a\n- b\n", "", "instruction: [1, 2]\n", "instruction: x\nmax_agent_timeout_sec: .nan\n"}) {
+  for (const char* yaml : {"just text\n", "- a\n- b\n", "", "instruction: [1, 2]\n", "instruction: x\nmax_agent_timeout_sec: .nan\n"}) {
     testing::TempDir d;
     Write(d.file("task.yaml"), yaml);
     Write(d.file("run-tests.sh"), "#!/bin/bash\n");
     auto t = LoadTerminalTask(d.path().string());
     EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << yaml;
-    const std::string want = yaml.rfind("instruction: x", 0) == 0 ? "task.yaml: max_agent_timeout_sec: out of range"
-                             : yaml.rfind("instruction", 0) == 0  ? "task.yaml: instruction: required string"
+    const std::string text = yaml;
+    const std::string want = text.rfind("instruction: x", 0) == 0 ? "task.yaml: max_agent_timeout_sec: out of range"
+                             : text.rfind("instruction", 0) == 0  ? "task.yaml: instruction: required string"
                                                                   : "task.yaml: expected a mapping of fields";
     EXPECT_EQ(t.status().message(), "task " + d.path().string() + ": " + want) << yaml;
   }

@@ -12,8 +12,8 @@ namespace flotilla::inference::jinja {
 constexpr int kMaxExpressionDepth = 128;         // levels of one parsed expression
 constexpr int kMaxParseNesting = 128;            // blocks and parenthesised expressions inside one another
 constexpr int kMaxRenderDepth = 256;             // bodies and expressions evaluating inside one another
-constexpr int64_t kMaxLoopIterations = 1'000'000;  // for-loop iterations per render
-constexpr size_t kMaxStringBytes = 64u << 20;    // any string a render builds, and its output
-constexpr size_t kMaxListItems = 1u << 22;       // any list a render builds with + or *
+constexpr int64_t kMaxLoopIterations = 100'000;    // for-loop iterations per render
+constexpr size_t kMaxStringBytes = 16u << 20;    // any string a render builds, and its output
+constexpr size_t kMaxListItems = 1u << 20;       // any list a render builds with + or *
 
 }  // namespace flotilla::inference::jinja

@@ -48,7 +48,7 @@ absl::StatusOr<Value> ConcatStrings(const std::string& a, const std::string& b) 
   return Value::String(a + b);
 }
 
-absl::Status Overflow(std::string_view op) {
+absl::StatusOr<Value> Overflow(std::string_view op) {
   return absl::InvalidArgumentError(absl::StrCat("integer overflow in '", std::string(op), "'"));
 }
 
