@@ -192,8 +192,8 @@ namespace {
 constexpr int kMaxSubstitutionDepth = 16;
 
 absl::StatusOr<std::string> ExpandAt(const std::string& text, const std::map<std::string, std::string>& vars,
-                                     int depth) {
-  if (depth > kMaxSubstitutionDepth) {
+                                     int nesting) {
+  if (nesting > kMaxSubstitutionDepth) {
     return absl::InvalidArgumentError(
         absl::StrCat("variable substitution nested deeper than ", kMaxSubstitutionDepth, " levels"));
   }
@@ -231,7 +231,7 @@ absl::StatusOr<std::string> ExpandAt(const std::string& text, const std::map<std
         if (v != nullptr) out += *v;
       } else if (absl::StartsWith(inner.substr(k), ":-") || absl::StartsWith(inner.substr(k), ":+")) {
         bool use_default = inner[k + 1] == '-';
-        absl::StatusOr<std::string> word = ExpandAt(inner.substr(k + 2), vars, depth + 1);
+        absl::StatusOr<std::string> word = ExpandAt(inner.substr(k + 2), vars, nesting + 1);
         if (!word.ok()) return word.status();
         bool set = v != nullptr && !v->empty();
         if (use_default) {
