@@ -214,10 +214,20 @@ absl::Status RunSoakBench(const SoakBenchOptions& o) {
   FirstError error;
   std::atomic<bool> stop{false};
   std::atomic<int64_t> cycles{0}, requests{0};
+  // The baseline is taken with the load paused: no sandbox or request in flight, as at the end.
+  std::atomic<bool> paused{false};
+  std::atomic<int> idle{0};
+  auto hold_while_paused = [&] {
+    if (!paused) return;
+    ++idle;
+    while (paused && !stop) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    --idle;
+  };
   std::vector<std::thread> threads;
   for (int t = 0; t < o.sandbox_threads; ++t) {
     threads.emplace_back([&] {
       while (!stop && !error.failed()) {
+        hold_while_paused();
         absl::Status s = SandboxCycle(*runtime);
         if (!s.ok()) return error.Set(s);
         ++cycles;
@@ -227,6 +237,7 @@ absl::Status RunSoakBench(const SoakBenchOptions& o) {
   for (int t = 0; t < o.session_threads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; !stop && !error.failed(); ++i) {
+        hold_while_paused();
         const int mode = i % 8 == 7 ? 2 : (i % 4 == 3 ? 1 : 0);
         const int session = t * 1'000'000 + i;
         absl::Status s = ChatRequest(port, session, mode, o.max_tokens);
@@ -242,21 +253,33 @@ absl::Status RunSoakBench(const SoakBenchOptions& o) {
     const auto end = Clock::now() + std::chrono::seconds(seconds);
     while (Clock::now() < end && !error.failed()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   };
+  const int load_threads = static_cast<int>(threads.size());
+  // Dropped streams end on the worker's side a little later, and the runtime prepares its next
+  // sandbox in the background: a sample is taken once two in a row 500 ms apart agree.
+  auto settled = [&] {
+    Sample a = Take(prefix);
+    for (int i = 0; i < 20; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      Sample b = Take(prefix);
+      if (a.fds == b.fds && a.mounts == b.mounts && a.cgroups == b.cgroups) return b;
+      a = b;
+    }
+    return a;
+  };
   wait(o.warmup_seconds);
-  const Sample base = Take(prefix);
+  paused = true;
+  while (idle.load() < load_threads && !error.failed()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const Sample base = settled();
   const int64_t warm_cycles = cycles.load(), warm_requests = requests.load();
+  paused = false;
   wait(o.seconds);
-  const uint64_t rss_end = RssKib();
+  paused = true;
+  while (idle.load() < load_threads && !error.failed()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const Sample end = settled();
   stop = true;
   for (auto& th : threads) th.join();
   RETURN_IF_ERROR(error.status());
-  // Dropped streams end on the worker's side a little later, and the runtime prepares its next
-  // sandbox in the background: give both a few seconds to come back to the baseline's state.
-  Sample end = Take(prefix);
-  for (int i = 0; i < 100 && (end.fds != base.fds || end.mounts != base.mounts || end.cgroups != base.cgroups); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    end = Take(prefix);
-  }
+  const uint64_t rss_end = end.rss_kib;
   std::printf("soak.seconds=%d\n", o.seconds);
   std::printf("soak.sandbox_threads=%d\n", o.sandbox_threads);
   std::printf("soak.session_threads=%d\n", o.session_threads);

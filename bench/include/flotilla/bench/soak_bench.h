@@ -5,11 +5,12 @@
 // over HTTP, every fourth streamed and every eighth streamed and dropped after its first event;
 // each request is a session of its own, closed afterwards as a scaffold closes an episode.
 //
-// After a warm-up the process's open fds, its host-visible mounts, the cgroups under the
-// soak's own prefix and its resident memory are taken; the load then runs for `seconds`; when
-// it has stopped (and the runtime's background preparation has settled) they are taken again:
+// After a warm-up the load pauses (every loop between two operations, nothing in flight) and
+// the process's open fds, its host-visible mounts, the cgroups under the soak's own prefix and
+// its resident memory are taken once they have settled; the load then runs for `seconds`,
+// pauses the same way, and they are taken again:
 //   soak.leaked_fds, soak.leaked_mounts, soak.leaked_cgroups   (end - baseline; 0 expected)
-//   soak.rss_growth_frac  (RSS at the end of the load / RSS after warm-up - 1; <= 0.05 expected)
+//   soak.rss_growth_frac  (RSS at the end / RSS after warm-up - 1; <= 0.05 expected)
 // and after the runtime has closed, soak.cgroups_after_close (0 expected: its prefix is gone).
 // Prints name=value lines on stdout; a cycle or request that fails ends the run with its error.
 #pragma once
