@@ -174,8 +174,7 @@ TEST(NodeChaosTest, AgentKilledMidExecFailsTheCallAndItsLeftoversAreCleanedUp) {
     auto report = (*rt)->CleanupLeftovers();
     ASSERT_TRUE(report.ok()) << report.status();
     EXPECT_GE(report->sandboxes, 1);
-    EXPECT_EQ(report->processes, 0);
-    EXPECT_GE(report->cgroups, 1);
+    EXPECT_GE(report->cgroups, 1);  // (an init still exiting may be among report->processes)
   }
   EXPECT_TRUE(WaitFor([&] { return ProcessesRunning(marker).empty(); }));
   EXPECT_EQ(CgroupsUnder(prefix), 0);
