@@ -4,14 +4,16 @@
 
 #include "commands.h"
 #include "flotilla/bench/sandbox_bench.h"
+#include "flotilla/bench/soak_bench.h"
 #include "scheduler_bench.h"
 
 namespace flotilla::cli {
 
 void AddBenchCommand(CLI::App& app, int* exit_code) {
-  CLI::App* bench = app.add_subcommand("bench", "Run a benchmark (sandbox, scheduler, engine, rollout)");
+  CLI::App* bench = app.add_subcommand("bench", "Run a benchmark (sandbox, soak, scheduler, engine, rollout)");
   bench->require_subcommand(1);
   flotilla::bench::RegisterSandboxBench(*bench, exit_code);
+  flotilla::bench::RegisterSoakBench(*bench, exit_code);
   RegisterEngineBench(*bench, exit_code);
   RegisterEvalBench(*bench, exit_code);
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what the tests need, builds everything, runs the fuzz targets for a bounded time
-# (scripts/fuzz.sh), and runs the whole suite with CTest.
+# Installs what the tests need, builds everything, checks the lock annotations with clang
+# (scripts/thread-safety.sh), runs the fuzz targets for a bounded time (scripts/fuzz.sh), and
+# runs the whole suite with CTest.
 # The output ends with CTest's summary (a binary whose tests all skipped is counted there as
 # "Skipped", never "Passed"), then every test skipped inside a binary that otherwise passed.
 set -euo pipefail
@@ -11,6 +12,8 @@ for extra in scripts/test-deps.d/*.sh; do
 done
 scripts/build.sh
 status=0
+# Clang's thread-safety analysis of the Abseil lock annotations (front end only, a few files).
+scripts/thread-safety.sh || status=$?
 # The parsers of outside input under libFuzzer, each for a bounded time (label `fuzz`).
 scripts/fuzz.sh || status=$?
 cd "${BUILD_DIR:-build}"

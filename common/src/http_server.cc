@@ -3,144 +3,39 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <list>
-#include <mutex>
 #include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "flotilla/common/logging.h"
+#include "http_connection.h"
 
 namespace flotilla {
 namespace {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
-namespace http = beast::http;
+using http_internal::ReadDeadline;
 
-constexpr uint64_t kBodyLimit = 64ull << 20;
-
-template <class Socket>
-class Responder : public HttpResponder {
- public:
-  Responder(Socket& socket, unsigned version, bool keep_alive)
-      : socket_(socket), version_(version), keep_alive_(keep_alive) {}
-
-  void Send(int status, std::string_view content_type, std::string_view body) override {
-    http::response<http::string_body> res{static_cast<http::status>(status), version_};
-    res.set(http::field::content_type, std::string(content_type));
-    res.set(http::field::server, "flotilla-worker");
-    res.keep_alive(keep_alive_);
-    res.body() = std::string(body);
-    res.prepare_payload();
-    beast::error_code ec;
-    http::write(socket_, res, ec);
-    broken_ = broken_ || static_cast<bool>(ec);
-    done_ = true;
-  }
-
-  void StartStream(int status, std::string_view content_type) override {
-    http::response<http::empty_body> res{static_cast<http::status>(status), version_};
-    res.set(http::field::content_type, std::string(content_type));
-    res.set(http::field::cache_control, "no-cache");
-    res.set(http::field::server, "flotilla-worker");
-    res.keep_alive(keep_alive_);
-    res.chunked(true);
-    http::response_serializer<http::empty_body> sr{res};
-    beast::error_code ec;
-    http::write_header(socket_, sr, ec);
-    broken_ = broken_ || static_cast<bool>(ec);
-    streaming_ = true;
-  }
-
-  bool Write(std::string_view data) override {
-    if (broken_ || data.empty()) return !broken_;
-    beast::error_code ec;
-    asio::write(socket_, http::make_chunk(asio::const_buffer(data.data(), data.size())), ec);
-    broken_ = broken_ || static_cast<bool>(ec);
-    return !broken_;
-  }
-
-  void EndStream() override {
-    if (!broken_) {
-      beast::error_code ec;
-      asio::write(socket_, http::make_chunk_last(), ec);
-      broken_ = broken_ || static_cast<bool>(ec);
-    }
-    done_ = true;
-  }
-
-  bool done() const { return done_; }
-  bool streaming() const { return streaming_; }
-  bool broken() const { return broken_; }
-
- private:
-  Socket& socket_;
-  unsigned version_;
-  bool keep_alive_;
-  bool done_ = false;
-  bool streaming_ = false;
-  bool broken_ = false;
-};
-
-template <class Socket>
-void ServeConnection(Socket& socket, const HttpHandler& handler) {
-  beast::flat_buffer buffer;
-  while (true) {
-    http::request_parser<http::string_body> parser;
-    parser.body_limit(kBodyLimit);
-    parser.header_limit(1 << 20);
-    beast::error_code ec;
-    http::read(socket, buffer, parser, ec);
-    if (ec == http::error::end_of_stream || ec == asio::error::eof ||
-        ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
-        ec == asio::error::bad_descriptor) {
-      break;
-    }
-    if (ec) {
-      Responder<Socket> r(socket, 11, false);
-      const bool too_big = ec == http::error::body_limit;
-      r.Send(too_big ? 413 : 400, "application/json",
-             absl::StrCat(R"({"error":{"message":"bad HTTP request: )", ec.message(), R"("}})"));
-      break;
-    }
-    auto& msg = parser.get();
-    HttpRequest req;
-    req.method = std::string(msg.method_string());
-    std::string target(msg.target());
-    size_t q = target.find('?');
-    req.path = target.substr(0, q);
-    if (q != std::string::npos) req.query = target.substr(q + 1);
-    for (const auto& field : msg) {
-      req.headers[absl::AsciiStrToLower(std::string(field.name_string()))] = std::string(field.value());
-    }
-    req.body = std::move(msg.body());
-    Responder<Socket> responder(socket, msg.version(), msg.keep_alive());
-    handler(req, responder);
-    if (!responder.done()) {
-      if (responder.streaming()) {
-        responder.EndStream();
-      } else {
-        responder.Send(500, "application/json", R"({"error":{"message":"no response"}})");
-      }
-    }
-    if (responder.broken() || !msg.keep_alive()) break;
-  }
-  beast::error_code ignored;
-  socket.shutdown(Socket::shutdown_both, ignored);
-}
+constexpr std::string_view kBusy =
+    "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
+    "Content-Length: 55\r\n\r\n{\"error\":{\"message\":\"too many connections, try again\"}}";
 
 template <class Protocol>
 class ServerImpl : public HttpServer {
  public:
-  ServerImpl(typename Protocol::endpoint endpoint, HttpHandler handler, std::string display, int port)
-      : acceptor_(io_), handler_(std::move(handler)), address_(std::move(display)), port_(port) {
+  ServerImpl(typename Protocol::endpoint endpoint, HttpHandler handler, std::string display, int port,
+             const HttpServerOptions& options)
+      : acceptor_(io_), handler_(std::move(handler)), address_(std::move(display)), port_(port),
+        options_(options) {
     endpoint_ = endpoint;
   }
   ~ServerImpl() override { Stop(); }
@@ -159,21 +54,33 @@ class ServerImpl : public HttpServer {
       address_ = absl::StrCat(acceptor_.local_endpoint().address().to_string(), ":", port_);
     }
     accept_thread_ = std::thread([this] { AcceptLoop(); });
+    watchdog_thread_ = std::thread([this] { Watchdog(); });
     return absl::OkStatus();
   }
 
   std::string address() const override { return address_; }
   int port() const override { return port_; }
+  size_t open_connections() const override {
+    absl::MutexLock lock(&mu_);
+    size_t n = 0;
+    for (const auto& c : conns_) n += c.finished->load() ? 0 : 1;
+    return n;
+  }
 
   void Stop() override {
     if (stopping_.exchange(true)) return;
     ::shutdown(acceptor_.native_handle(), SHUT_RDWR);
     if (accept_thread_.joinable()) accept_thread_.join();
+    {
+      absl::MutexLock lock(&mu_);
+      watchdog_stop_ = true;
+    }
+    if (watchdog_thread_.joinable()) watchdog_thread_.join();
     beast::error_code ec;
     acceptor_.close(ec);
     std::list<Connection> conns;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       for (auto& c : conns_) ::shutdown(c.socket->native_handle(), SHUT_RDWR);
       conns.swap(conns_);
     }
@@ -185,6 +92,7 @@ class ServerImpl : public HttpServer {
     std::shared_ptr<typename Protocol::socket> socket;
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> finished;
+    std::shared_ptr<ReadDeadline> deadline;
   };
 
   void AcceptLoop() {
@@ -198,20 +106,46 @@ class ServerImpl : public HttpServer {
         continue;
       }
       Reap();
+      absl::MutexLock lock(&mu_);
+      if (conns_.size() >= options_.max_connections) {
+        // Refused without a thread: the answer fits the socket's send buffer of a new connection.
+        (void)!::send(socket->native_handle(), kBusy.data(), kBusy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        socket->close(ec);
+        continue;
+      }
       auto finished = std::make_shared<std::atomic<bool>>(false);
-      std::lock_guard<std::mutex> lock(mu_);
-      conns_.push_back(Connection{socket, std::thread([this, socket, finished] {
-                                    ServeConnection(*socket, handler_);
+      auto deadline = std::make_shared<ReadDeadline>();
+      conns_.push_back(Connection{socket, std::thread([this, socket, finished, deadline] {
+                                    http_internal::ServeConnection(*socket, handler_, options_, deadline.get());
                                     finished->store(true);
                                   }),
-                                  finished});
+                                  finished, deadline});
+    }
+  }
+
+  // Shuts the reading side of connections whose request is overdue (ServeConnection then
+  // answers 408 or closes) and joins the threads of finished ones, so idle and slow clients
+  // cost nothing once their time is up, whether or not new clients arrive.
+  void Watchdog() {
+    const absl::Duration tick = absl::Milliseconds(
+        std::clamp<int64_t>(options_.read_timeout.count() / 4, 10, 250));
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.AwaitWithTimeout(absl::Condition(&watchdog_stop_), tick);
+        if (watchdog_stop_) return;
+        for (auto& c : conns_) {
+          if (!c.finished->load() && c.deadline->Passed()) ::shutdown(c.socket->native_handle(), SHUT_RD);
+        }
+      }
+      Reap();
     }
   }
 
   void Reap() {
     std::list<Connection> done;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       for (auto it = conns_.begin(); it != conns_.end();) {
         if (it->finished->load()) {
           done.splice(done.end(), conns_, it++);
@@ -229,22 +163,29 @@ class ServerImpl : public HttpServer {
   HttpHandler handler_;
   std::string address_;
   int port_;
+  const HttpServerOptions options_;
   std::thread accept_thread_;
+  std::thread watchdog_thread_;
   std::atomic<bool> stopping_{false};
-  std::mutex mu_;
-  std::list<Connection> conns_;  // GUARDED_BY(mu_)
+  mutable absl::Mutex mu_;
+  std::list<Connection> conns_ ABSL_GUARDED_BY(mu_);
+  bool watchdog_stop_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& address,
-                                                              HttpHandler handler) {
+                                                              HttpHandler handler,
+                                                              const HttpServerOptions& options) {
+  if (options.max_connections == 0 || options.read_timeout.count() <= 0) {
+    return absl::InvalidArgumentError("HttpServerOptions: max_connections and read_timeout must be positive");
+  }
   if (absl::StartsWith(address, "unix:")) {
     std::string path = address.substr(5);
     if (path.empty()) return absl::InvalidArgumentError("listen address 'unix:': empty path");
     ::unlink(path.c_str());
     auto server = std::make_unique<ServerImpl<asio::local::stream_protocol>>(
-        asio::local::stream_protocol::endpoint(path), std::move(handler), address, 0);
+        asio::local::stream_protocol::endpoint(path), std::move(handler), address, 0, options);
     auto st = server->Listen();
     if (!st.ok()) return st;
     return std::unique_ptr<HttpServer>(std::move(server));
@@ -272,7 +213,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string&
     ip = found.begin()->endpoint().address();
   }
   auto server = std::make_unique<ServerImpl<asio::ip::tcp>>(
-      asio::ip::tcp::endpoint(ip, static_cast<uint16_t>(port)), std::move(handler), address, port);
+      asio::ip::tcp::endpoint(ip, static_cast<uint16_t>(port)), std::move(handler), address, port, options);
   auto st = server->Listen();
   if (!st.ok()) return st;
   return std::unique_ptr<HttpServer>(std::move(server));

@@ -184,7 +184,19 @@ absl::StatusOr<Dockerfile> ParseDockerfile(const std::string& text, const std::s
   return df;
 }
 
-absl::StatusOr<std::string> ExpandVariables(const std::string& text, const std::map<std::string, std::string>& vars) {
+namespace {
+
+// ${A:-${B:-...}} nests; Docker takes a handful of levels in practice. Past this a Dockerfile is
+// refused: each level re-scans the rest of the word, so deep nesting costs quadratic time and
+// as much stack as it has levels.
+constexpr int kMaxSubstitutionDepth = 16;
+
+absl::StatusOr<std::string> ExpandAt(const std::string& text, const std::map<std::string, std::string>& vars,
+                                     int nesting) {
+  if (nesting > kMaxSubstitutionDepth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("variable substitution nested deeper than ", kMaxSubstitutionDepth, " levels"));
+  }
   std::string out;
   auto lookup = [&](const std::string& name) -> const std::string* {
     auto it = vars.find(name);
@@ -219,7 +231,7 @@ absl::StatusOr<std::string> ExpandVariables(const std::string& text, const std::
         if (v != nullptr) out += *v;
       } else if (absl::StartsWith(inner.substr(k), ":-") || absl::StartsWith(inner.substr(k), ":+")) {
         bool use_default = inner[k + 1] == '-';
-        absl::StatusOr<std::string> word = ExpandVariables(inner.substr(k + 2), vars);
+        absl::StatusOr<std::string> word = ExpandAt(inner.substr(k + 2), vars, nesting + 1);
         if (!word.ok()) return word.status();
         bool set = v != nullptr && !v->empty();
         if (use_default) {
@@ -243,6 +255,12 @@ absl::StatusOr<std::string> ExpandVariables(const std::string& text, const std::
     out += c;
   }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ExpandVariables(const std::string& text, const std::map<std::string, std::string>& vars) {
+  return ExpandAt(text, vars, 0);
 }
 
 std::vector<std::string> SplitWords(const std::string& text) {

@@ -73,6 +73,25 @@ TEST(DockerfileTest, ExpandsVariablesLikeDocker) {
   EXPECT_EQ(SplitWords("a 'b c'  \"d\"e"), (std::vector<std::string>{"a", "b c", "de"}));
 }
 
+// Found by fuzzing (tests/fuzz/corpus/dockerfile): ${A:-${A:-...}} nested thousands deep took
+// quadratic time and as much stack as it had levels. Sixteen levels expand; deeper is refused.
+TEST(DockerfileTest, DeeplyNestedSubstitutionIsRefused) {
+  const std::map<std::string, std::string> vars;
+  auto nested = [](int levels) {
+    std::string s;
+    for (int i = 0; i < levels; ++i) s += "${B:-";
+    s += "end";
+    for (int i = 0; i < levels; ++i) s += "}";
+    return s;
+  };
+  auto ok = ExpandVariables(nested(16), vars);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(*ok, "end");
+  auto deep = ExpandVariables(nested(20000), vars);
+  EXPECT_EQ(deep.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(deep.status().message(), "variable substitution nested deeper than 16 levels");
+}
+
 TEST(BaseImagesTest, MapsDebianBasedNamesAndRefusesOthers) {
   struct Case {
     std::string name;

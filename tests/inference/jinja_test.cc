@@ -1,6 +1,8 @@
 // The Jinja interpreter on its own: exact renderings of each feature, and errors that name the
 // template line. (jinja_oracle_test.cc compares a larger corpus with Python's jinja2.)
 #include <chrono>
+#include <string>
+#include <vector>
 
 #include "flotilla/inference/jinja.h"
 #include "gtest/gtest.h"
@@ -116,6 +118,67 @@ TEST(JinjaErrorTest, UndefinedAttributeAndTypeErrorsNameTheLine) {
   out = t->Render({{"b", nlohmann::ordered_json::object()}});
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().message(), "tpl:1: can only concatenate str (not \"dict\") to str");
+}
+
+// Templates that once crashed or ran away (found with tests/fuzz/jinja_template_fuzz.cc and
+// kept in its corpus): each ends in an InvalidArgument naming the line, within the bounds of
+// jinja/limits.h, instead of a stack overflow, undefined integer overflow, a render that does
+// not end or memory exhausted.
+TEST(JinjaErrorTest, HostileTemplatesFailWithinTheBounds) {
+  const std::string too_big = "larger than the render allows (16777216 bytes, 1048576 items)";
+  struct Hostile {
+    std::string source, expected;
+  };
+  const std::vector<Hostile> cases = {
+      {"{{ " + std::string(20000, '(') + "1" + std::string(20000, ')') + " }}",
+       "PARSE ERROR: t:1: nested deeper than 128 levels"},
+      {"{{ " + std::string(20000, '[') + std::string(20000, ']') + " }}", "PARSE ERROR: t:1: nested deeper than 128 levels"},
+      {[] {
+         std::string s;
+         for (int i = 0; i < 5000; ++i) s += "{% if 1 %}";
+         s += "x";
+         for (int i = 0; i < 5000; ++i) s += "{% endif %}";
+         return s;
+       }(),
+       "PARSE ERROR: t:1: nested deeper than 128 levels"},
+      {"{{ not " + [] {
+         std::string s;
+         for (int i = 0; i < 5000; ++i) s += "not ";
+         return s;
+       }() + "1 }}",
+       "PARSE ERROR: t:1: nested deeper than 128 levels"},
+      {"{{ x" + [] {
+         std::string s;
+         for (int i = 0; i < 1000; ++i) s += ".a";
+         return s;
+       }() + " }}",
+       "PARSE ERROR: t:1: expression nested deeper than 128 levels"},
+      {"{{ 1" + [] {
+         std::string s;
+         for (int i = 0; i < 1000; ++i) s += " + 1";
+         return s;
+       }() + " }}",
+       "PARSE ERROR: t:1: expression nested deeper than 128 levels"},
+      {"{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "RENDER ERROR: t:1: recursion deeper than 256 levels"},
+      {"{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}",
+       "RENDER ERROR: t:1: more than 50000 loop iterations"},
+      {"{{ 'x' * 2000000000 }}", "RENDER ERROR: t:1: repeated string " + too_big},
+      {"{{ [1, 2] * 4000000000 }}", "RENDER ERROR: t:1: repeated list " + too_big},
+      {"{% set ns = namespace(x='ab') %}{% for i in range(60) %}{% set ns.x = ns.x ~ ns.x %}{% endfor %}",
+       "RENDER ERROR: t:1: concatenated string " + too_big},
+      {"{{ 9223372036854775807 + 1 }}", "RENDER ERROR: t:1: integer overflow in '+'"},
+      {"{{ -9223372036854775807 - 2 }}", "RENDER ERROR: t:1: integer overflow in '-'"},
+      {"{{ 4294967296 * 4294967296 }}", "RENDER ERROR: t:1: integer overflow in '*'"},
+      {"{{ (-9223372036854775807 - 1) // -1 }}", "RENDER ERROR: t:1: integer overflow in '//'"},
+      {"{{ -(-9223372036854775807 - 1) }}", "RENDER ERROR: t:1: integer overflow in unary '-'"},
+      {"{{ 2 ** 64 }}", "RENDER ERROR: t:1: integer overflow in '**'"},
+      {"{{ 1 ** 99999999999999 }} {{ (-1) ** 99999999999999 }} {{ 0 ** 99999999999999 }}", "1 -1 0"},
+      {"{{ range(9223372036854775800, 9223372036854775807, 5) | list }}",
+       "[9223372036854775800, 9223372036854775805]"},
+  };
+  for (const Hostile& c : cases) {
+    EXPECT_EQ(Render(c.source), c.expected) << c.source.substr(0, 120);
+  }
 }
 
 TEST(JinjaTest, StrftimeNowFormatsTheGivenTime) {

@@ -57,6 +57,14 @@ TEST(HarborTaskTest, MemoryWithUnitsAndBadFieldsNamed) {
       {"[environment]\ncpus = 0\n", 0, "task.toml: environment.cpus: expected a number in (0, 1024], got '0'"},
       {"[environment]\nmemory_mb = 4\n", 0, "task.toml: environment.memory_mb: expected MiB in [8, 16777216], got '4'"},
       {"[environment]\nstorage_mb = x\n", 0, "task.toml: environment.storage_mb: expected MiB in [1, 16777216], got 'x'"},
+      // Found by fuzzing (tests/fuzz/corpus/task_folder): NaN and huge values were converted to
+      // integers unchecked, which is undefined behaviour.
+      {"[environment]\ncpus = nan\n", 0, "task.toml: environment.cpus: expected a number in (0, 1024], got 'nan'"},
+      {"[environment]\nmemory_mb = nan\n", 0,
+       "task.toml: environment.memory_mb: expected MiB in [8, 16777216], got 'nan'"},
+      {"[environment]\nmemory = \"1e300G\"\n", 0,
+       "task.toml: environment.memory: expected a size like \"2G\" or \"512M\", got '1e300G'"},
+      {"[agent]\ntimeout_sec = inf\n", 0, "task.toml: agent.timeout_sec: expected seconds in (0, 86400], got 'inf'"},
   };
   for (const Case& c : cases) {
     testing::TempDir d;
@@ -82,6 +90,23 @@ TEST(HarborTaskTest, V1TaskBuildsFromItsOwnFolder) {
   EXPECT_EQ(t->dockerfile, d.file("Dockerfile"));
   EXPECT_EQ(t->build_context, d.path().string());
   EXPECT_TRUE(t->reward_json_file.empty());
+}
+
+// Found by fuzzing (tests/fuzz/corpus/task_folder): a task.yaml that is a scalar or a list made
+// yaml-cpp throw from operator[], which ended the process.
+TEST(HarborTaskTest, V1TaskYamlThatIsNoMappingIsRefused) {
+  for (const char* yaml : {"just text\n", "- a\n- b\n", "", "instruction: [1, 2]\n", "instruction: x\nmax_agent_timeout_sec: .nan\n"}) {
+    testing::TempDir d;
+    Write(d.file("task.yaml"), yaml);
+    Write(d.file("run-tests.sh"), "#!/bin/bash\n");
+    auto t = LoadTerminalTask(d.path().string());
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << yaml;
+    const std::string text = yaml;
+    const std::string want = text.rfind("instruction: x", 0) == 0 ? "task.yaml: max_agent_timeout_sec: out of range"
+                             : text.rfind("instruction", 0) == 0  ? "task.yaml: instruction: required string"
+                                                                  : "task.yaml: expected a mapping of fields";
+    EXPECT_EQ(t.status().message(), "task " + d.path().string() + ": " + want) << yaml;
+  }
 }
 
 TEST(HarborTaskTest, RewardJsonScalarRewardMemberOrMean) {

@@ -100,7 +100,7 @@ void HandleMessages(ChatService& service, const HttpRequest& http, const std::st
   req.reply_id = NewWireId("msg_");
   const std::string model = req.model.empty() ? service.ModelName() : req.model;
   if (!req.stream) {
-    absl::StatusOr<ChatReply> reply = service.Complete(req, nullptr);
+    absl::StatusOr<ChatReply> reply = FailIfInterrupted(service.Complete(req, nullptr));
     if (!reply.ok()) return SendAnthropicError(out, reply.status());
     Json content = Json::array();
     if (!reply->text.empty()) content.push_back(Json{{"type", "text"}, {"text", reply->text}});
@@ -116,7 +116,7 @@ void HandleMessages(ChatService& service, const HttpRequest& http, const std::st
                                                     {"model", model}, {"content", Json::array()},
                                                     {"stop_reason", nullptr}, {"stop_sequence", nullptr},
                                                     {"usage", Json{{"input_tokens", input_tokens}, {"output_tokens", 0}}}}}});
-  absl::StatusOr<ChatReply> reply = service.Complete(req, &streamer);
+  absl::StatusOr<ChatReply> reply = FailIfInterrupted(service.Complete(req, &streamer));
   if (!reply.ok()) {
     if (!sse.started()) return SendAnthropicError(out, reply.status());
     int code = HttpStatusFor(reply.status());

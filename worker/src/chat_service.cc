@@ -431,6 +431,9 @@ absl::StatusOr<v1::Trajectory> ChatService::CloseSession(const std::string& sess
     }
     entry = it->second;
     sessions_.erase(it);
+    for (auto r = responses_.begin(); r != responses_.end();) {
+      r = r->second.session == session_id ? responses_.erase(r) : std::next(r);
+    }
   }
   if (metrics_ != nullptr) metrics_->Closed(v1::TrajectoryStatus_Name(status));
   std::lock_guard<std::mutex> lock(entry->mu);

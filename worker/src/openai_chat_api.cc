@@ -92,7 +92,7 @@ void HandleChatCompletions(ChatService& service, const HttpRequest& http,
   req.reply_id = NewWireId("chatcmpl-");
   req.hf = service.hf();
   if (!req.stream) {
-    absl::StatusOr<ChatReply> reply = service.Complete(req, nullptr);
+    absl::StatusOr<ChatReply> reply = FailIfInterrupted(service.Complete(req, nullptr));
     if (!reply.ok()) return SendOpenAiError(out, reply.status());
     Json message{{"role", "assistant"},
                  {"content", reply->text.empty() && !reply->tool_calls.empty() ? Json() : Json(reply->text)}};
@@ -111,7 +111,7 @@ void HandleChatCompletions(ChatService& service, const HttpRequest& http,
   SseStream sse(out);
   const std::string& id = req.reply_id;
   ChunkStreamer streamer(sse, req, id, model, UnixSeconds());
-  absl::StatusOr<ChatReply> reply = service.Complete(req, &streamer);
+  absl::StatusOr<ChatReply> reply = FailIfInterrupted(service.Complete(req, &streamer));
   if (!reply.ok()) {
     if (!sse.started()) return SendOpenAiError(out, reply.status());
     sse.Event(Json{{"error", Json{{"message", std::string(reply.status().message())},

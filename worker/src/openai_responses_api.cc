@@ -153,7 +153,7 @@ void HandleResponses(ChatService& service, const HttpRequest& http, const std::s
   req.hf = service.hf();
   ResponseBuilder builder(req, req.model.empty() ? service.ModelName() : req.model);
   if (!req.stream) {
-    absl::StatusOr<ChatReply> reply = service.Complete(req, nullptr);
+    absl::StatusOr<ChatReply> reply = FailIfInterrupted(service.Complete(req, nullptr));
     if (!reply.ok()) return SendOpenAiError(out, reply.status());
     return out.Send(200, "application/json", Dump(builder.Response("completed", &*reply)));
   }
@@ -162,7 +162,7 @@ void HandleResponses(ChatService& service, const HttpRequest& http, const std::s
   // not retry.
   SseStream sse(out);
   EventStreamer streamer(sse, req, builder);
-  absl::StatusOr<ChatReply> reply = service.Complete(req, &streamer);
+  absl::StatusOr<ChatReply> reply = FailIfInterrupted(service.Complete(req, &streamer));
   if (!reply.ok()) {
     if (!sse.started()) return SendOpenAiError(out, reply.status());
     Json failed = builder.Response("failed", nullptr);

@@ -1,5 +1,6 @@
 #include "flotilla/worker/terminal_task.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -75,7 +76,7 @@ absl::Status Seconds(const std::map<std::string, std::string>& toml, const std::
   auto it = toml.find(key);
   if (it == toml.end()) return absl::OkStatus();
   double v;
-  if (!absl::SimpleAtod(it->second, &v) || v <= 0 || v > 86400) {
+  if (!absl::SimpleAtod(it->second, &v) || !std::isfinite(v) || v <= 0 || v > 86400) {
     return absl::InvalidArgumentError(absl::StrCat(file, ": ", key, ": expected seconds in (0, 86400], got '",
                                                    it->second, "'"));
   }
@@ -83,11 +84,15 @@ absl::Status Seconds(const std::map<std::string, std::string>& toml, const std::
   return absl::OkStatus();
 }
 
-// [environment] memory: "2G", "512M", "1024K" or a number of MiB.
+// The most memory a task may ask for: 16 TiB, as memory_mb's bound.
+constexpr double kMaxMemoryBytes = double(1ull << 44);
+
+// [environment] memory: "2G", "512M", "1024K" or a number of MiB. Numbers are checked finite
+// before they are converted: NaN or a huge value would make the conversion undefined.
 absl::Status Memory(const std::map<std::string, std::string>& toml, const std::string& file, TerminalTask* t) {
   if (auto it = toml.find("environment.memory_mb"); it != toml.end()) {
     double mb;
-    if (!absl::SimpleAtod(it->second, &mb) || mb < 8 || mb > (1 << 24)) {
+    if (!absl::SimpleAtod(it->second, &mb) || !std::isfinite(mb) || mb < 8 || mb > (1 << 24)) {
       return absl::InvalidArgumentError(
           absl::StrCat(file, ": environment.memory_mb: expected MiB in [8, 16777216], got '", it->second, "'"));
     }
@@ -101,7 +106,7 @@ absl::Status Memory(const std::map<std::string, std::string>& toml, const std::s
     if (!v.empty() && v.back() == 'K') scale = 1 << 10;
     if (!v.empty() && (v.back() == 'G' || v.back() == 'M' || v.back() == 'K')) v.pop_back();
     double n;
-    if (!absl::SimpleAtod(v, &n) || n * scale < (8 << 20)) {
+    if (!absl::SimpleAtod(v, &n) || !std::isfinite(n) || n * scale < (8 << 20) || n * scale > kMaxMemoryBytes) {
       return absl::InvalidArgumentError(
           absl::StrCat(file, ": environment.memory: expected a size like \"2G\" or \"512M\", got '", it->second, "'"));
     }
@@ -109,14 +114,14 @@ absl::Status Memory(const std::map<std::string, std::string>& toml, const std::s
   }
   if (auto it = toml.find("environment.storage_mb"); it != toml.end()) {
     double mb;
-    if (!absl::SimpleAtod(it->second, &mb) || mb < 1 || mb > (1 << 24)) {
+    if (!absl::SimpleAtod(it->second, &mb) || !std::isfinite(mb) || mb < 1 || mb > (1 << 24)) {
       return absl::InvalidArgumentError(
           absl::StrCat(file, ": environment.storage_mb: expected MiB in [1, 16777216], got '", it->second, "'"));
     }
     t->disk_bytes = static_cast<uint64_t>(mb * (1 << 20));
   }
   if (auto it = toml.find("environment.cpus"); it != toml.end()) {
-    if (!absl::SimpleAtod(it->second, &t->cpus) || t->cpus <= 0 || t->cpus > 1024) {
+    if (!absl::SimpleAtod(it->second, &t->cpus) || !std::isfinite(t->cpus) || t->cpus <= 0 || t->cpus > 1024) {
       return absl::InvalidArgumentError(
           absl::StrCat(file, ": environment.cpus: expected a number in (0, 1024], got '", it->second, "'"));
     }
@@ -162,6 +167,8 @@ absl::Status LoadV1(const fs::path& dir, TerminalTask* t) {
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("task.yaml:", e.mark.line + 1, ": ", e.msg));
   }
+  // Indexing a scalar or a sequence throws in yaml-cpp: anything but a mapping is refused first.
+  if (!y.IsMap()) return absl::InvalidArgumentError("task.yaml: expected a mapping of fields");
   if (!y["instruction"] || !y["instruction"].IsScalar()) {
     return absl::InvalidArgumentError("task.yaml: instruction: required string");
   }
@@ -179,7 +186,9 @@ absl::Status LoadV1(const fs::path& dir, TerminalTask* t) {
     } catch (const YAML::Exception&) {
       return absl::InvalidArgumentError(absl::StrCat("task.yaml: ", key, ": expected a number of seconds"));
     }
-    if (v <= 0 || v > 86400) return absl::InvalidArgumentError(absl::StrCat("task.yaml: ", key, ": out of range"));
+    if (!std::isfinite(v) || v <= 0 || v > 86400) {
+      return absl::InvalidArgumentError(absl::StrCat("task.yaml: ", key, ": out of range"));
+    }
     *out = static_cast<uint32_t>(v * 1000);
   }
   if (!fs::exists(dir / "run-tests.sh")) {

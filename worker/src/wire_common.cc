@@ -26,6 +26,12 @@ int HttpStatusFor(const absl::Status& s) {
   }
 }
 
+absl::StatusOr<ChatReply> FailIfInterrupted(absl::StatusOr<ChatReply> reply) {
+  if (!reply.ok() || reply->stop != StopKind::kInterrupted) return reply;
+  return absl::UnavailableError(absl::StrCat("generation was interrupted by the engine after ",
+                                             reply->completion_tokens, " tokens; the turn is incomplete, retry it"));
+}
+
 std::string NewWireId(std::string_view prefix) {
   return absl::StrCat(std::string(prefix), absl::StrFormat("%016x%08x", RandomU64(),
                                                            static_cast<uint32_t>(RandomU64())));

@@ -21,6 +21,11 @@ using Json = nlohmann::ordered_json;
 std::string Dump(const Json& j);
 
 int HttpStatusFor(const absl::Status& s);
+// A reply whose generation the engine interrupted (a checkpoint switch, an operator's
+// Interrupt) is not the model's answer: the wire APIs report it as their error (Unavailable,
+// 503 or an error event on a stream) instead of passing a cut-off turn off as a finished one.
+// The session keeps the turn, recorded as interrupted.
+absl::StatusOr<ChatReply> FailIfInterrupted(absl::StatusOr<ChatReply> reply);
 
 // A fresh id for a wire object ("chatcmpl-" + 24 hex digits and the like).
 std::string NewWireId(std::string_view prefix);

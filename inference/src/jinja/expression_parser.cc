@@ -1,6 +1,11 @@
 #include "jinja/expression_parser.h"
 
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "flotilla/common/status.h"
+#include "jinja/limits.h"
 
 namespace flotilla::inference::jinja {
 namespace {
@@ -15,10 +20,35 @@ ExprPtr MakeExpr(Expr::Kind kind, int line) {
 }  // namespace
 
 // `| f(args) | g ...` after `chain`; the innermost operand is null (a block's output).
+absl::Status ExpressionParser::NestingGuard::status() const {
+  if (p_.nesting_ <= kMaxParseNesting) return absl::OkStatus();
+  return p_.Error(absl::StrCat("nested deeper than ", kMaxParseNesting, " levels"));
+}
+
+absl::Status ExpressionParser::CheckDepth(const Expr& e) const {
+  std::vector<std::pair<const Expr*, int>> stack = {{&e, 1}};
+  while (!stack.empty()) {
+    auto [node, depth] = stack.back();
+    stack.pop_back();
+    if (depth > kMaxExpressionDepth) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name_, ":", node->line, ": expression nested deeper than ", kMaxExpressionDepth, " levels"));
+    }
+    for (const auto& child : node->items) {
+      if (child != nullptr) stack.push_back({child.get(), depth + 1});
+    }
+    for (const auto& kw : node->kwargs) {
+      if (kw.second != nullptr) stack.push_back({kw.second.get(), depth + 1});
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ExprPtr> ExpressionParser::ParseFilterChain(ExprPtr chain) {
   while (IsOp("|")) {
     ASSIGN_OR_RETURN(chain, ParseFilter(std::move(chain)));
   }
+  if (chain != nullptr) RETURN_IF_ERROR(CheckDepth(*chain));
   return chain;
 }
 
@@ -39,6 +69,16 @@ absl::StatusOr<ExprPtr> ExpressionParser::ParseTuple(bool with_condexpr) {
 }
 
 absl::StatusOr<ExprPtr> ExpressionParser::ParseExpression(bool with_condexpr) {
+  NestingGuard guard(*this);
+  RETURN_IF_ERROR(guard.status());
+  ++expression_level_;
+  absl::StatusOr<ExprPtr> e = ParseExpressionBody(with_condexpr);
+  --expression_level_;
+  if (e.ok() && expression_level_ == 0) RETURN_IF_ERROR(CheckDepth(**e));
+  return e;
+}
+
+absl::StatusOr<ExprPtr> ExpressionParser::ParseExpressionBody(bool with_condexpr) {
   ASSIGN_OR_RETURN(ExprPtr e, ParseOr());
   if (!with_condexpr) return e;
   while (IsName("if")) {
@@ -91,6 +131,8 @@ absl::StatusOr<ExprPtr> ExpressionParser::ParseAnd() {
 }
 
 absl::StatusOr<ExprPtr> ExpressionParser::ParseNot() {
+  NestingGuard guard(*this);
+  RETURN_IF_ERROR(guard.status());
   if (IsName("not")) {
     auto e = MakeExpr(Expr::Kind::kNot, Cur().line);
     Next();
@@ -197,6 +239,8 @@ absl::StatusOr<ExprPtr> ExpressionParser::ParsePow() {
 }
 
 absl::StatusOr<ExprPtr> ExpressionParser::ParseUnary(bool with_filter) {
+  NestingGuard guard(*this);
+  RETURN_IF_ERROR(guard.status());
   ExprPtr node;
   if (IsOp("-") || IsOp("+")) {
     node = MakeExpr(IsOp("-") ? Expr::Kind::kNeg : Expr::Kind::kPos, Cur().line);

@@ -25,7 +25,29 @@ class ExpressionParser : public TokenCursor {
   absl::StatusOr<ExprPtr> ParseExpression(bool with_condexpr);
   absl::StatusOr<ExprPtr> ParseFilter(ExprPtr operand);
 
+ protected:
+  // Counts a level of recursive descent (blocks, parentheses, unary operators); the guard's
+  // status is an error once kMaxParseNesting levels are open.
+  class NestingGuard {
+   public:
+    explicit NestingGuard(ExpressionParser& p) : p_(p) { ++p_.nesting_; }
+    ~NestingGuard() { --p_.nesting_; }
+    NestingGuard(const NestingGuard&) = delete;
+    NestingGuard& operator=(const NestingGuard&) = delete;
+    absl::Status status() const;
+
+   private:
+    ExpressionParser& p_;
+  };
+
  private:
+  // InvalidArgument when `e` is deeper than kMaxExpressionDepth (a long chain of operators,
+  // attributes or filters): evaluating it would recurse that deep. Iterative.
+  absl::Status CheckDepth(const Expr& e) const;
+
+  int nesting_ = 0;
+  int expression_level_ = 0;  // ParseExpression calls open: the outermost checks the depth
+  absl::StatusOr<ExprPtr> ParseExpressionBody(bool with_condexpr);
   absl::StatusOr<ExprPtr> Binary(Expr::Kind kind, std::string op, ExprPtr left, ExprPtr right, int line);
   absl::StatusOr<ExprPtr> ParseOr();
   absl::StatusOr<ExprPtr> ParseAnd();

@@ -1,10 +1,12 @@
 #include "jinja/operators.h"
 
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "jinja/limits.h"
 #include "flotilla/common/status.h"
 #include "jinja/py_str.h"
 
@@ -18,15 +20,36 @@ absl::Status Unsupported(std::string_view op, const Value& a, const Value& b) {
 
 bool IsIntLike(const Value& v) { return v.is_int() || v.is_bool(); }
 
-Value Repeat(const Value& seq, int64_t times) {
+absl::Status TooLarge(std::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(std::string(what), " larger than the render allows (",
+                                                 kMaxStringBytes, " bytes, ", kMaxListItems, " items)"));
+}
+
+// The size of a string or list of `unit` elements repeated `times`, checked against `limit`.
+bool FitsRepeated(size_t unit, int64_t times, size_t limit) {
+  return times <= 0 || unit == 0 || static_cast<uint64_t>(times) <= limit / unit;
+}
+
+absl::StatusOr<Value> Repeat(const Value& seq, int64_t times) {
   if (seq.is_string()) {
+    if (!FitsRepeated(seq.str().size(), times, kMaxStringBytes)) return TooLarge("repeated string");
     std::string out;
     for (int64_t i = 0; i < times; ++i) out += seq.str();
     return Value::String(std::move(out));
   }
+  if (!FitsRepeated(seq.list().size(), times, kMaxListItems)) return TooLarge("repeated list");
   ValueList out;
   for (int64_t i = 0; i < times; ++i) out.insert(out.end(), seq.list().begin(), seq.list().end());
   return Value::List(std::move(out), seq.is_tuple());
+}
+
+absl::StatusOr<Value> ConcatStrings(const std::string& a, const std::string& b) {
+  if (a.size() + b.size() > kMaxStringBytes) return TooLarge("concatenated string");
+  return Value::String(a + b);
+}
+
+absl::StatusOr<Value> Overflow(std::string_view op) {
+  return absl::InvalidArgumentError(absl::StrCat("integer overflow in '", std::string(op), "'"));
 }
 
 absl::StatusOr<Value> Contains(const Value& needle, const Value& haystack) {
@@ -61,7 +84,7 @@ absl::Status UndefinedError(const Value& v) {
 }
 
 absl::StatusOr<Value> BinaryOp(std::string_view op, const Value& a, const Value& b) {
-  if (op == "~") return Value::String(a.ToString() + b.ToString());
+  if (op == "~") return ConcatStrings(a.ToString(), b.ToString());
   if (op == "==") return Value::Bool(a.Equals(b));
   if (op == "!=") return Value::Bool(!a.Equals(b));
   if (op == "in") return Contains(a, b);
@@ -90,10 +113,12 @@ absl::StatusOr<Value> BinaryOp(std::string_view op, const Value& a, const Value&
   const bool numbers = a.is_number() && b.is_number();
   const bool ints = IsIntLike(a) && IsIntLike(b);
   if (op == "+") {
-    if (ints) return Value::Int(a.int_value() + b.int_value());
+    int64_t r = 0;
+    if (ints) return __builtin_add_overflow(a.int_value(), b.int_value(), &r) ? Overflow(op) : Value::Int(r);
     if (numbers) return Value::Float(a.number() + b.number());
-    if (a.is_string() && b.is_string()) return Value::String(a.str() + b.str());
+    if (a.is_string() && b.is_string()) return ConcatStrings(a.str(), b.str());
     if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+      if (a.list().size() + b.list().size() > kMaxListItems) return TooLarge("concatenated list");
       ValueList out = a.list();
       out.insert(out.end(), b.list().begin(), b.list().end());
       return Value::List(std::move(out), a.is_tuple());
@@ -105,12 +130,14 @@ absl::StatusOr<Value> BinaryOp(std::string_view op, const Value& a, const Value&
     return Unsupported(op, a, b);
   }
   if (op == "-") {
-    if (ints) return Value::Int(a.int_value() - b.int_value());
+    int64_t r = 0;
+    if (ints) return __builtin_sub_overflow(a.int_value(), b.int_value(), &r) ? Overflow(op) : Value::Int(r);
     if (numbers) return Value::Float(a.number() - b.number());
     return Unsupported(op, a, b);
   }
   if (op == "*") {
-    if (ints) return Value::Int(a.int_value() * b.int_value());
+    int64_t r = 0;
+    if (ints) return __builtin_mul_overflow(a.int_value(), b.int_value(), &r) ? Overflow(op) : Value::Int(r);
     if (numbers) return Value::Float(a.number() * b.number());
     if ((a.is_string() || a.is_list()) && IsIntLike(b)) return Repeat(a, b.int_value());
     if ((b.is_string() || b.is_list()) && IsIntLike(a)) return Repeat(b, a.int_value());
@@ -122,6 +149,7 @@ absl::StatusOr<Value> BinaryOp(std::string_view op, const Value& a, const Value&
     if (op == "/") return Value::Float(a.number() / b.number());
     if (ints) {
       int64_t x = a.int_value(), y = b.int_value();
+      if (x == std::numeric_limits<int64_t>::min() && y == -1) return Overflow(op);
       int64_t q = x / y, r = x % y;
       if (r != 0 && ((r < 0) != (y < 0))) {
         --q;
@@ -151,8 +179,15 @@ absl::StatusOr<Value> BinaryOp(std::string_view op, const Value& a, const Value&
   }
   if (op == "**") {
     if (ints && b.int_value() >= 0) {
+      const int64_t base = a.int_value(), exp = b.int_value();
+      // 0, 1 and -1 never overflow, however large the exponent; any other base does within 64 steps.
+      if (base == 0) return Value::Int(exp == 0 ? 1 : 0);
+      if (base == 1) return Value::Int(1);
+      if (base == -1) return Value::Int(exp % 2 == 0 ? 1 : -1);
       int64_t r = 1;
-      for (int64_t i = 0; i < b.int_value(); ++i) r *= a.int_value();
+      for (int64_t i = 0; i < exp; ++i) {
+        if (__builtin_mul_overflow(r, base, &r)) return Overflow(op);
+      }
       return Value::Int(r);
     }
     if (numbers) return Value::Float(std::pow(a.number(), b.number()));

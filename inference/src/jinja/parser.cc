@@ -25,6 +25,8 @@ class StatementParser : public ExpressionParser {
   // returned in *hit); an empty `ends` reads to the end of the template. `start_line` is the
   // line of the statement that opened the block, for the error when its end is missing.
   absl::StatusOr<Body> ParseBody(int start_line, const std::vector<std::string>& ends, std::string* hit) {
+    NestingGuard guard(*this);
+    RETURN_IF_ERROR(guard.status());
     Body body;
     while (true) {
       const Token& tok = Cur();

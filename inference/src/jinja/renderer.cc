@@ -1,5 +1,7 @@
 #include "jinja/renderer.h"
 
+#include <limits>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/status.h"
@@ -91,9 +93,18 @@ absl::StatusOr<std::string> Renderer::Render(const Body& body, std::shared_ptr<S
   return out;
 }
 
+absl::Status Renderer::TooDeep(int line) const {
+  return Locate(absl::InvalidArgumentError(absl::StrCat("recursion deeper than ", kMaxRenderDepth, " levels")), line);
+}
+
 absl::Status Renderer::Exec(const Body& body, const std::shared_ptr<Scope>& scope, std::string& out, Flow& flow) {
+  DepthGuard guard(depth_);
+  if (guard.exceeded()) return TooDeep(body.empty() ? 0 : body.front()->line);
   for (const auto& s : body) {
     RETURN_IF_ERROR(ExecOne(*s, scope, out, flow));
+    if (out.size() > kMaxStringBytes) {
+      return Locate(absl::InvalidArgumentError(absl::StrCat("output larger than ", kMaxStringBytes, " bytes")), s->line);
+    }
     if (flow != Flow::kNormal) return absl::OkStatus();
   }
   return absl::OkStatus();
@@ -157,8 +168,13 @@ absl::Status Renderer::ExecFor(const Stmt& s, const std::shared_ptr<Scope>& scop
   absl::StatusOr<ValueList> all = iterable.Iterate();
   if (!all.ok()) return Locate(all.status(), s.line);
   ValueList items;
+  auto count = [&]() -> absl::Status {
+    if (++iterations_ <= kMaxLoopIterations) return absl::OkStatus();
+    return Locate(absl::InvalidArgumentError(absl::StrCat("more than ", kMaxLoopIterations, " loop iterations")), s.line);
+  };
   if (s.condition != nullptr) {
     for (const Value& item : *all) {
+      RETURN_IF_ERROR(count());
       auto probe = std::make_shared<Scope>(scope);
       RETURN_IF_ERROR(Assign(s.target, item, probe, s.line));
       ASSIGN_OR_RETURN(Value keep, Eval(*s.condition, probe));
@@ -169,6 +185,7 @@ absl::Status Renderer::ExecFor(const Stmt& s, const std::shared_ptr<Scope>& scop
   }
   const int64_t n = static_cast<int64_t>(items.size());
   for (int64_t i = 0; i < n; ++i) {
+    RETURN_IF_ERROR(count());
     auto frame = std::make_shared<Scope>(scope);
     RETURN_IF_ERROR(Assign(s.target, items[static_cast<size_t>(i)], frame, s.line));
     ValueDict loop;
@@ -265,6 +282,8 @@ Value Renderer::MakeCaller(const Stmt& s, const std::shared_ptr<Scope>& scope) {
 }
 
 absl::StatusOr<Value> Renderer::Eval(const Expr& e, const std::shared_ptr<Scope>& scope) {
+  DepthGuard guard(depth_);
+  if (guard.exceeded()) return TooDeep(e.line);
   absl::StatusOr<Value> v = EvalUnlocated(e, scope);
   if (!v.ok()) return Locate(v.status(), e.line);
   return v;
@@ -373,7 +392,11 @@ absl::StatusOr<Value> Renderer::EvalUnlocated(const Expr& e, const std::shared_p
                                                        ": '", v.TypeName(), "'"));
       }
       if (e.kind == Expr::Kind::kPos) return v.is_bool() ? Value::Int(v.int_value()) : v;
-      return v.is_float() ? Value::Float(-v.number()) : Value::Int(-v.int_value());
+      if (v.is_float()) return Value::Float(-v.number());
+      if (v.int_value() == std::numeric_limits<int64_t>::min()) {
+        return absl::InvalidArgumentError("integer overflow in unary '-'");
+      }
+      return Value::Int(-v.int_value());
     }
     case Expr::Kind::kNot: {
       ASSIGN_OR_RETURN(Value v, Eval(*e.items[0], scope));

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "jinja/ast.h"
+#include "jinja/limits.h"
 #include "jinja/value.h"
 
 namespace flotilla::inference::jinja {
@@ -47,10 +48,28 @@ class Renderer {
   // A filter chain whose innermost operand is null applied to `block` (a block's output).
   absl::StatusOr<Value> EvalFilter(const Expr& e, const std::shared_ptr<Scope>& scope, const Value* block);
 
+  // One level deeper for the guard's lifetime; InvalidArgument at `line` past kMaxRenderDepth.
+  class DepthGuard {
+   public:
+    explicit DepthGuard(int& depth) : depth_(depth) { ++depth_; }
+    ~DepthGuard() { --depth_; }
+    DepthGuard(const DepthGuard&) = delete;
+    DepthGuard& operator=(const DepthGuard&) = delete;
+    bool exceeded() const { return depth_ > kMaxRenderDepth; }
+
+   private:
+    int& depth_;
+  };
+  absl::Status TooDeep(int line) const;
+
   // Prefixes "<name>:<line>: " unless the error already names a place in this template.
   absl::Status Locate(const absl::Status& s, int line) const;
 
   std::string name_;
+  // The render's budget (limits.h): how deep Exec and Eval are nested now, and the loop
+  // iterations run so far.
+  int depth_ = 0;
+  int64_t iterations_ = 0;
 };
 
 }  // namespace flotilla::inference::jinja

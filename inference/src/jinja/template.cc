@@ -29,11 +29,12 @@ absl::StatusOr<Value> Range(const CallArgs& a) {
   int64_t start = n.size() == 1 ? 0 : n[0], stop = n.size() == 1 ? n[0] : n[1], step = n.size() == 3 ? n[2] : 1;
   if (step == 0) return absl::InvalidArgumentError("range() arg 3 must not be zero");
   ValueList out;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
     if (static_cast<int64_t>(out.size()) >= kMaxRange) {
       return absl::InvalidArgumentError("range too big, the sandbox blocks ranges larger than MAX_RANGE (100000)");
     }
     out.push_back(Value::Int(i));
+    if (__builtin_add_overflow(i, step, &i)) break;  // the next value is past any int64 stop
   }
   return Value::List(std::move(out));
 }

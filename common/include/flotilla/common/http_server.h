@@ -5,10 +5,19 @@
 // (Send) or stream (StartStream, Write..., EndStream) as chunked transfer, which is what
 // server-sent events need.
 //
+// Limits against hostile or broken clients (HttpServerOptions): a request must arrive within
+// read_timeout of the server starting to wait for it (a slow client gets 408, an idle keep-alive
+// connection is closed), its header and body are bounded (431, 413), malformed requests get 400,
+// and at most max_connections are served at once (the next ones get 503 and are closed). A
+// client that goes away mid-stream makes HttpResponder::Write return false.
+//
 // Thread-safety: handlers run concurrently on connection threads. Stop() (and the
 // destructor) closes the listener and every open connection and joins their threads.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -44,14 +53,26 @@ class HttpResponder {
 
 using HttpHandler = std::function<void(const HttpRequest&, HttpResponder&)>;
 
+struct HttpServerOptions {
+  uint64_t max_body_bytes = 64ull << 20;   // larger bodies: 413
+  uint32_t max_header_bytes = 1u << 20;    // request line + headers; larger: 431
+  // From the moment the server waits for a request until all of it has arrived (keep-alive
+  // idle time included); the handler's own time does not count.
+  std::chrono::milliseconds read_timeout{60'000};
+  size_t max_connections = 4096;           // open connections served at once; more: 503
+};
+
 class HttpServer {
  public:
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& address,
-                                                           HttpHandler handler);
+                                                           HttpHandler handler,
+                                                           const HttpServerOptions& options = {});
   virtual ~HttpServer() = default;
   // "127.0.0.1:PORT" with the bound port, or "unix:/path".
   virtual std::string address() const = 0;
   virtual int port() const = 0;               // 0 for a Unix socket
+  // Connections open now (served or idle), for tests and metrics.
+  virtual size_t open_connections() const = 0;
   virtual void Stop() = 0;
 };
 

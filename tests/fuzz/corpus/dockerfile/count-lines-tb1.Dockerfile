@@ -1,0 +1,3 @@
+FROM debian:bookworm-slim
+WORKDIR /app
+COPY data.txt /app/

@@ -1,0 +1,2 @@
+FROM debian:bookworm-slim
+WORKDIR /app
