@@ -1,9 +1,9 @@
 // `flotilla run EXPERIMENT.yaml`: a whole RL experiment on the embedded default (app::
 // EmbeddedPlatform: the scheduler and its in-process node agent, the engine, the one
-// trajectory store, the sandbox verifier, rollout controller and TrainerBridge in this
-// process), plus the Python trainer as a child, with a live progress line and a final summary
-// whose last line is
-//   run: reward_start=A reward_end=B steps=N minutes=M
+// trajectory store, rollout controller and TrainerBridge in this process; every sample a
+// worker episode in its own sandbox placed by the scheduler), plus the Python trainer as a
+// child, with a live progress line and a final summary whose last line is
+//   run: reward_start=A reward_end=B steps=N minutes=M scaffold=NAME turns_mean=T tool_calls_mean=C sandboxes=S
 // SIGINT or SIGTERM stops it in order: dispatch stops and no further batch goes to the trainer,
 // samples in flight finish and are stored, the trainer child is terminated, the summary is
 // printed, and the exit status is 130 or 143 (a second signal skips the wait). The unfinished
@@ -225,8 +225,12 @@ int Run(const RunFlags& f) {
                                trainer_exit)
             << "\n";
   for (const auto& [k, v] : p.trainer_metrics) std::cout << "summary: trainer." << k << "=" << v << "\n";
-  std::cout << absl::StrFormat("run: reward_start=%.3f reward_end=%.3f steps=%d minutes=%.1f", summary->reward_start,
-                               summary->reward_end, summary->steps, minutes)
+  std::cout << absl::StrFormat("summary: failed_samples=%d", summary->failed) << "\n";
+  std::cout << absl::StrFormat(
+                   "run: reward_start=%.3f reward_end=%.3f steps=%d minutes=%.1f scaffold=%s turns_mean=%.2f "
+                   "tool_calls_mean=%.2f sandboxes=%d",
+                   summary->reward_start, summary->reward_end, summary->steps, minutes, summary->scaffold,
+                   summary->turns_mean, summary->tool_calls_mean, summary->sandboxes)
             << std::endl;
   if (stop.received() != 0) return stop.exit_code();
   return trainer_exit == 0 ? 0 : 1;
@@ -236,7 +240,7 @@ int Run(const RunFlags& f) {
 
 void AddRunCommand(CLI::App& app, int* exit_code) {
   auto flags = std::make_shared<RunFlags>();
-  CLI::App* run = app.add_subcommand("run", "Run an RL experiment from its YAML (bridge, engine, sandbox verifier, trainer)");
+  CLI::App* run = app.add_subcommand("run", "Run an RL experiment from its YAML (bridge, engine, a sandbox per sample, trainer)");
   run->add_option("experiment", flags->experiment, "experiment YAML")->required();
   run->add_flag("--fresh", flags->fresh, "start over even if an unfinished run is in the state directory");
   run->add_flag("--resume", flags->resume, "resume the run in the state directory");

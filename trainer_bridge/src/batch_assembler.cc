@@ -14,7 +14,7 @@ v1::Batch BatchAssembler::Assemble(const std::vector<std::vector<RolloutSample>>
   for (const auto& group : groups) {
     std::vector<AdvantageInput> inputs;
     for (const auto& s : group) {
-      inputs.push_back({s.failed ? 0.0 : s.reward, s.effort, static_cast<uint32_t>(s.completion.size())});
+      inputs.push_back({s.reward, s.effort, s.GeneratedTokens()});
     }
     std::vector<double> adv = GroupAdvantages(inputs, options_.advantages);
     for (size_t i = 0; i < group.size(); ++i) {
@@ -24,7 +24,7 @@ v1::Batch BatchAssembler::Assemble(const std::vector<std::vector<RolloutSample>>
       out->set_group_id(absl::StrCat("g", s.group));
       out->set_dataset(s.dataset);
       out->set_advantage(static_cast<float>(adv[i]));
-      out->set_reward(static_cast<float>(s.failed ? 0.0 : s.reward));
+      out->set_reward(static_cast<float>(s.reward));
       out->set_effort(s.effort);
       out->set_routing_width(s.routing_width);
       for (int32_t id : s.prompt) {
@@ -36,6 +36,12 @@ v1::Batch BatchAssembler::Assemble(const std::vector<std::vector<RolloutSample>>
       }
       for (size_t t = 0; t < s.completion.size(); ++t) {
         out->add_ids(s.completion[t]);
+        if (s.loss_mask[t] == 0) {  // context the scaffold added: never trained on
+          out->add_loss_mask(0);
+          out->add_behaviour_logprobs(0);
+          out->add_policy_versions(-1);
+          continue;
+        }
         bool too_old = trainer_version - s.versions[t] > static_cast<int64_t>(options_.staleness);
         out->add_loss_mask(too_old ? 0 : 1);
         stale += too_old ? 1 : 0;

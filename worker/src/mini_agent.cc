@@ -43,7 +43,8 @@ MiniAction ParseMiniAction(const std::string& text) {
 absl::StatusOr<AgentOutcome> RunMiniAgent(AgentContext& ctx) {
   ChatRequest req;
   req.session_id = ctx.session_id;
-  req.system = kSystem;
+  req.system = SystemText(ctx, kSystem);
+  req.ignore_stop = ctx.options.exact_tokens;
   req.max_tokens = ctx.options.max_tokens;
   req.temperature = ctx.options.temperature;
   req.seed = ctx.options.seed;
@@ -84,6 +85,7 @@ absl::StatusOr<AgentOutcome> RunMiniAgent(AgentContext& ctx) {
       continue;
     }
     ASSIGN_OR_RETURN(ExecOutcome out, RunCommand(ctx, action.command));
+    outcome.commands += 1;
     if (out.reason == v1::SANDBOX_BROKEN || out.reason == v1::SANDBOX_DIED) {
       outcome.end = AgentOutcome::End::kSandboxBroken;
       outcome.repercussion = out.reason;

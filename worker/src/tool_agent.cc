@@ -24,7 +24,8 @@ std::vector<ToolSpec> Tools() {
 absl::StatusOr<AgentOutcome> RunToolAgent(AgentContext& ctx) {
   ChatRequest req;
   req.session_id = ctx.session_id;
-  req.system = kSystem;
+  req.system = SystemText(ctx, kSystem);
+  req.ignore_stop = ctx.options.exact_tokens;
   req.tools = Tools();
   req.max_tokens = ctx.options.max_tokens;
   req.temperature = ctx.options.temperature;
@@ -78,6 +79,7 @@ absl::StatusOr<AgentOutcome> RunToolAgent(AgentContext& ctx) {
         continue;
       }
       ASSIGN_OR_RETURN(ExecOutcome out, RunCommand(ctx, args["command"].get<std::string>()));
+      outcome.commands += 1;
       if (out.reason == v1::SANDBOX_BROKEN || out.reason == v1::SANDBOX_DIED) {
         outcome.end = AgentOutcome::End::kSandboxBroken;
         outcome.repercussion = out.reason;

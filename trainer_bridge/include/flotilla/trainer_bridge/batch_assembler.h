@@ -1,12 +1,13 @@
 // BatchAssembler: turns completed groups into one training Batch (common/proto/trainer.proto).
 //
-// Per sample: ids = prompt + completion; loss_mask 0 on the prompt, 1 on generated tokens
-// except tokens older than the off-policy bound (trainer_version - token_version > eta), which
-// get 0 and are counted in Batch.stale_masked_tokens (never silently dropped);
-// behaviour_logprobs 0 / policy_versions -1 on the prompt; routing has one row of
-// routing_width ids per position of ids, -1 rows on the prompt (the trainer routes those
-// itself) and the engine's rows, concatenated across segments, on generated tokens;
-// advantage from GroupAdvantages over the sample's group.
+// Per sample: ids = prompt + completion; loss_mask 0 on the prompt and on context tokens inside
+// the completion (tool output, scaffold text), 1 on generated tokens except tokens older than
+// the off-policy bound (trainer_version - token_version > eta), which get 0 and are counted in
+// Batch.stale_masked_tokens (never silently dropped); behaviour_logprobs 0 / policy_versions -1
+// on context; routing has one row of routing_width ids per position of ids, -1 rows on context
+// (the trainer routes those itself) and the engine's rows, concatenated across segments, on
+// generated tokens; advantage from GroupAdvantages over the sample's group (a failed sample
+// counts with the failure reward the runner gave it).
 //
 // Pure; thread-safe.
 #pragma once
