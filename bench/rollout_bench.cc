@@ -189,6 +189,9 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
   app::PlatformOptions po;
   po.worker.state_dir = dir + "/state";
   po.worker.serve_model = false;
+  // Samples' sandboxes idle while the model writes: a hundredth of a core is charged for each
+  // (no quota is set), so the in-flight bound fits a 2-core machine's admission.
+  po.admission.default_cpu_millicores = 10;
   inference::EngineOptions& eo = po.worker.engine;
   eo.backend = o.backend;
   eo.threads = o.threads;

@@ -137,6 +137,10 @@ int Run(const RunFlags& f) {
   po.worker.engine.threads = f.engine_threads;
   po.worker.engine.max_batch = std::max<uint32_t>(64, cfg->rollout.max_in_flight);
   po.sandbox_state_dir = (std::filesystem::path(cfg->state_dir) / "sandbox").string();
+  // A sample's sandbox is idle while the model writes (and a prompt task's tests are one shell
+  // script): a sandbox that asks for no CPU quota is charged a fiftieth of a core, so that the
+  // whole in-flight bound is admitted on a small machine (the charge limits nothing at run time).
+  po.admission.default_cpu_millicores = 20;
   po.experiment = &*cfg;
   po.experiment_options.listen = f.listen;
   po.worker.http_address = f.http;
@@ -226,6 +230,15 @@ int Run(const RunFlags& f) {
             << "\n";
   for (const auto& [k, v] : p.trainer_metrics) std::cout << "summary: trainer." << k << "=" << v << "\n";
   std::cout << absl::StrFormat("summary: failed_samples=%d", summary->failed) << "\n";
+  {
+    // What a sandbox per sample costs this run: create + destroy over the episodes' wall time.
+    const trainer_bridge::RunnerStats rs = exp->RunnerStatsNow();
+    const double n = std::max<double>(1, static_cast<double>(rs.samples_completed));
+    std::cout << absl::StrFormat("summary: sandbox_ms_per_sample=%.2f episode_ms_per_sample=%.2f sandbox_overhead_frac=%.4f",
+                                 rs.sandbox_ms / n, rs.episode_ms / n,
+                                 rs.episode_ms > 0 ? rs.sandbox_ms / rs.episode_ms : 0.0)
+              << "\n";
+  }
   std::cout << absl::StrFormat(
                    "run: reward_start=%.3f reward_end=%.3f steps=%d minutes=%.1f scaffold=%s turns_mean=%.2f "
                    "tool_calls_mean=%.2f sandboxes=%d",

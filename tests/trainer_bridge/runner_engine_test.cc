@@ -48,7 +48,13 @@ inference::ModelConfig Tiny() {
 class RunnerEngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto node = app::EmbeddedNode::Start(dir_.file("sandboxes"), "flotilla-runner-test-" + std::to_string(::getpid()));
+    app::EmbeddedNodeOptions no;
+    no.state_dir = dir_.file("sandboxes");
+    no.cgroup_prefix = "flotilla-runner-test-" + std::to_string(::getpid());
+    // The samples' sandboxes are idle while the model writes: charged a tenth of a core each.
+    no.admission.default_cpu_millicores = 100;
+    no.admission.default_memory_bytes = 256ull << 20;
+    auto node = app::EmbeddedNode::Start(no);
     if (!node.ok()) GTEST_SKIP() << "sandboxes unavailable here: " << node.status();
     node_ = std::move(*node);
     sandboxes_ = std::make_unique<worker::SandboxClient>(node_->channel());

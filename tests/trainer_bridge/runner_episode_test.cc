@@ -45,7 +45,13 @@ inference::ModelConfig Model() {
 class RunnerEpisodeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto node = app::EmbeddedNode::Start(dir_.file("sandboxes"), "flotilla-episode-test-" + std::to_string(::getpid()));
+    app::EmbeddedNodeOptions no;
+    no.state_dir = dir_.file("sandboxes");
+    no.cgroup_prefix = "flotilla-episode-test-" + std::to_string(::getpid());
+    // The samples' sandboxes are idle while the model writes: charged a tenth of a core each.
+    no.admission.default_cpu_millicores = 100;
+    no.admission.default_memory_bytes = 256ull << 20;
+    auto node = app::EmbeddedNode::Start(no);
     if (!node.ok()) GTEST_SKIP() << "sandboxes unavailable here: " << node.status();
     node_ = std::move(*node);
     sandboxes_ = std::make_unique<worker::SandboxClient>(node_->channel());
@@ -181,6 +187,7 @@ TEST_F(RunnerEpisodeTest, FailedSandboxesEndAsStoredFailedTrajectoriesWithTheFai
   Task oom = huge;
   oom.id = oom.terminal.name = "oom";
   oom.terminal.memory_bytes = 32ull << 20;
+  oom.terminal.cpus = 0.1;  // both samples' sandboxes fit the node's CPU at once
   oom.terminal.test_command = {"/bin/sh", "-c", "x=$(head -c 400000000 /dev/zero | tr '\\0' a); echo ${#x}"};
   RolloutController c(Rollout(2, 2), {DatasetConfig{"huge", "x", "huge", 1, 0}, DatasetConfig{"oom", "x", "oom", 1, 0}},
                       {}, clock_);
