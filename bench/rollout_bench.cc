@@ -86,7 +86,8 @@ struct ModeResult {
   uint64_t samples = 0;
   uint64_t sandboxes = 0;
   double sandbox_ms = 0;          // create + destroy, summed over samples
-  double episode_ms = 0;          // sample wall time, summed
+  double episode_ms = 0;          // wall time of the samples that had a sandbox, summed
+  uint64_t failed = 0;            // samples that ended failed (a full cluster, the stop)
 };
 
 ModeResult RunMode(const RolloutBenchOptions& o, inference::Engine& engine, worker::SandboxClient& sandboxes,
@@ -152,7 +153,8 @@ ModeResult RunMode(const RolloutBenchOptions& o, inference::Engine& engine, work
   r.samples = st.samples_completed;
   r.sandboxes = st.sandboxes;
   r.sandbox_ms = st.sandbox_ms;
-  r.episode_ms = st.episode_ms;
+  r.episode_ms = st.sandboxed_episode_ms;
+  r.failed = st.failed_samples;
   return r;
 }
 
@@ -256,10 +258,10 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
   // Every sample is a worker episode in a sandbox the scheduler placed: what creating and
   // destroying it costs against the sample's whole wall time.
   const double episode_ms = sync.episode_ms + async.episode_ms;
-  std::cout << absl::StrFormat("rollout.samples=%d\nrollout.sandboxes=%d\n", sync.samples + async.samples,
-                               sync.sandboxes + async.sandboxes);
+  std::cout << absl::StrFormat("rollout.samples=%d\nrollout.sandboxes=%d\nrollout.failed_samples=%d\n",
+                               sync.samples + async.samples, sync.sandboxes + async.sandboxes, sync.failed + async.failed);
   std::cout << absl::StrFormat("rollout.sandbox_ms_per_sample=%.2f\n",
-                               (sync.sandbox_ms + async.sandbox_ms) / std::max<double>(1, sync.samples + async.samples));
+                               (sync.sandbox_ms + async.sandbox_ms) / std::max<double>(1, sync.sandboxes + async.sandboxes));
   std::cout << absl::StrFormat("rollout.sandbox_overhead_frac=%.4f\n",
                                episode_ms > 0 ? (sync.sandbox_ms + async.sandbox_ms) / episode_ms : 0.0);
   (*platform)->Stop();

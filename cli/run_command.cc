@@ -233,10 +233,10 @@ int Run(const RunFlags& f) {
   {
     // What a sandbox per sample costs this run: create + destroy over the episodes' wall time.
     const trainer_bridge::RunnerStats rs = exp->RunnerStatsNow();
-    const double n = std::max<double>(1, static_cast<double>(rs.samples_completed));
+    const double n = std::max<double>(1, static_cast<double>(rs.sandboxes));
     std::cout << absl::StrFormat("summary: sandbox_ms_per_sample=%.2f episode_ms_per_sample=%.2f sandbox_overhead_frac=%.4f",
-                                 rs.sandbox_ms / n, rs.episode_ms / n,
-                                 rs.episode_ms > 0 ? rs.sandbox_ms / rs.episode_ms : 0.0)
+                                 rs.sandbox_ms / n, rs.sandboxed_episode_ms / n,
+                                 rs.sandboxed_episode_ms > 0 ? rs.sandbox_ms / rs.sandboxed_episode_ms : 0.0)
               << "\n";
   }
   std::cout << absl::StrFormat(

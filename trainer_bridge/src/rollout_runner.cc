@@ -161,6 +161,7 @@ void RolloutRunner::RunEpisode(uint64_t id) {
   stats_.sandboxes += l.trajectory.sandbox_id().empty() ? 0 : 1;
   stats_.sandbox_ms += s.sandbox_ms;
   stats_.episode_ms += s.wall_ms;
+  if (!l.trajectory.sandbox_id().empty()) stats_.sandboxed_episode_ms += s.wall_ms;
   stats_.failed_samples += s.failed ? 1 : 0;
   if (s.failed) FLOG(warn, "sample failed", {{"sample", id}, {"detail", s.detail}});
   newly_finished_.push_back(id);

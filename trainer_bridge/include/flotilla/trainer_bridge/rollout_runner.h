@@ -99,6 +99,7 @@ struct RunnerStats {
   uint64_t sandboxes = 0;               // sandboxes created for samples
   double sandbox_ms = 0;                // their create + destroy time, summed
   double episode_ms = 0;                // the episodes' wall time, summed
+  double sandboxed_episode_ms = 0;      // ... of the episodes that had a sandbox
   uint32_t generating = 0;
   uint32_t offloaded = 0;
   uint32_t min_generating_tokens = 0;   // fewest tokens of any generation in progress
