@@ -18,10 +18,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "flotilla/app/embedded_platform.h"
 #include "flotilla/common/clock.h"
 #include "flotilla/common/http_server.h"
 #include "flotilla/common/metrics.h"
 #include "flotilla/common/progress.h"
+#include "flotilla/common/status.h"
 #include "flotilla/dashboard/dashboard.h"
 #include "flotilla/inference/engine.h"
 #include "flotilla/inference/safetensors.h"
@@ -93,10 +95,15 @@ struct ModeResult {
   double stage_ms_mean = 0;
   uint64_t tokens = 0;
   uint64_t prefill_on_resume = 0;
+  uint64_t samples = 0;
+  uint64_t sandboxes = 0;
+  double sandbox_ms = 0;          // create + destroy, summed over samples
+  double episode_ms = 0;          // wall time of the samples that had a sandbox, summed
+  uint64_t failed = 0;            // samples that ended failed (a full cluster, the stop)
 };
 
-ModeResult RunMode(const RolloutBenchOptions& o, inference::Engine& engine, const std::string& weights,
-                   uint32_t eta, double train_s) {
+ModeResult RunMode(const RolloutBenchOptions& o, inference::Engine& engine, worker::SandboxClient& sandboxes,
+                   const std::string& weights, uint32_t eta, double train_s) {
   RolloutConfig rc;
   rc.group_size = o.group_size;
   rc.groups_per_step = o.prompts_per_step;
@@ -110,8 +117,12 @@ ModeResult RunMode(const RolloutBenchOptions& o, inference::Engine& engine, cons
   RunnerOptions ro;
   ro.model = "bench";
   ro.seed = o.seed;
+  ro.experiment = absl::StrCat("bench-eta", eta);
+  ro.sandbox_policy = "no-network";
+  ro.episodes = rc.max_in_flight;
+  ro.routing_width = engine.Config("bench").ok() ? engine.Config("bench")->routing_width() : 0;
   ro.forced_length = [&o](uint64_t s) { return LengthOf(o, s); };
-  RolloutRunner runner(ro, engine, controller, std::move(tasks), nullptr, nullptr, SystemClock::Get());
+  RolloutRunner runner(ro, engine, controller, std::move(tasks), sandboxes, nullptr, SystemClock::Get());
   (void)engine.UpdateWeights("bench", weights, 0);
   controller.SetPolicyVersion(0);
   Stopwatch total;
@@ -149,8 +160,14 @@ ModeResult RunMode(const RolloutBenchOptions& o, inference::Engine& engine, cons
   if (publisher.joinable()) publisher.join();
   bar.Finish();
   r.seconds = total.ElapsedMillis() / 1000.0;
-  r.tokens = runner.Stats().tokens_generated;
   runner.Stop();
+  const trainer_bridge::RunnerStats st = runner.Stats();
+  r.tokens = st.tokens_generated;
+  r.samples = st.samples_completed;
+  r.sandboxes = st.sandboxes;
+  r.sandbox_ms = st.sandbox_ms;
+  r.episode_ms = st.sandboxed_episode_ms;
+  r.failed = st.failed_samples;
   return r;
 }
 
@@ -189,16 +206,18 @@ struct Observed {
   uint64_t tokens = 0, scrapes = 0, failed_scrapes = 0;
 };
 
-// The asynchronous mode on a fresh engine, with or without observability.
-absl::StatusOr<Observed> RunObserved(const RolloutBenchOptions& o, const inference::EngineOptions& base,
+// The asynchronous mode on a fresh embedded platform, with or without observability: both carry
+// the platform's in-process counters; "observed" adds the HTTP server with the dashboard, the
+// scrapes of /metrics and the dashboard's API reads.
+absl::StatusOr<Observed> RunObserved(const RolloutBenchOptions& o, const app::PlatformOptions& base,
                                      const inference::ModelConfig& model, const std::string& weights, double train_s,
-                                     bool observed) {
-  MetricsRegistry registry;
-  inference::EngineOptions eo = base;
-  if (observed) eo.metrics = &registry;
-  auto engine = inference::Engine::Create(eo);
-  if (!engine.ok()) return engine.status();
-  if (absl::Status s = (*engine)->LoadModel("bench", model, weights, 0); !s.ok()) return s;
+                                     bool observed, int run) {
+  app::PlatformOptions po = base;
+  po.worker.state_dir = absl::StrCat(base.worker.state_dir, "-observed-", run);
+  ASSIGN_OR_RETURN(std::unique_ptr<app::EmbeddedPlatform> platform, app::EmbeddedPlatform::Start(po));
+  inference::Engine& engine = platform->worker().engine();
+  if (absl::Status s = engine.LoadModel("bench", model, weights, 0); !s.ok()) return s;
+  MetricsRegistry& registry = platform->metrics();
   std::unique_ptr<HttpServer> server;
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> scrapes{0}, failed{0};
@@ -223,23 +242,24 @@ absl::StatusOr<Observed> RunObserved(const RolloutBenchOptions& o, const inferen
     });
   }
   const double cpu0 = ProcessCpuSeconds();
-  ModeResult m = RunMode(o, **engine, weights, o.eta, train_s);
+  ModeResult m = RunMode(o, engine, platform->sandboxes(), weights, o.eta, train_s);
   Observed r{m.seconds, ProcessCpuSeconds() - cpu0, m.tokens, 0, 0};
   stop = true;
   if (scraper.joinable()) scraper.join();
   r.scrapes = scrapes.load();
   r.failed_scrapes = failed.load();
+  platform->Stop();
   return r;
 }
 
-int RunMetricsOverhead(const RolloutBenchOptions& o, const inference::EngineOptions& eo,
+int RunMetricsOverhead(const RolloutBenchOptions& o, const app::PlatformOptions& po,
                        const inference::ModelConfig& model, const std::string& weights, double train_s) {
   Observed off, on;
   for (uint32_t round = 0; round < o.overhead_rounds; ++round) {
     // Alternating order (off, on), (on, off), ... so a drifting machine load falls on both.
     for (int k = 0; k < 2; ++k) {
       const bool observed = (round % 2 == 0) == (k == 1);
-      auto r = RunObserved(o, eo, model, weights, train_s, observed);
+      auto r = RunObserved(o, po, model, weights, train_s, observed, static_cast<int>(2 * round + k));
       if (!r.ok()) {
         std::cerr << "bench rollout: " << (observed ? "observed" : "bare") << " run failed: " << r.status() << "\n";
         return 1;
@@ -297,7 +317,15 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
     std::cerr << "bench rollout: writing the random model failed: " << s << "\n";
     return 1;
   }
-  inference::EngineOptions eo;
+  // The embedded default: the scheduler, its in-process node agent (every sample's sandbox comes
+  // from the scheduler's front door) and the engine.
+  app::PlatformOptions po;
+  po.worker.state_dir = dir + "/state";
+  po.worker.serve_model = false;
+  // Samples' sandboxes idle while the model writes: a hundredth of a core is charged for each
+  // (no quota is set), so the in-flight bound fits a 2-core machine's admission.
+  po.admission.default_cpu_millicores = 10;
+  inference::EngineOptions& eo = po.worker.engine;
   eo.backend = o.backend;
   eo.threads = o.threads;
   eo.max_batch = o.prompts_per_step * o.group_size;
@@ -306,18 +334,19 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
   eo.kv_memory_bytes = gpu ? 24ull << 30 : 4ull << 30;
   eo.max_step_tokens = 8192;
   if (o.metrics_overhead && !gpu) eo.kv_memory_bytes = 512ull << 20;  // two engines, one after the other
-  auto engine = inference::Engine::Create(eo);
-  if (!engine.ok()) {
-    std::cerr << "bench rollout: engine set-up failed: " << engine.status() << "\n";
+  auto platform = app::EmbeddedPlatform::Start(po);
+  if (!platform.ok()) {
+    std::cerr << "bench rollout: platform set-up failed: " << platform.status() << "\n";
     return 1;
   }
-  if (absl::Status s = (*engine)->LoadModel("bench", model, weights, 0); !s.ok()) {
+  inference::Engine& engine = (*platform)->worker().engine();
+  if (absl::Status s = engine.LoadModel("bench", model, weights, 0); !s.ok()) {
     std::cerr << "bench rollout: loading the model failed: " << s << "\n";
     return 1;
   }
   // What a switch pays to read and install new weights, timed alone on the idle engine.
   Stopwatch load;
-  if (absl::Status s = (*engine)->UpdateWeights("bench", weights, 0); !s.ok()) {
+  if (absl::Status s = engine.UpdateWeights("bench", weights, 0); !s.ok()) {
     std::cerr << "bench rollout: reloading the model failed: " << s << "\n";
     return 1;
   }
@@ -333,7 +362,7 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
       req.sampling.max_new_tokens = static_cast<uint32_t>(o.median);
       req.sampling.stop_tokens = {-1};
       req.sampling.seed = i;
-      (void)(*engine)->GenerateBlocking(req);
+      (void)engine.GenerateBlocking(req);
     });
   }
   for (auto& t : threads) t.join();
@@ -341,14 +370,15 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
   std::cerr << absl::StrFormat("bench rollout: trainer step = one median group = %.3fs\n", train_s);
 
   if (o.metrics_overhead) {
-    engine->reset();  // each measured run gets its own engine
-    int code = RunMetricsOverhead(o, eo, model, weights, train_s);
+    (*platform)->Stop();  // each measured run gets its own platform
+    platform->reset();
+    int code = RunMetricsOverhead(o, po, model, weights, train_s);
     std::error_code ec;
     if (o.work_dir.empty()) std::filesystem::remove_all(dir, ec);
     return code;
   }
-  ModeResult sync = RunMode(o, **engine, weights, 0, train_s);
-  ModeResult async = RunMode(o, **engine, weights, o.eta, train_s);
+  ModeResult sync = RunMode(o, engine, (*platform)->sandboxes(), weights, 0, train_s);
+  ModeResult async = RunMode(o, engine, (*platform)->sandboxes(), weights, o.eta, train_s);
   auto idle = [](const ModeResult& m) { return m.seconds > 0 ? 1.0 - m.trainer_busy_s / m.seconds : 0.0; };
   std::cout << absl::StrFormat("rollout.backend=%s\nrollout.model_params=%d\n", o.backend, model.parameter_count());
   std::cout << absl::StrFormat("rollout.steps=%d\nrollout.prompts_per_step=%d\nrollout.group_size=%d\n", o.steps,
@@ -365,6 +395,16 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
   std::cout << absl::StrFormat("rollout.switch_stage_ms=%.2f\n", async.stage_ms_mean);
   std::cout << absl::StrFormat("rollout.weight_load_ms=%.2f\n", load_ms);
   std::cout << absl::StrFormat("rollout.prefill_tokens_on_resume=%d\n", async.prefill_on_resume + sync.prefill_on_resume);
+  // Every sample is a worker episode in a sandbox the scheduler placed: what creating and
+  // destroying it costs against the sample's whole wall time.
+  const double episode_ms = sync.episode_ms + async.episode_ms;
+  std::cout << absl::StrFormat("rollout.samples=%d\nrollout.sandboxes=%d\nrollout.failed_samples=%d\n",
+                               sync.samples + async.samples, sync.sandboxes + async.sandboxes, sync.failed + async.failed);
+  std::cout << absl::StrFormat("rollout.sandbox_ms_per_sample=%.2f\n",
+                               (sync.sandbox_ms + async.sandbox_ms) / std::max<double>(1, sync.sandboxes + async.sandboxes));
+  std::cout << absl::StrFormat("rollout.sandbox_overhead_frac=%.4f\n",
+                               episode_ms > 0 ? (sync.sandbox_ms + async.sandbox_ms) / episode_ms : 0.0);
+  (*platform)->Stop();
   std::error_code ec;
   if (o.work_dir.empty()) std::filesystem::remove_all(dir, ec);
   return 0;

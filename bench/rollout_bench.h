@@ -6,9 +6,14 @@
 // new weights through a real checkpoint switch. The model is random-initialised and written to
 // safetensors (bf16) by the benchmark itself.
 //
+// Every sample runs the one RL path: a worker episode (single-turn scaffold, the engine reached
+// through the worker's ChatService) in its own sandbox from the embedded scheduler's front door,
+// with the task's tests run in it.
+//
 // Prints name=value lines: rollout.async_vs_sync, rollout.trainer_idle_fraction.{async,sync},
 // rollout.switch_stall_ms (with rollout.weight_load_ms, the part of it spent reading the new
-// weights), and the raw timings.
+// weights), rollout.sandbox_overhead_frac (sandbox create + destroy time over the samples'
+// wall time), and the raw timings.
 //
 // With metrics_overhead it instead runs the asynchronous mode alternately without and with
 // observability (the engine's figures in a MetricsRegistry, served with the dashboard by the

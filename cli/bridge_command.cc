@@ -37,6 +37,10 @@ int Serve(const std::string& experiment, const std::string& listen, int threads)
   app::EmbeddedNodeOptions no;
   no.state_dir = cfg->state_dir + "/sandbox";
   no.cleanup_leftovers = true;
+  // Every sample has a sandbox, idle while the model writes: each is charged a fiftieth of a
+  // core and 256 MiB unless it asks for more, so the in-flight bound is admitted.
+  no.admission.default_cpu_millicores = 20;
+  no.admission.default_memory_bytes = 256ull << 20;
   auto sandbox = app::EmbeddedNode::Start(no);
   if (!sandbox.ok()) {
     std::cerr << "bridge: sandbox: " << sandbox.status().message() << "\n";

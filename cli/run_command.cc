@@ -1,9 +1,9 @@
 // `flotilla run EXPERIMENT.yaml`: a whole RL experiment on the embedded default (app::
 // EmbeddedPlatform: the scheduler and its in-process node agent, the engine, the one
-// trajectory store, the sandbox verifier, rollout controller and TrainerBridge in this
-// process), plus the Python trainer as a child, with a live progress line and a final summary
-// whose last line is
-//   run: reward_start=A reward_end=B steps=N minutes=M
+// trajectory store, rollout controller and TrainerBridge in this process; every sample a
+// worker episode in its own sandbox placed by the scheduler), plus the Python trainer as a
+// child, with a live progress line and a final summary whose last line is
+//   run: reward_start=A reward_end=B steps=N minutes=M scaffold=NAME turns_mean=T tool_calls_mean=C sandboxes=S
 // SIGINT or SIGTERM stops it in order: dispatch stops and no further batch goes to the trainer,
 // samples in flight finish and are stored, the trainer child is terminated, the summary is
 // printed, and the exit status is 130 or 143 (a second signal skips the wait). The unfinished
@@ -140,6 +140,10 @@ int Run(const RunFlags& f) {
   po.worker.engine.threads = f.engine_threads;
   po.worker.engine.max_batch = std::max<uint32_t>(64, cfg->rollout.max_in_flight);
   po.sandbox_state_dir = (std::filesystem::path(cfg->state_dir) / "sandbox").string();
+  // A sample's sandbox is idle while the model writes (and a prompt task's tests are one shell
+  // script): a sandbox that asks for no CPU quota is charged a fiftieth of a core, so that the
+  // whole in-flight bound is admitted on a small machine (the charge limits nothing at run time).
+  po.admission.default_cpu_millicores = 20;
   po.experiment = &*cfg;
   po.experiment_options.listen = f.listen;
   po.worker.http_address = f.http;
@@ -230,8 +234,21 @@ int Run(const RunFlags& f) {
                                trainer_exit)
             << "\n";
   for (const auto& [k, v] : p.trainer_metrics) std::cout << "summary: trainer." << k << "=" << v << "\n";
-  std::cout << absl::StrFormat("run: reward_start=%.3f reward_end=%.3f steps=%d minutes=%.1f", summary->reward_start,
-                               summary->reward_end, summary->steps, minutes)
+  std::cout << absl::StrFormat("summary: failed_samples=%d", summary->failed) << "\n";
+  {
+    // What a sandbox per sample costs this run: create + destroy over the episodes' wall time.
+    const trainer_bridge::RunnerStats rs = exp->RunnerStatsNow();
+    const double n = std::max<double>(1, static_cast<double>(rs.sandboxes));
+    std::cout << absl::StrFormat("summary: sandbox_ms_per_sample=%.2f episode_ms_per_sample=%.2f sandbox_overhead_frac=%.4f",
+                                 rs.sandbox_ms / n, rs.sandboxed_episode_ms / n,
+                                 rs.sandboxed_episode_ms > 0 ? rs.sandbox_ms / rs.sandboxed_episode_ms : 0.0)
+              << "\n";
+  }
+  std::cout << absl::StrFormat(
+                   "run: reward_start=%.3f reward_end=%.3f steps=%d minutes=%.1f scaffold=%s turns_mean=%.2f "
+                   "tool_calls_mean=%.2f sandboxes=%d",
+                   summary->reward_start, summary->reward_end, summary->steps, minutes, summary->scaffold,
+                   summary->turns_mean, summary->tool_calls_mean, summary->sandboxes)
             << std::endl;
   if (stop.received() != 0) return stop.exit_code();
   return trainer_exit == 0 ? 0 : 1;
@@ -241,7 +258,7 @@ int Run(const RunFlags& f) {
 
 void AddRunCommand(CLI::App& app, int* exit_code) {
   auto flags = std::make_shared<RunFlags>();
-  CLI::App* run = app.add_subcommand("run", "Run an RL experiment from its YAML (bridge, engine, sandbox verifier, trainer)");
+  CLI::App* run = app.add_subcommand("run", "Run an RL experiment from its YAML (bridge, engine, a sandbox per sample, trainer)");
   run->add_option("experiment", flags->experiment, "experiment YAML")->required();
   run->add_flag("--fresh", flags->fresh, "start over even if an unfinished run is in the state directory");
   run->add_flag("--resume", flags->resume, "resume the run in the state directory");

@@ -56,7 +56,7 @@ TEST(OpdExampleTest, TrainsTeachersPerSubDomainThenDistills) {
   ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(summary: trainer\.reverse_kl=([0-9.e+-]+))"))) << out;
   EXPECT_GT(std::stod(m[1]), 0.0);
   std::string last = out.substr(out.rfind("run: "));
-  ASSERT_TRUE(std::regex_match(last, m, std::regex(R"(run: reward_start=[0-9.]+ reward_end=[0-9.]+ steps=([0-9]+) minutes=[0-9.]+\n)")))
+  ASSERT_TRUE(std::regex_match(last, m, std::regex(R"(run: reward_start=[0-9.]+ reward_end=[0-9.]+ steps=([0-9]+) minutes=[0-9.]+ scaffold=[a-z-]+ turns_mean=[0-9.]+ tool_calls_mean=[0-9.]+ sandboxes=[0-9]+\n)")))
       << last;
   EXPECT_GE(std::stoi(m[1]), 40);
 }

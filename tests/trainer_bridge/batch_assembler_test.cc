@@ -60,16 +60,48 @@ TEST(BatchAssemblerTest, MasksTokensOlderThanEtaAndCountsThem) {
   EXPECT_FLOAT_EQ(b.samples(2).advantage(), 0.0f);  // a group of one has no relative signal
 }
 
-TEST(BatchAssemblerTest, FailedSamplesCountAsZeroReward) {
+TEST(BatchAssemblerTest, FailedSamplesCountWithTheirFailureReward) {
   BatchOptions o;
   o.advantages.std_scaling = false;
   BatchAssembler a(o);
   RolloutSample bad = Sample(1, 0, 1.0, {0});
   bad.failed = true;
+  bad.reward = -0.5;  // the runner gave it the experiment's failure_reward
   v1::Batch b = a.Assemble({{Sample(0, 0, 1.0, {0}), bad}}, 0, 0);
-  EXPECT_FLOAT_EQ(b.samples(1).reward(), 0.0f);
-  EXPECT_FLOAT_EQ(b.samples(0).advantage(), 0.5f);
+  EXPECT_FLOAT_EQ(b.samples(1).reward(), -0.5f);
+  EXPECT_FLOAT_EQ(b.samples(0).advantage(), 0.75f);
   EXPECT_EQ(b.stale_masked_tokens(), 0u);
+  EXPECT_EQ(b.total_loss_tokens(), 2u);
+}
+
+// A multi-turn sample: the scaffold's text between two replies is context, never trained on,
+// with -1 routing rows; stale counting looks at generated tokens only.
+TEST(BatchAssemblerTest, ContextInsideTheCompletionIsMasked) {
+  BatchOptions o;
+  o.staleness = 1;
+  BatchAssembler a(o);
+  RolloutSample s = Sample(0, 0, 1.0, {3, 3});
+  s.AppendContext(std::vector<int32_t>{10, 11});
+  inference::TokenRecord last;
+  last.token = 60;
+  last.logprob = -2.0f;
+  last.policy_version = 1;
+  last.experts = {5, 6};
+  ASSERT_TRUE(s.Append({last}).ok());
+  EXPECT_EQ(s.GeneratedTokens(), 3u);
+  EXPECT_EQ(s.MinVersion(), 1);
+  EXPECT_EQ(s.MaxVersion(), 3);
+  v1::Batch b = a.Assemble({{s}}, 0, 3);
+  const v1::Sample& out = b.samples(0);
+  EXPECT_EQ(std::vector<int32_t>(out.ids().begin(), out.ids().end()),
+            (std::vector<int32_t>{256, 259, 65, 48, 49, 10, 11, 60}));
+  EXPECT_EQ(std::vector<uint32_t>(out.loss_mask().begin(), out.loss_mask().end()),
+            (std::vector<uint32_t>{0, 0, 0, 1, 1, 0, 0, 0}));  // version 1 lags 3 by 2 > eta
+  EXPECT_EQ(std::vector<int64_t>(out.policy_versions().begin(), out.policy_versions().end()),
+            (std::vector<int64_t>{-1, -1, -1, 3, 3, -1, -1, 1}));
+  EXPECT_EQ(std::vector<int32_t>(out.routing().begin(), out.routing().end()),
+            (std::vector<int32_t>{-1, -1, -1, -1, -1, -1, 0, 0, 0, 1, -1, -1, -1, -1, 5, 6}));
+  EXPECT_EQ(b.stale_masked_tokens(), 1u);
   EXPECT_EQ(b.total_loss_tokens(), 2u);
 }
 

@@ -1,6 +1,6 @@
 // The main job in a short form: `flotilla run` on the arith-grpo example for one minute of RL —
-// SFT warm start, async GRPO with the sandbox verifier and checkpoint switches — ending with the
-// summary line the README promises.
+// SFT warm start, async GRPO with every sample a single-turn worker episode in its own sandbox
+// and checkpoint switches — ending with the summary line the README promises.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -31,7 +31,9 @@ TEST(MainJobE2eTest, ShortRunEndsWithTheSummaryLine) {
   ASSERT_EQ(rc, 0) << out;
   std::string last = out.substr(out.rfind("run: "));
   std::smatch m;
-  std::regex re(R"(^run: reward_start=([0-9.]+) reward_end=([0-9.]+) steps=([0-9]+) minutes=([0-9.]+)\n?$)");
+  std::regex re(
+      R"(^run: reward_start=([0-9.]+) reward_end=([0-9.]+) steps=([0-9]+) minutes=([0-9.]+) scaffold=single-turn )"
+      R"(turns_mean=([0-9.]+) tool_calls_mean=([0-9.]+) sandboxes=([0-9]+)\n?$)");
   ASSERT_TRUE(std::regex_match(last, m, re)) << last;
   int steps = std::stoi(m[3]);
   EXPECT_GE(steps, 2) << out;
@@ -43,6 +45,13 @@ TEST(MainJobE2eTest, ShortRunEndsWithTheSummaryLine) {
   ASSERT_TRUE(rewards.ok());
   EXPECT_GE(rewards->size(), static_cast<size_t>(steps) * 64);
   for (double r : *rewards) EXPECT_TRUE(r == 0.0 || r == 1.0);
+  EXPECT_EQ(std::stod(m[5]), 1.0);  // one model turn per single-turn sample
+  EXPECT_EQ(std::stod(m[6]), 0.0);
+  // A sandbox per sample, each placed by the scheduler.
+  auto figures = (*store)->Figures();
+  ASSERT_TRUE(figures.ok());
+  EXPECT_EQ(std::stoll(m[7]), figures->sandboxes);
+  EXPECT_EQ(figures->sandboxes, static_cast<int64_t>(rewards->size()) - figures->failed);
 }
 
 }  // namespace

@@ -114,7 +114,7 @@ TEST_P(RunSignalTest, StopsInOrderAndExitsWithTheSignalCode) {
   const size_t summary_samples = std::stoul(m[1]);
   std::string last = out.substr(out.rfind("run: "));
   EXPECT_TRUE(std::regex_match(
-      last, std::regex(R"(run: reward_start=[0-9.]+ reward_end=[0-9.]+ steps=[0-9]+ minutes=[0-9.]+\n)")))
+      last, std::regex(R"(run: reward_start=[0-9.]+ reward_end=[0-9.]+ steps=[0-9]+ minutes=[0-9.]+ scaffold=[a-z-]+ turns_mean=[0-9.]+ tool_calls_mean=[0-9.]+ sandboxes=[0-9]+\n)")))
       << last;
 
   auto store = ExperimentStore::Open(db, "signal-run");

@@ -1,11 +1,15 @@
-// The RolloutRunner on the real engine: checkpoint switches across three versions (routing and
+// The RolloutRunner on the real engine, every sample a single-turn worker episode in its own
+// sandbox: checkpoint switches across three versions inside one model turn (routing and
 // versions concatenated exactly as the engine emitted them, checked against the PyTorch
 // reference), no re-prefill on resume, and offload/reload on trainer preemption.
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "flotilla/app/embedded_node.h"
 #include "flotilla/inference/engine.h"
 #include "flotilla/trainer_bridge/rollout_runner.h"
 #include "gtest/gtest.h"
@@ -44,6 +48,16 @@ inference::ModelConfig Tiny() {
 class RunnerEngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    app::EmbeddedNodeOptions no;
+    no.state_dir = dir_.file("sandboxes");
+    no.cgroup_prefix = "flotilla-runner-test-" + std::to_string(::getpid());
+    // The samples' sandboxes are idle while the model writes: charged a tenth of a core each.
+    no.admission.default_cpu_millicores = 100;
+    no.admission.default_memory_bytes = 256ull << 20;
+    auto node = app::EmbeddedNode::Start(no);
+    if (!node.ok()) GTEST_SKIP() << "sandboxes unavailable here: " << node.status();
+    node_ = std::move(*node);
+    sandboxes_ = std::make_unique<worker::SandboxClient>(node_->channel());
     std::ofstream(dir_.file("cfg.json")) << Tiny().ToJson();
     int code = 0;
     std::string out = Shell(Python() + "-c \"import sys; from flotilla_trainer.model import *; "
@@ -65,8 +79,12 @@ class RunnerEngineTest : public ::testing::Test {
     tasks["d"] = std::move(*TaskSource::Open("builtin:copy?len=6", 1));
     RunnerOptions o;
     o.model = "policy";
+    o.experiment = "runner-test";
+    o.sandbox_policy = "no-network";
+    o.episodes = 2;
+    o.routing_width = Tiny().routing_width();
     o.forced_length = [length](uint64_t) { return length; };
-    return std::make_unique<RolloutRunner>(o, *engine_, c, std::move(tasks), nullptr, nullptr, clock_);
+    return std::make_unique<RolloutRunner>(o, *engine_, c, std::move(tasks), *sandboxes_, nullptr, clock_);
   }
 
   // Waits (up to two minutes, for loaded CI machines) until both samples are generating and each
@@ -84,6 +102,8 @@ class RunnerEngineTest : public ::testing::Test {
 
   testing::TempDir dir_;
   SystemClock clock_;
+  std::unique_ptr<app::EmbeddedNode> node_;
+  std::unique_ptr<worker::SandboxClient> sandboxes_;
   std::unique_ptr<inference::Engine> engine_;
 };
 
@@ -119,15 +139,23 @@ TEST_F(RunnerEngineTest, RoutingConcatenatesAcrossThreeVersions) {
   ASSERT_EQ(groups[0].size(), 2u);
   EXPECT_EQ(runner->Stats().resumed_prefill_tokens, 0u);
   for (const RolloutSample& s : groups[0]) {
-    ASSERT_EQ(s.completion.size(), kLength) << s.failed << " " << s.detail << " last=" << s.completion.back();
+    // The reply's generated tokens, then the end-of-turn the session closes a length-cut turn
+    // with (context: never trained on).
+    ASSERT_EQ(s.GeneratedTokens(), kLength) << s.failed << " " << s.detail;
+    ASSERT_EQ(s.completion.size(), kLength + 1);
+    EXPECT_EQ(s.loss_mask.back(), 0);
     EXPECT_EQ(s.segments, 3u);
-    EXPECT_EQ(s.routing.size(), size_t{kLength} * 4);
-    EXPECT_EQ(s.versions.front(), 0);
-    EXPECT_EQ(s.versions.back(), 2);
-    EXPECT_TRUE(std::is_sorted(s.versions.begin(), s.versions.end()));
-    EXPECT_NE(std::find(s.versions.begin(), s.versions.end(), 1), s.versions.end());
-    nlohmann::json j = {{"prompt", s.prompt}, {"completion", s.completion}, {"versions", s.versions},
-                        {"routing", s.routing}, {"logprobs", s.logprobs}};
+    EXPECT_EQ(s.routing.size(), size_t{kLength + 1} * 4);
+    const std::vector<int32_t> completion(s.completion.begin(), s.completion.begin() + kLength);
+    const std::vector<int64_t> versions(s.versions.begin(), s.versions.begin() + kLength);
+    const std::vector<int32_t> routing(s.routing.begin(), s.routing.begin() + size_t{kLength} * 4);
+    const std::vector<float> logprobs(s.logprobs.begin(), s.logprobs.begin() + kLength);
+    EXPECT_EQ(versions.front(), 0);
+    EXPECT_EQ(versions.back(), 2);
+    EXPECT_TRUE(std::is_sorted(versions.begin(), versions.end()));
+    EXPECT_NE(std::find(versions.begin(), versions.end(), 1), versions.end());
+    nlohmann::json j = {{"prompt", s.prompt}, {"completion", completion}, {"versions", versions},
+                        {"routing", routing}, {"logprobs", logprobs}};
     std::ofstream(dir_.file("sample.json")) << j.dump();
     int code = 0;
     std::string out = Shell(Python() + SourceDir() + "/tests/trainer_bridge/routing_check.py " + dir_.file("cfg.json") +
@@ -161,9 +189,11 @@ TEST_F(RunnerEngineTest, OffloadAndReloadWithoutRePrefill) {
   auto groups = runner->TakeGroups(1, nullptr);
   ASSERT_EQ(groups.size(), 1u);
   for (const auto& s : groups[0]) {
-    EXPECT_EQ(s.completion.size(), 400u);
-    EXPECT_EQ(s.segments, 2u);
+    EXPECT_FALSE(s.failed) << s.detail;
+    EXPECT_EQ(s.GeneratedTokens(), 400u);
+    EXPECT_EQ(s.segments, 1u);  // one policy version throughout
   }
+  EXPECT_EQ(runner->Stats().resumes, 2u);  // each sample resumed once, from its saved state
   EXPECT_EQ(runner->Stats().resumed_prefill_tokens, 0u);
   runner->Stop();
 }
@@ -182,9 +212,10 @@ TEST_F(RunnerEngineTest, BadWeightsAreRefusedBeforeAnyInterrupt) {
   auto groups = runner->TakeGroups(1, nullptr);
   ASSERT_EQ(groups.size(), 1u);
   for (const RolloutSample& s : groups[0]) {
-    EXPECT_EQ(s.completion.size(), 300u);
+    EXPECT_FALSE(s.failed) << s.detail;
+    EXPECT_EQ(s.GeneratedTokens(), 300u);
     EXPECT_EQ(s.segments, 1u);
-    EXPECT_EQ(s.versions.back(), 0);
+    EXPECT_EQ(s.MaxVersion(), 0);
   }
   runner->Stop();
 }

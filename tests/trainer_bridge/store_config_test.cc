@@ -6,6 +6,7 @@
 #include "flotilla/trainer_bridge/task_source.h"
 #include "flotilla/trainer_bridge/teacher_registry.h"
 #include "flotilla/trainer_bridge/experiment_store.h"
+#include "flotilla/worker/token_span.h"
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
 
@@ -101,8 +102,8 @@ TEST(ExperimentConfigTest, ErrorsNameFileLineAndField) {
       {"name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\nrolout: {}\n", "x.yaml:5: rolout"},
       {"name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\ntrainer:\n  lr_schedule: cosine\n",
        "x.yaml:6: trainer.lr_schedule: must be 'constant' or 'linear', got 'cosine'"},
-      {"name: x\nscaffold: mini\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\n",
-       "x.yaml:2: scaffold: 'mini' is not run by the RL rollout yet; only 'single-turn' is"},
+      {"name: x\nscaffold: swe\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\n",
+       "x.yaml:2: scaffold: unknown scaffold 'swe' (single-turn, mini or terminal)"},
   };
   for (const auto& c : cases) {
     auto r = ParseExperimentConfig(c.yaml, "x.yaml", "");
@@ -146,25 +147,32 @@ TEST(TaskSourceTest, ArithSplitsHoldOutAFixedFifth) {
   EXPECT_EQ(TaskSource::Open("builtin:arith?split=test", 1).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-RolloutSample Sample(uint64_t id, uint64_t group, double reward) {
-  RolloutSample s;
-  s.id = id;
-  s.group = group;
-  s.dataset = "add";
-  s.task_id = "arith:1+2=";
-  s.effort = 40;
-  s.reward = reward;
-  s.prompt = {256, 259, 49};
-  s.segments = 3;
-  std::vector<inference::TokenRecord> t(3);
+// A worker trajectory as a session records it: the task, a reply of three tokens over three
+// policy versions, the scaffold's answer, and a last one-token reply.
+v1::Trajectory Record(uint64_t id, uint64_t group, double reward) {
+  v1::Trajectory t;
+  t.set_id("exp/s" + std::to_string(id));
+  t.set_experiment("exp");
+  t.set_group_id("g" + std::to_string(group));
+  t.set_dataset("add");
+  t.set_task("arith:1+2=");
+  t.set_effort(40);
+  t.set_reward(reward);
+  t.set_status(v1::OK);
+  (*t.mutable_metrics())["turns"] = 2;
+  (*t.mutable_metrics())["tool_calls"] = 1;
+  v1::Segment* seg = t.add_segments();
+  worker::AppendContextTokens(seg->add_turns()->mutable_tokens(), std::vector<int32_t>{256, 259, 49});
+  v1::Turn* reply = seg->add_turns();
+  reply->set_role(v1::Turn::ASSISTANT);
   for (int i = 0; i < 3; ++i) {
-    t[i].token = 51 + i;
-    t[i].logprob = -0.25f * i;
-    t[i].policy_version = i;
-    t[i].experts = {i, i + 1};
+    worker::AppendGeneratedToken(reply->mutable_tokens(), 51 + i, -0.25f * i, i, std::vector<int32_t>{i, i + 1});
   }
-  EXPECT_TRUE(s.Append(t).ok());
-  return s;
+  worker::AppendContextTokens(seg->add_turns()->mutable_tokens(), std::vector<int32_t>{10, 11});
+  v1::Turn* last = seg->add_turns();
+  last->set_role(v1::Turn::ASSISTANT);
+  worker::AppendGeneratedToken(last->mutable_tokens(), 60, -1.0f, 2, std::vector<int32_t>{3, 0});
+  return t;
 }
 
 TEST(TrajectoryStoreTest, GroupsSurviveReopenAndConsumptionIsDurable) {
@@ -172,8 +180,13 @@ TEST(TrajectoryStoreTest, GroupsSurviveReopenAndConsumptionIsDurable) {
   {
     auto store = ExperimentStore::Open(dir.file("t.db"), "exp");
     ASSERT_TRUE(store.ok()) << store.status();
-    ASSERT_TRUE((*store)->PutGroup({Sample(0, 0, 1), Sample(1, 0, 0)}).ok());
-    ASSERT_TRUE((*store)->PutGroup({Sample(2, 1, 1), Sample(3, 1, 1)}).ok());
+    ASSERT_TRUE((*store)->PutGroup({Record(0, 0, 1), Record(1, 0, 0)}).ok());
+    ASSERT_TRUE((*store)->PutGroup({Record(2, 1, 1), Record(3, 1, 1)}).ok());
+    // An episode still running: saved by its session, no group yet.
+    v1::Trajectory running = Record(4, 2, 0);
+    running.clear_group_id();
+    running.set_status(v1::TRAJECTORY_STATUS_UNSPECIFIED);
+    ASSERT_TRUE((*store)->trajectories().Put(running).ok());
     ASSERT_TRUE((*store)->MarkConsumed({0}, 1).ok());
     ASSERT_TRUE((*store)->SaveCounters(5, {{"add", 5}}).ok());
     ASSERT_TRUE((*store)->SavePolicy(4, "/w/4.safetensors").ok());
@@ -184,16 +197,20 @@ TEST(TrajectoryStoreTest, GroupsSurviveReopenAndConsumptionIsDurable) {
   ASSERT_TRUE(groups.ok());
   ASSERT_EQ(groups->size(), 1u);
   const RolloutSample& s = (*groups)[0][0];
-  RolloutSample want = Sample(2, 1, 1);
   EXPECT_EQ(s.id, 2u);
   EXPECT_EQ(s.group, 1u);
-  EXPECT_EQ(s.prompt, want.prompt);
-  EXPECT_EQ(s.completion, want.completion);
-  EXPECT_EQ(s.logprobs, want.logprobs);
-  EXPECT_EQ(s.versions, want.versions);
-  EXPECT_EQ(s.routing, want.routing);
+  EXPECT_EQ(s.prompt, (std::vector<int32_t>{256, 259, 49}));
+  EXPECT_EQ(s.completion, (std::vector<int32_t>{51, 52, 53, 10, 11, 60}));
+  EXPECT_EQ(s.loss_mask, (std::vector<uint8_t>{1, 1, 1, 0, 0, 1}));
+  EXPECT_EQ(s.logprobs, (std::vector<float>{0.0f, -0.25f, -0.5f, 0.0f, 0.0f, -1.0f}));
+  EXPECT_EQ(s.versions, (std::vector<int64_t>{0, 1, 2, -1, -1, 2}));
+  EXPECT_EQ(s.routing, (std::vector<int32_t>{0, 1, 1, 2, 2, 3, -1, -1, -1, -1, 3, 0}));
   EXPECT_EQ(s.routing_width, 2u);
-  EXPECT_EQ(s.segments, 3u);
+  EXPECT_EQ(s.turn_starts, (std::vector<uint32_t>{0, 3, 6, 8}));
+  EXPECT_EQ(s.segments, 3u);  // versions 0, 1, 2 (the last reply continues version 2)
+  EXPECT_EQ(s.GeneratedTokens(), 4u);
+  EXPECT_EQ(s.turns, 2u);
+  EXPECT_EQ(s.tool_calls, 1u);
   EXPECT_EQ(s.effort, 40u);
   auto st = (*store)->LoadState();
   ASSERT_TRUE(st.ok());
@@ -202,8 +219,22 @@ TEST(TrajectoryStoreTest, GroupsSurviveReopenAndConsumptionIsDurable) {
   EXPECT_EQ(st->policy_version, 4);
   EXPECT_EQ(st->weights_path, "/w/4.safetensors");
   EXPECT_EQ(st->step, 1);
-  EXPECT_EQ(*(*store)->CountTrajectories(), 4);
-  EXPECT_EQ(*(*store)->Rewards(), (std::vector<double>{1, 0, 1, 1}));
+  EXPECT_EQ(*(*store)->CountTrajectories(), 5);
+  EXPECT_EQ(*(*store)->Rewards(), (std::vector<double>{1, 0, 1, 1}));  // the running episode is not a sample yet
+  auto fig = (*store)->Figures();
+  ASSERT_TRUE(fig.ok());
+  EXPECT_EQ(fig->samples, 4);
+  EXPECT_EQ(fig->turns_mean, 2.0);
+  EXPECT_EQ(fig->tool_calls_mean, 1.0);
+}
+
+TEST(TrajectoryStoreTest, ARecordThatIsNoSampleIsDataLoss) {
+  v1::Trajectory t = Record(0, 0, 1);
+  t.set_id("exp/x0");
+  EXPECT_EQ(ExperimentStore::FromTrajectory(t).status().code(), absl::StatusCode::kDataLoss);
+  t = Record(0, 0, 1);
+  t.mutable_segments(0)->mutable_turns(1)->mutable_tokens()->add_experts(7);  // a routing row cut short
+  EXPECT_EQ(ExperimentStore::FromTrajectory(t).status().code(), absl::StatusCode::kDataLoss);
 }
 
 TEST(TeacherRegistryTest, ResolvesDatasetBeforeDomainAndSwitchesActiveSet) {

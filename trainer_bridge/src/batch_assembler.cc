@@ -14,7 +14,7 @@ v1::Batch BatchAssembler::Assemble(const std::vector<std::vector<RolloutSample>>
   for (const auto& group : groups) {
     std::vector<AdvantageInput> inputs;
     for (const auto& s : group) {
-      inputs.push_back({s.failed ? 0.0 : s.reward, s.effort, s.GeneratedTokens()});
+      inputs.push_back({s.reward, s.effort, s.GeneratedTokens()});
     }
     std::vector<double> adv = GroupAdvantages(inputs, options_.advantages);
     for (size_t i = 0; i < group.size(); ++i) {
@@ -24,7 +24,7 @@ v1::Batch BatchAssembler::Assemble(const std::vector<std::vector<RolloutSample>>
       out->set_group_id(absl::StrCat("g", s.group));
       out->set_dataset(s.dataset);
       out->set_advantage(static_cast<float>(adv[i]));
-      out->set_reward(static_cast<float>(s.failed ? 0.0 : s.reward));
+      out->set_reward(static_cast<float>(s.reward));
       out->set_effort(s.effort);
       out->set_routing_width(s.routing_width);
       for (int32_t id : s.prompt) {

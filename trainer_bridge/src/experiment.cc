@@ -56,20 +56,24 @@ absl::StatusOr<std::unique_ptr<Experiment>> Experiment::Start(const ExperimentCo
     tasks[config.datasets[i].name] = std::move(*src);
   }
   if (sandboxes == nullptr) {
-    return absl::FailedPreconditionError("the experiment's verifier needs a node agent for its sandbox; none is available");
+    return absl::FailedPreconditionError("the experiment's samples need sandboxes; no sandbox client is available");
   }
-  ASSIGN_OR_RETURN(auto verifier, SandboxVerifier::Create(*sandboxes, config.sandbox_policy));
-  e->verifier_ = std::move(verifier);
   if (!config.teachers.empty()) e->teachers_ = std::make_unique<TeacherRegistry>(config.teachers, config.datasets);
 
   RunnerOptions ro;
   ro.model = options.model_name;
   ro.experiment = config.name;
   ro.system_prompt = config.system_prompt;
+  ro.scaffold = config.scaffold;
+  ro.sandbox_policy = config.sandbox_policy;
   ro.max_new_tokens = config.rollout.max_new_tokens;
+  ro.max_turns = config.rollout.max_turns;
   ro.temperature = config.rollout.temperature;
   ro.seed = config.seed;
-  e->runner_ = std::make_unique<RolloutRunner>(ro, engine, *e->controller_, std::move(tasks), e->verifier_.get(),
+  ro.failure_reward = config.rollout.failure_reward;
+  ro.episodes = config.rollout.max_in_flight;
+  ro.routing_width = model_config.routing_width();
+  e->runner_ = std::make_unique<RolloutRunner>(ro, engine, *e->controller_, std::move(tasks), *sandboxes,
                                                e->store_.get(), SystemClock::Get());
   ASSIGN_OR_RETURN(e->metrics_log_, MetricsLog::Open((std::filesystem::path(config.state_dir) / "metrics.jsonl").string()));
   e->service_ = std::make_unique<TrainerBridgeService>(config, options.model_name, model_config, engine,
@@ -139,9 +143,15 @@ void Experiment::Stop() {
 
 absl::StatusOr<RunSummary> Experiment::Summary() const {
   ASSIGN_OR_RETURN(std::vector<double> rewards, store_->Rewards());
+  ASSIGN_OR_RETURN(EpisodeFigures figures, store_->Figures());
   RunSummary s;
   s.samples = static_cast<int64_t>(rewards.size());
   s.steps = service_->Progress().step;
+  s.scaffold = config_.scaffold;
+  s.turns_mean = figures.turns_mean;
+  s.tool_calls_mean = figures.tool_calls_mean;
+  s.sandboxes = figures.sandboxes;
+  s.failed = figures.failed;
   if (rewards.empty()) return s;
   size_t k = std::max<size_t>(1, rewards.size() / 10);
   double a = 0, b = 0;

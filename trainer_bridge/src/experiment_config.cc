@@ -47,7 +47,7 @@ absl::Status ParseDatasets(const ConfigNode& node, ExperimentConfig* cfg) {
 absl::Status ParseRollout(const ConfigNode& n, RolloutConfig* r) {
   RETURN_IF_ERROR(n.CheckKeys({"group_size", "groups_per_step", "max_in_flight", "staleness",
                                "max_new_tokens", "temperature", "std_scaling", "synchronous",
-                               "length_bias"}));
+                               "length_bias", "failure_reward", "max_turns"}));
   ASSIGN_OR_RETURN(r->group_size, AsCount(n["group_size"], 8, 1, 1024));
   ASSIGN_OR_RETURN(r->groups_per_step, AsCount(n["groups_per_step"], 8, 1, 1 << 16));
   ASSIGN_OR_RETURN(r->max_in_flight, AsCount(n["max_in_flight"], 64, 1, 1 << 20));
@@ -61,6 +61,8 @@ absl::Status ParseRollout(const ConfigNode& n, RolloutConfig* r) {
   r->temperature = static_cast<float>(t);
   ASSIGN_OR_RETURN(r->std_scaling, n["std_scaling"].AsBool(true));
   ASSIGN_OR_RETURN(r->synchronous, n["synchronous"].AsBool(false));
+  ASSIGN_OR_RETURN(r->failure_reward, n["failure_reward"].AsDouble(0.0));
+  ASSIGN_OR_RETURN(r->max_turns, AsCount(n["max_turns"], 20, 1, 10'000));
   ConfigNode lb = n["length_bias"];
   RETURN_IF_ERROR(lb.CheckKeys({"enabled", "strength", "max_hold", "warmup_samples"}));
   ASSIGN_OR_RETURN(r->length_bias.enabled, lb["enabled"].AsBool(true));
@@ -169,11 +171,10 @@ absl::StatusOr<ExperimentConfig> ParseExperimentConfig(const std::string& text, 
   if (cfg.state_dir.empty()) cfg.state_dir = absl::StrCat("runs/", cfg.name);
   cfg.state_dir = Resolve(base_dir, cfg.state_dir);
   ASSIGN_OR_RETURN(cfg.scaffold, root["scaffold"].AsString("single-turn"));
-  // The RL rollout runs single-turn samples only; a multi-turn scaffold is refused rather than
-  // silently run as single-turn (the worker's scaffolds run in `flotilla eval` and `worker run`).
-  if (cfg.scaffold != "single-turn") {
-    return root["scaffold"].Error(absl::StrCat("'", cfg.scaffold,
-                                               "' is not run by the RL rollout yet; only 'single-turn' is"));
+  // Every sample is a worker episode under one of the worker's built-in scaffolds.
+  if (cfg.scaffold != "single-turn" && cfg.scaffold != "mini" && cfg.scaffold != "terminal") {
+    return root["scaffold"].Error(absl::StrCat("unknown scaffold '", cfg.scaffold,
+                                               "' (single-turn, mini or terminal)"));
   }
   ASSIGN_OR_RETURN(cfg.sandbox_policy, root["sandbox_policy"].AsString("default"));
   ASSIGN_OR_RETURN(cfg.system_prompt, root["system_prompt"].AsString(""));

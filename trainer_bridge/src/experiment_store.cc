@@ -6,9 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "flotilla/common/status.h"
-#include "flotilla/inference/tokenizer.h"
-#include "flotilla/worker/chat_types.h"
-#include "flotilla/worker/token_span.h"
 
 namespace flotilla::trainer_bridge {
 namespace {
@@ -30,83 +27,68 @@ absl::StatusOr<std::unique_ptr<ExperimentStore>> ExperimentStore::Open(const std
 ExperimentStore::ExperimentStore(worker::TrajectoryStore* store, std::string experiment)
     : store_(store), experiment_(std::move(experiment)) {}
 
-v1::Trajectory ExperimentStore::ToTrajectory(const RolloutSample& s, const std::string& experiment) {
-  v1::Trajectory t;
-  t.set_id(absl::StrCat(experiment, "/s", s.id));
-  t.set_experiment(experiment);
-  t.set_task(s.task_id);
-  t.set_dataset(s.dataset);
-  t.set_scaffold("single-turn");  // the only scaffold the rollout runs (experiment_config.cc)
-  t.set_group_id(GroupId(s.group));
-  t.set_effort(s.effort);
-  t.set_reward(s.reward);
-  t.set_status(s.failed ? v1::FAILED : v1::OK);
-  t.set_detail(s.detail);
-  (*t.mutable_metrics())["dispatch_version"] = static_cast<double>(s.dispatch_version);
-  (*t.mutable_metrics())["segments"] = s.segments;
-  v1::Segment* seg = t.add_segments();
-  seg->set_reason("start");
-  v1::Turn* prompt = seg->add_turns();
-  prompt->set_role(v1::Turn::USER);
-  // Turn text is for people (a proto string must be UTF-8); the token ids stay exact.
-  prompt->set_text(worker::SanitizeUtf8(inference::Decode(s.prompt, /*skip_special=*/true)));
-  worker::AppendContextTokens(prompt->mutable_tokens(), s.prompt);
-  v1::Turn* reply = seg->add_turns();
-  reply->set_role(v1::Turn::ASSISTANT);
-  reply->set_text(worker::SanitizeUtf8(inference::Decode(s.completion, /*skip_special=*/false)));
-  v1::TokenSpan* span = reply->mutable_tokens();
-  span->set_experts_per_token(s.routing_width);
-  const size_t width = s.routing_width;
-  for (size_t i = 0; i < s.completion.size(); ++i) {
-    worker::AppendGeneratedToken(span, s.completion[i], s.logprobs[i], s.versions[i],
-                                 absl::Span<const int32_t>(s.routing).subspan(i * width, width));
-  }
-  return t;
-}
-
 absl::StatusOr<RolloutSample> ExperimentStore::FromTrajectory(const v1::Trajectory& t) {
   RolloutSample s;
   const size_t sample_at = t.id().rfind("/s");
-  if (t.segments_size() != 1 || t.segments(0).turns_size() != 2 || sample_at == std::string::npos ||
-      !absl::SimpleAtoi(t.id().substr(sample_at + 2), &s.id) || t.group_id().empty() ||
-      !absl::SimpleAtoi(t.group_id().substr(1), &s.group)) {
+  if (sample_at == std::string::npos || !absl::SimpleAtoi(t.id().substr(sample_at + 2), &s.id) ||
+      (!t.group_id().empty() && !absl::SimpleAtoi(t.group_id().substr(1), &s.group))) {
     return absl::DataLossError(absl::StrCat("trajectory '", t.id(), "' is not a rollout sample record"));
   }
   s.task_id = t.task();
   s.dataset = t.dataset();
   s.effort = t.effort();
   s.reward = t.reward();
-  s.failed = t.status() != v1::OK;
+  s.failed = t.status() != v1::OK && t.status() != v1::TIMED_OUT;
   s.detail = t.detail();
-  auto m = t.metrics().find("dispatch_version");
-  if (m != t.metrics().end()) s.dispatch_version = static_cast<int64_t>(m->second);
-  auto sg = t.metrics().find("segments");
-  if (sg != t.metrics().end()) s.segments = static_cast<uint32_t>(sg->second);
-  const v1::TokenSpan& p = t.segments(0).turns(0).tokens();
-  s.prompt.assign(p.ids().begin(), p.ids().end());
-  const v1::TokenSpan& r = t.segments(0).turns(1).tokens();
-  s.completion.assign(r.ids().begin(), r.ids().end());
-  s.loss_mask.assign(r.loss_mask().begin(), r.loss_mask().end());
-  s.logprobs.assign(r.logprobs().begin(), r.logprobs().end());
-  s.versions.assign(r.policy_versions().begin(), r.policy_versions().end());
-  s.routing.assign(r.experts().begin(), r.experts().end());
-  s.routing_width = r.experts_per_token();
-  // Records of this store hold one generated reply (ToTrajectory), so every routing row is there.
-  if (s.loss_mask.size() != s.completion.size() || s.logprobs.size() != s.completion.size() ||
-      s.versions.size() != s.completion.size() ||
-      s.routing.size() != s.completion.size() * s.routing_width) {
-    return absl::DataLossError(absl::StrCat("trajectory '", t.id(), "': token arrays disagree in length"));
+  auto metric = [&t](const char* k) {
+    auto m = t.metrics().find(k);
+    return m == t.metrics().end() ? 0.0 : m->second;
+  };
+  s.dispatch_version = static_cast<int64_t>(metric("dispatch_version"));
+  s.turns = static_cast<uint32_t>(metric("turns"));
+  s.tool_calls = static_cast<uint32_t>(metric("tool_calls"));
+  s.sandbox_ms = metric("sandbox_create_ms") + metric("sandbox_destroy_ms");
+  if (t.segments_size() == 0) return s;  // nothing ran (the sandbox could not be created)
+  // The last segment is the whole final context: a segment opened by a history rewrite starts
+  // with the recorded ids of the turns it kept.
+  const v1::Segment& seg = t.segments(t.segments_size() - 1);
+  for (const v1::Turn& turn : seg.turns()) {
+    const v1::TokenSpan& span = turn.tokens();
+    if (span.loss_mask_size() != span.ids_size() || span.logprobs_size() != span.ids_size() ||
+        span.policy_versions_size() != span.ids_size()) {
+      return absl::DataLossError(absl::StrCat("trajectory '", t.id(), "': token arrays disagree in length"));
+    }
+    s.turn_starts.push_back(static_cast<uint32_t>(s.prompt.size() + s.completion.size()));
+    int generated = 0;
+    for (uint32_t m : span.loss_mask()) generated += m != 0 ? 1 : 0;
+    if (generated > 0 && span.experts_size() % generated != 0) {
+      return absl::DataLossError(absl::StrCat("trajectory '", t.id(), "': ", span.experts_size(),
+                                              " expert ids for ", generated, " generated tokens"));
+    }
+    const uint32_t width = generated > 0 ? static_cast<uint32_t>(span.experts_size() / generated) : 0;
+    int expert_at = 0;
+    for (int i = 0; i < span.ids_size(); ++i) {
+      if (span.loss_mask(i) == 0) {
+        if (s.completion.empty()) {
+          s.prompt.push_back(span.ids(i));
+        } else {
+          s.AppendContext({span.ids(i)});
+        }
+        continue;
+      }
+      inference::TokenRecord r;
+      r.token = span.ids(i);
+      r.logprob = span.logprobs(i);
+      r.policy_version = span.policy_versions(i);
+      r.experts.assign(span.experts().begin() + expert_at, span.experts().begin() + expert_at + width);
+      expert_at += static_cast<int>(width);
+      RETURN_IF_ERROR(Annotate(s.Append({r}), absl::StrCat("trajectory '", t.id(), "'")));
+    }
   }
   return s;
 }
 
-
-absl::Status ExperimentStore::PutGroup(const std::vector<RolloutSample>& group) {
-  std::vector<v1::Trajectory> records;
-  records.reserve(group.size());
-  for (const RolloutSample& s : group) records.push_back(ToTrajectory(s, experiment_));
-  return store_->PutAll(records);
-}
+absl::Status ExperimentStore::PutGroup(const std::vector<v1::Trajectory>& group) { return store_->PutAll(group); }
 
 absl::Status ExperimentStore::MarkConsumed(const std::vector<uint64_t>& groups, int64_t step) {
   std::vector<std::string> ids;
@@ -198,6 +180,29 @@ absl::StatusOr<bool> ExperimentStore::Finished() {
   return *v == std::string("1");
 }
 
+absl::StatusOr<EpisodeFigures> ExperimentStore::Figures() {
+  worker::TrajectoryQuery q;
+  q.experiment = experiment_;
+  EpisodeFigures f;
+  double turns = 0, calls = 0;
+  RETURN_IF_ERROR(store_->ForEach(q, [&](const v1::Trajectory& t) -> absl::Status {
+    if (t.group_id().empty()) return absl::OkStatus();
+    f.samples += 1;
+    f.failed += t.status() != v1::OK && t.status() != v1::TIMED_OUT ? 1 : 0;
+    f.sandboxes += t.sandbox_id().empty() ? 0 : 1;
+    auto m = t.metrics().find("turns");
+    turns += m == t.metrics().end() ? 0 : m->second;
+    m = t.metrics().find("tool_calls");
+    calls += m == t.metrics().end() ? 0 : m->second;
+    return absl::OkStatus();
+  }));
+  if (f.samples > 0) {
+    f.turns_mean = turns / static_cast<double>(f.samples);
+    f.tool_calls_mean = calls / static_cast<double>(f.samples);
+  }
+  return f;
+}
+
 absl::StatusOr<int64_t> ExperimentStore::CountTrajectories() {
   worker::TrajectoryQuery q;
   q.experiment = experiment_;
@@ -209,7 +214,7 @@ absl::StatusOr<std::vector<double>> ExperimentStore::Rewards() {
   q.experiment = experiment_;
   std::vector<double> out;
   RETURN_IF_ERROR(store_->ForEach(q, [&out](const v1::Trajectory& t) -> absl::Status {
-    out.push_back(t.status() == v1::OK ? t.reward() : 0.0);
+    if (!t.group_id().empty()) out.push_back(t.reward());  // episodes still running have no group yet
     return absl::OkStatus();
   }));
   return out;

@@ -2,32 +2,51 @@
 
 #include <algorithm>
 #include <chrono>
-#include <set>
 
 #include "absl/strings/str_cat.h"
+#include "episode_pool.h"
 #include "flotilla/common/logging.h"
 #include "flotilla/common/status.h"
 #include "flotilla/inference/chat_template.h"
-#include "flotilla/inference/tokenizer.h"
 #include "flotilla/trainer_bridge/advantages.h"
+#include "flotilla/worker/scaffold.h"
 
 namespace flotilla::trainer_bridge {
 namespace {
-constexpr auto kStopWait = std::chrono::seconds(30);
+
+constexpr int64_t kCreateBackoffMs = 100;
+
+std::string GroupId(uint64_t group) { return absl::StrCat("g", group); }
+
 }  // namespace
 
 RolloutRunner::RolloutRunner(RunnerOptions options, inference::Engine& engine, RolloutController& controller,
-                             std::map<std::string, std::unique_ptr<TaskSource>> tasks, Verifier* verifier,
-                             ExperimentStore* store, const Clock& clock)
+                             std::map<std::string, std::unique_ptr<TaskSource>> tasks,
+                             worker::SandboxClient& sandboxes, ExperimentStore* store, const Clock& clock)
     : options_(std::move(options)), engine_(engine), controller_(controller), tasks_(std::move(tasks)),
-      verifier_(verifier), store_(store), clock_(clock) {}
+      sandboxes_(sandboxes), store_(store), clock_(clock) {
+  generator_ = worker::NewEngineTokenGenerator(&engine_, options_.model, options_.model, &gate_);
+  worker::ChatServiceOptions co;
+  co.clock = &clock_;
+  co.store = store_ != nullptr ? &store_->trajectories() : nullptr;
+  co.experiment = options_.experiment;
+  co.scaffold = options_.scaffold;
+  co.experts_per_token = options_.routing_width;
+  chat_ = std::make_unique<worker::ChatService>(generator_.get(), co);
+  pool_ = std::make_unique<EpisodePool>(options_.episodes);
+}
 
 RolloutRunner::~RolloutRunner() { Stop(); }
 
+std::string RolloutRunner::SystemText(uint32_t effort) const {
+  if (effort == 0) return options_.system_prompt;
+  return options_.system_prompt.empty() ? EffortPromptLine(effort)
+                                        : absl::StrCat(options_.system_prompt, "\n", EffortPromptLine(effort));
+}
+
 std::vector<int32_t> RolloutRunner::RenderPrompt(const Task& task, uint32_t effort) const {
   std::vector<inference::ChatMessage> msgs;
-  std::string system = options_.system_prompt;
-  if (effort > 0) system = system.empty() ? EffortPromptLine(effort) : absl::StrCat(system, "\n", EffortPromptLine(effort));
+  std::string system = SystemText(effort);
   if (!system.empty()) msgs.push_back({inference::ChatMessage::Role::kSystem, system, {}, {}});
   msgs.push_back({inference::ChatMessage::Role::kUser, task.prompt, {}, {}});
   return inference::RenderConversation(msgs, /*add_generation_prompt=*/true);
@@ -49,20 +68,16 @@ void RolloutRunner::Stop() {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
     stopping_ = true;
-    paused_ = true;
   }
   cv_.notify_all();
   if (loop_.joinable()) loop_.join();
-  std::vector<std::string> seqs;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [id, l] : live_) {
-      if (!l.sequence_id.empty() && l.phase != Phase::kDone) seqs.push_back(l.sequence_id);
-      if (!l.handle.empty()) seqs.push_back(l.handle);
-    }
-  }
-  for (const auto& s : seqs) (void)engine_.Interrupt(s);
-  for (const auto& s : seqs) (void)engine_.Release(s);
+  // Parked and running generations end with an error, so every episode returns (its sample
+  // fails) and its sandbox is destroyed.
+  gate_.Shutdown(engine_);
+  pool_->Join();
+  std::lock_guard<std::mutex> control(control_mu_);
+  for (const std::string& h : saved_) (void)engine_.Release(h);
+  saved_.clear();
 }
 
 void RolloutRunner::SetFinishedObserver(std::function<void(const RolloutSample&)> fn) {
@@ -70,76 +85,87 @@ void RolloutRunner::SetFinishedObserver(std::function<void(const RolloutSample&)
   observer_ = std::move(fn);
 }
 
-inference::TokenSink RolloutRunner::SinkFor(uint64_t id) {
-  return [this, id](const inference::GenerateUpdate& u) { OnUpdate(id, u); };
-}
-
-void RolloutRunner::OnUpdate(uint64_t id, const inference::GenerateUpdate& u) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = live_.find(id);
-  if (it == live_.end()) return;
-  Live& l = it->second;
-  if (l.sequence_id.empty()) l.sequence_id = u.sequence_id;
-  if (auto s = l.sample.Append(u.tokens); !s.ok()) {
-    l.sample.failed = true;
-    l.sample.detail = std::string(s.message());
-  }
-  stats_.tokens_generated += u.tokens.size();
-  // prefilled_tokens is cumulative within one Generate/Resume call. A resume that prefills a
-  // sequence which had already produced tokens would be a re-prefill; a sequence interrupted
-  // while still queued (nothing generated) legitimately prefills its prompt for the first time.
-  if (l.sample.segments > 1 && l.resumed_with_tokens && u.prefilled_tokens > l.call_prefilled) {
-    stats_.resumed_prefill_tokens += u.prefilled_tokens - l.call_prefilled;
-  }
-  l.call_prefilled = u.prefilled_tokens;
-  switch (u.finish) {
-    case inference::FinishReason::kRunning:
-      return;
-    case inference::FinishReason::kInterrupted:
-      l.phase = Phase::kInterrupted;
-      break;
-    case inference::FinishReason::kError:
-    case inference::FinishReason::kCancelled:
-      l.sample.failed = true;
-      l.sample.detail = u.error.empty() ? "generation cancelled" : u.error;
-      [[fallthrough]];
-    case inference::FinishReason::kStop:
-    case inference::FinishReason::kLength:
-      l.phase = Phase::kDone;
-      newly_finished_.push_back(id);
-      break;
-  }
-  cv_.notify_all();
-}
-
-absl::Status RolloutRunner::StartSample(uint64_t id) {
-  inference::GenerateRequest req;
+void RolloutRunner::RunEpisode(uint64_t id) {
+  Task task;
+  worker::ScaffoldOptions so;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Live& l = live_.at(id);
-    if (paused_ || l.phase != Phase::kPending) return absl::OkStatus();
-    req.model = options_.model;
-    req.prompt = l.sample.prompt;
-    req.sampling = l.sampling;
-    req.keep_state = false;
-    l.sample.segments = 1;
-    l.phase = Phase::kGenerating;
-    ++starting_;
+    const Live& l = live_.at(id);
+    task = l.task;
+    so.header.set_dataset(l.sample.dataset);
+    so.header.set_effort(l.sample.effort);
+    (*so.header.mutable_metrics())["dispatch_version"] = static_cast<double>(l.sample.dispatch_version);
+    so.system_prompt = SystemText(l.sample.effort);
   }
-  auto seq = engine_.Generate(req, SinkFor(id));
+  const worker::TerminalTask terminal = SandboxTaskOf(task);
+  so.scaffold = options_.scaffold;
+  so.agent = "model";
+  so.max_steps = options_.max_turns;
+  so.max_tokens = options_.forced_length ? options_.forced_length(id) : options_.max_new_tokens;
+  so.exact_tokens = static_cast<bool>(options_.forced_length);
+  so.temperature = options_.temperature;
+  so.seed = options_.seed * 0x9E3779B97F4A7C15ull + id;
+  so.policy_name = options_.sandbox_policy;
+  so.experiment = options_.experiment;
+  so.session_id = absl::StrCat(options_.experiment, "/s", id);
+  so.clock = &clock_;
+
+  const int64_t start_us = clock_.NowMicros();
+  absl::StatusOr<worker::ScaffoldResult> result = worker::RunScaffold(*chat_, sandboxes_, terminal, so);
+  // A full cluster refuses a sandbox for now: wait a little and ask again, then give up.
+  for (uint32_t attempt = 1; attempt < options_.create_attempts && !result.ok() &&
+                             absl::IsResourceExhausted(result.status());
+       ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(kCreateBackoffMs << attempt));
+    result = worker::RunScaffold(*chat_, sandboxes_, terminal, so);
+  }
+  v1::Trajectory traj;
+  if (result.ok()) {
+    traj = std::move(result->trajectory);
+  } else {
+    // Nothing ran (no sandbox): the record says why.
+    traj = so.header;
+    traj.set_id(so.session_id);
+    traj.set_experiment(options_.experiment);
+    traj.set_task(terminal.name);
+    traj.set_scaffold(options_.scaffold);
+    traj.set_status(v1::FAILED);
+    traj.set_detail(std::string(result.status().message()));
+    traj.set_start_unix_ms(clock_.WallMillis());
+    traj.set_end_unix_ms(clock_.WallMillis());
+  }
+  const bool failed = traj.status() != v1::OK && traj.status() != v1::TIMED_OUT;
+  if (failed) traj.set_reward(options_.failure_reward);
+  absl::StatusOr<RolloutSample> sample = ExperimentStore::FromTrajectory(traj);
+  if (!sample.ok()) {
+    traj.set_status(v1::FAILED);
+    traj.set_reward(options_.failure_reward);
+    traj.set_detail(absl::StrCat("reading the trajectory: ", sample.status().message()));
+    traj.clear_segments();
+    sample = ExperimentStore::FromTrajectory(traj);
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  --starting_;
-  cv_.notify_all();
   Live& l = live_.at(id);
-  if (!seq.ok()) {
-    l.sample.failed = true;
-    l.sample.detail = std::string(seq.status().message());
-    l.phase = Phase::kDone;
-    newly_finished_.push_back(id);
-    return seq.status();
-  }
-  if (l.sequence_id.empty()) l.sequence_id = *seq;
-  return absl::OkStatus();
+  RolloutSample& s = l.sample;
+  const RolloutSample header = s;
+  s = std::move(*sample);
+  s.id = header.id;
+  s.group = header.group;
+  s.dataset = header.dataset;
+  s.task_id = header.task_id;
+  s.effort = header.effort;
+  s.dispatch_version = header.dispatch_version;
+  s.wall_ms = static_cast<double>(clock_.NowMicros() - start_us) / 1000.0;
+  l.trajectory = std::move(traj);
+  l.done = true;
+  stats_.sandboxes += l.trajectory.sandbox_id().empty() ? 0 : 1;
+  stats_.sandbox_ms += s.sandbox_ms;
+  stats_.episode_ms += s.wall_ms;
+  if (!l.trajectory.sandbox_id().empty()) stats_.sandboxed_episode_ms += s.wall_ms;
+  stats_.failed_samples += s.failed ? 1 : 0;
+  if (s.failed) FLOG(warn, "sample failed", {{"sample", id}, {"detail", s.detail}});
+  newly_finished_.push_back(id);
+  cv_.notify_all();
 }
 
 void RolloutRunner::StartGroup(const GroupTicket& t) {
@@ -158,62 +184,29 @@ void RolloutRunner::StartGroup(const GroupTicket& t) {
       l.sample.task_id = task.id;
       l.sample.effort = t.efforts[i];
       l.sample.dispatch_version = t.dispatch_version;
-      l.sample.prompt = RenderPrompt(task, t.efforts[i]);
-      l.sampling.temperature = options_.temperature;
-      l.sampling.seed = options_.seed * 0x9E3779B97F4A7C15ull + id;
-      l.sampling.max_new_tokens = options_.max_new_tokens;
-      if (options_.forced_length) {
-        l.sampling.max_new_tokens = options_.forced_length(id);
-        l.sampling.stop_tokens = {-1};  // no token id matches: run to exactly this length
-      }
       live_[id] = std::move(l);
       ids.push_back(id);
     }
     group_members_[t.group] = ids;
   }
-  for (uint64_t id : ids) {
-    if (auto s = StartSample(id); !s.ok()) FLOG(warn, "sample failed to start", {{"sample", id}, {"error", s.ToString()}});
-  }
-}
-
-void RolloutRunner::StartPending() {
-  std::vector<uint64_t> pending;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [id, l] : live_) {
-      if (l.phase == Phase::kPending) pending.push_back(id);
-    }
-  }
-  for (uint64_t id : pending) (void)StartSample(id);
+  for (uint64_t id : ids) pool_->Submit([this, id] { RunEpisode(id); });
 }
 
 void RolloutRunner::Loop() {
   while (true) {
-    std::vector<uint64_t> finished;
+    std::vector<std::pair<uint64_t, uint32_t>> finished;
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (stopping_) return;
-      finished.assign(newly_finished_.begin(), newly_finished_.end());
+      for (uint64_t id : newly_finished_) finished.push_back({id, live_.at(id).sample.GeneratedTokens()});
       newly_finished_.clear();
     }
-    for (uint64_t id : finished) {
-      uint32_t len = 0;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        len = static_cast<uint32_t>(live_.at(id).sample.completion.size());
-      }
+    for (const auto& [id, len] : finished) {
       if (auto s = controller_.OnSampleFinished(id, len); !s.ok()) FLOG(warn, "controller", {{"error", s.ToString()}});
     }
     std::vector<uint64_t> ready = controller_.TakeReadyGroups(SIZE_MAX);
     if (!ready.empty()) FinishGroups(ready);
-    bool paused;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      paused = paused_;
-    }
-    if (!paused) {
-      for (const GroupTicket& t : controller_.Dispatch()) StartGroup(t);
-    }
+    for (const GroupTicket& t : controller_.Dispatch()) StartGroup(t);
     std::unique_lock<std::mutex> lock(mu_);
     auto wait = std::chrono::milliseconds(20);
     if (auto next = controller_.NextReleaseNanos(); next) {
@@ -226,22 +219,24 @@ void RolloutRunner::Loop() {
 
 void RolloutRunner::FinishGroups(const std::vector<uint64_t>& groups) {
   std::vector<std::vector<RolloutSample>> done;
-  std::vector<VerifyItem> items;
+  std::vector<std::vector<v1::Trajectory>> records;
   std::function<void(const RolloutSample&)> observer;
   {
     std::lock_guard<std::mutex> lock(mu_);
     observer = observer_;
     for (uint64_t g : groups) {
       std::vector<RolloutSample> group;
+      std::vector<v1::Trajectory> traj;
       for (uint64_t id : group_members_[g]) {
         Live& l = live_.at(id);
-        items.push_back({l.task.family, l.task.prompt, l.task.answer,
-                         inference::Decode(l.sample.completion, /*skip_special=*/true)});
+        l.trajectory.set_group_id(GroupId(g));
+        traj.push_back(std::move(l.trajectory));
         group.push_back(std::move(l.sample));
         live_.erase(id);
       }
       group_members_.erase(g);
       done.push_back(std::move(group));
+      records.push_back(std::move(traj));
     }
   }
   if (observer) {
@@ -249,35 +244,15 @@ void RolloutRunner::FinishGroups(const std::vector<uint64_t>& groups) {
       for (const auto& s : g) observer(s);
     }
   }
-  if (verifier_ != nullptr) {
-    auto rewards = verifier_->Verify(items);
-    size_t k = 0;
-    for (auto& g : done) {
-      for (auto& s : g) {
-        if (!rewards.ok()) {
-          s.failed = true;
-          s.detail = absl::StrCat("verifier: ", rewards.status().message());
-        } else if (!s.failed) {
-          s.reward = (*rewards)[k];
-        }
-        ++k;
-      }
-    }
-    if (!rewards.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      stats_.verifier_failures += 1;
-      FLOG(warn, "verifier failed", {{"error", rewards.status().ToString()}});
-    }
-  }
   if (store_ != nullptr) {
-    for (const auto& g : done) {
-      if (auto s = store_->PutGroup(g); !s.ok()) FLOG(error, "storing a group failed", {{"error", s.ToString()}});
+    for (const auto& r : records) {
+      if (auto s = store_->PutGroup(r); !s.ok()) FLOG(error, "storing a group failed", {{"error", s.ToString()}});
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& g : done) {
     for (const auto& s : g) {
-      recent_rewards_.push_back(s.failed ? 0.0 : s.reward);
+      recent_rewards_.push_back(s.reward);
       if (recent_rewards_.size() > 256) recent_rewards_.pop_front();
     }
     stats_.samples_completed += g.size();
@@ -307,37 +282,6 @@ void RolloutRunner::Requeue(std::vector<std::vector<RolloutSample>> groups) {
   cv_.notify_all();
 }
 
-std::vector<uint64_t> RolloutRunner::InterruptAllLocked(std::unique_lock<std::mutex>& lock) {
-  paused_ = true;
-  // A Generate call in progress must land before the engine is told to interrupt.
-  cv_.wait(lock, [&] { return starting_ == 0; });
-  lock.unlock();
-  std::vector<std::string> ids = engine_.InterruptAll();
-  std::set<std::string> interrupted(ids.begin(), ids.end());
-  lock.lock();
-  // Sequences the engine had not yet scheduled are interrupted one by one.
-  std::vector<std::string> extra;
-  for (auto& [id, l] : live_) {
-    if (l.phase == Phase::kGenerating && !l.sequence_id.empty() && !interrupted.contains(l.sequence_id)) {
-      extra.push_back(l.sequence_id);
-    }
-  }
-  lock.unlock();
-  for (const auto& s : extra) (void)engine_.Interrupt(s);
-  lock.lock();
-  cv_.wait_for(lock, kStopWait, [&] {
-    for (auto& [id, l] : live_) {
-      if (l.phase == Phase::kGenerating) return false;
-    }
-    return true;
-  });
-  std::vector<uint64_t> out;
-  for (auto& [id, l] : live_) {
-    if (l.phase == Phase::kInterrupted) out.push_back(id);
-  }
-  return out;
-}
-
 absl::StatusOr<SwitchReport> RolloutRunner::SwitchWeights(const std::string& path, int64_t version) {
   std::lock_guard<std::mutex> control(control_mu_);
   SwitchReport report;
@@ -348,46 +292,14 @@ absl::StatusOr<SwitchReport> RolloutRunner::SwitchWeights(const std::string& pat
   RETURN_IF_ERROR(engine_.StageWeights(options_.model, path, version));
   report.stage_ms = stage.ElapsedMillis();
   Stopwatch watch(clock_);
-  std::unique_lock<std::mutex> lock(mu_);
-  bool was_paused = paused_;
-  std::vector<uint64_t> ids = InterruptAllLocked(lock);
-  uint64_t prefill_before = stats_.resumed_prefill_tokens;
-  lock.unlock();
+  // While offloaded nothing generates: the commit alone swaps the weights.
+  const uint64_t prefill_before = gate_.Stats().resume_prefill_tokens;
+  if (!offloaded_) report.interrupted = gate_.Pause(engine_);
   absl::Status swapped = engine_.CommitWeights(options_.model).status();
   if (swapped.ok()) controller_.SetPolicyVersion(version);
   // Resume either way: on a bad file the old weights stay in service.
-  for (uint64_t id : ids) {
-    inference::SamplingParams sampling;
-    std::string seq;
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      Live& l = live_.at(id);
-      if (l.phase != Phase::kInterrupted) continue;
-      sampling = l.sampling;
-      uint32_t done = static_cast<uint32_t>(l.sample.completion.size());
-      sampling.max_new_tokens = l.sampling.max_new_tokens > done ? l.sampling.max_new_tokens - done : 1;
-      l.phase = Phase::kGenerating;
-      l.sample.segments += 1;
-      l.call_prefilled = 0;
-      l.resumed_with_tokens = !l.sample.completion.empty();
-      seq = l.sequence_id;
-    }
-    if (auto s = engine_.Resume(seq, sampling, SinkFor(id)); !s.ok()) {
-      std::lock_guard<std::mutex> g(mu_);
-      Live& l = live_.at(id);
-      l.sample.failed = true;
-      l.sample.detail = absl::StrCat("resume: ", s.message());
-      l.phase = Phase::kDone;
-      newly_finished_.push_back(id);
-    }
-    report.interrupted += 1;
-  }
-  lock.lock();
-  paused_ = was_paused;
-  report.prefilled_on_resume = stats_.resumed_prefill_tokens - prefill_before;
-  lock.unlock();
-  StartPending();
-  cv_.notify_all();
+  if (!offloaded_) gate_.Open();
+  report.prefilled_on_resume = gate_.Stats().resume_prefill_tokens - prefill_before;
   report.stall_ms = watch.ElapsedMillis();
   if (!swapped.ok()) return swapped;
   return report;
@@ -396,109 +308,56 @@ absl::StatusOr<SwitchReport> RolloutRunner::SwitchWeights(const std::string& pat
 absl::Status RolloutRunner::Offload() {
   std::lock_guard<std::mutex> control(control_mu_);
   controller_.SetSuspended(true);
-  std::unique_lock<std::mutex> lock(mu_);
-  std::vector<uint64_t> ids = InterruptAllLocked(lock);
-  lock.unlock();
+  if (offloaded_) return absl::OkStatus();
+  gate_.Pause(engine_);
+  offloaded_ = true;
   absl::Status first;
-  for (uint64_t id : ids) {
-    std::string seq;
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      seq = live_.at(id).sequence_id;
-    }
+  for (const std::string& seq : gate_.Parked()) {
     auto handle = engine_.SaveState(seq, /*to_file=*/false, /*ttl_ms=*/3'600'000);
-    std::lock_guard<std::mutex> g(mu_);
-    Live& l = live_.at(id);
     if (!handle.ok()) {
       if (first.ok()) first = handle.status();
       continue;  // stays interrupted in the KV cache; Reload resumes it from there
     }
-    l.handle = *handle;
-    l.phase = Phase::kOffloaded;
-    stats_.offloaded += 1;
+    gate_.Relocate(seq, *handle);
+    saved_.push_back(*handle);
+    offloaded_count_.store(static_cast<uint32_t>(saved_.size()));
   }
   return first;
 }
 
 absl::Status RolloutRunner::Reload() {
   std::lock_guard<std::mutex> control(control_mu_);
-  std::vector<uint64_t> ids;
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    for (auto& [id, l] : live_) {
-      if (l.phase == Phase::kOffloaded || l.phase == Phase::kInterrupted) ids.push_back(id);
-    }
-  }
   absl::Status first;
-  for (uint64_t id : ids) {
-    std::string handle, seq;
-    inference::SamplingParams sampling;
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      Live& l = live_.at(id);
-      handle = l.handle;
-      seq = l.sequence_id;
-      sampling = l.sampling;
-      uint32_t done = static_cast<uint32_t>(l.sample.completion.size());
-      sampling.max_new_tokens = l.sampling.max_new_tokens > done ? l.sampling.max_new_tokens - done : 1;
+  for (const std::string& handle : saved_) {
+    auto loaded = engine_.LoadState(handle);
+    if (!loaded.ok()) {
+      if (first.ok()) first = loaded.status();
+      gate_.Fail(handle, Annotate(loaded.status(), "loading the offloaded state"));
+      continue;
     }
-    if (!handle.empty()) {
-      auto loaded = engine_.LoadState(handle);
-      if (!loaded.ok()) {
-        if (first.ok()) first = loaded.status();
-        std::lock_guard<std::mutex> g(mu_);
-        Live& l = live_.at(id);
-        l.sample.failed = true;
-        l.sample.detail = absl::StrCat("load state: ", loaded.status().message());
-        l.phase = Phase::kDone;
-        newly_finished_.push_back(id);
-        continue;
-      }
-      seq = *loaded;
-    }
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      Live& l = live_.at(id);
-      l.sequence_id = seq;
-      l.handle.clear();
-      l.phase = Phase::kGenerating;
-      l.sample.segments += 1;
-      l.call_prefilled = 0;
-      l.resumed_with_tokens = !l.sample.completion.empty();
-      if (stats_.offloaded > 0 && !handle.empty()) stats_.offloaded -= 1;
-    }
-    if (auto s = engine_.Resume(seq, sampling, SinkFor(id)); !s.ok()) {
-      if (first.ok()) first = s;
-      std::lock_guard<std::mutex> g(mu_);
-      Live& l = live_.at(id);
-      l.sample.failed = true;
-      l.sample.detail = absl::StrCat("resume: ", s.message());
-      l.phase = Phase::kDone;
-      newly_finished_.push_back(id);
-    }
+    gate_.Relocate(handle, *loaded);
   }
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    paused_ = false;
-  }
-  StartPending();
+  saved_.clear();
+  offloaded_count_.store(0);
+  offloaded_ = false;
+  gate_.Open();
   controller_.SetSuspended(false);
   cv_.notify_all();
   return first;
 }
 
 RunnerStats RolloutRunner::Stats() const {
+  worker::GateStats g = gate_.Stats();
   std::lock_guard<std::mutex> lock(mu_);
   RunnerStats s = stats_;
-  s.generating = 0;
-  for (const auto& [id, l] : live_) {
-    auto n = static_cast<uint32_t>(l.sample.completion.size());
-    if (l.phase != Phase::kDone) s.max_unfinished_tokens = std::max(s.max_unfinished_tokens, n);
-    if (l.phase != Phase::kGenerating) continue;
-    s.min_generating_tokens = s.generating == 0 ? n : std::min(s.min_generating_tokens, n);
-    ++s.generating;
-  }
+  s.generating = g.generating;
+  s.min_generating_tokens = g.min_generating_tokens;
+  s.max_unfinished_tokens = g.max_call_tokens;
+  s.tokens_generated = g.tokens;
+  s.resumes = g.resumes;
+  s.resumed_prefill_tokens = g.resume_prefill_tokens;
   s.completed_groups_waiting = completed_.size();
+  s.offloaded = offloaded_count_.load();
   double sum = 0;
   for (double r : recent_rewards_) sum += r;
   s.recent_reward = recent_rewards_.empty() ? 0 : sum / static_cast<double>(recent_rewards_.size());

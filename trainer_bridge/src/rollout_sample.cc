@@ -10,11 +10,15 @@ namespace flotilla::trainer_bridge {
 absl::Status RolloutSample::Append(const std::vector<inference::TokenRecord>& tokens) {
   for (const auto& t : tokens) {
     uint32_t width = static_cast<uint32_t>(t.experts.size());
-    if (completion.empty() && routing.empty()) routing_width = width;
+    if (completion.empty()) routing_width = width;
     if (width != routing_width) {
       return absl::InvalidArgumentError(absl::StrCat("sample ", id, ": token ", completion.size(),
                                                      " has routing width ", width, ", expected ", routing_width));
     }
+    // A new policy-version segment starts when the version differs from the last generated token's.
+    size_t last = loss_mask.size();
+    while (last > 0 && loss_mask[last - 1] == 0) --last;
+    if (last == 0 || versions[last - 1] != t.policy_version) segments += 1;
     completion.push_back(t.token);
     loss_mask.push_back(1);
     logprobs.push_back(t.logprob);

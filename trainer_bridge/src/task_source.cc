@@ -1,5 +1,7 @@
 #include "flotilla/trainer_bridge/task_source.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -69,19 +71,52 @@ class CopySource final : public TaskSource {
 
 class FileSource final : public TaskSource {
  public:
-  FileSource(std::vector<Task> tasks, uint64_t seed) : tasks_(std::move(tasks)), rng_(seed) {}
+  FileSource(std::vector<Task> tasks, std::string family, uint64_t seed)
+      : tasks_(std::move(tasks)), family_(std::move(family)), rng_(seed) {}
   Task Next() override {
     absl::MutexLock lock(&mu_);
     std::uniform_int_distribution<size_t> pick(0, tasks_.size() - 1);
     return tasks_[pick(rng_)];
   }
-  std::string family() const override { return "file"; }
+  std::string family() const override { return family_; }
 
  private:
   const std::vector<Task> tasks_;
+  const std::string family_;
   absl::Mutex mu_;
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
 };
+
+bool IsTaskFolder(const std::filesystem::path& dir) {
+  return std::filesystem::exists(dir / "task.toml") || std::filesystem::exists(dir / "task.yaml");
+}
+
+// A task folder, or a folder of them (in name order), as tasks carrying their TerminalTask.
+absl::StatusOr<std::vector<Task>> FolderTasks(const std::string& source) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> dirs;
+  if (IsTaskFolder(source)) {
+    dirs.push_back(source);
+  } else {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(source, ec)) {
+      if (entry.is_directory() && IsTaskFolder(entry.path())) dirs.push_back(entry.path());
+    }
+    std::sort(dirs.begin(), dirs.end());
+  }
+  if (dirs.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("task folder '", source, "' holds no task (task.toml or task.yaml)"));
+  }
+  std::vector<Task> tasks;
+  for (const fs::path& d : dirs) {
+    auto t = worker::LoadTerminalTask(fs::absolute(d).string());
+    if (!t.ok()) return t.status();
+    Task task{t->name, "terminal", t->instruction, "", {}};
+    task.terminal = std::move(*t);
+    tasks.push_back(std::move(task));
+  }
+  return tasks;
+}
 
 absl::StatusOr<std::map<std::string, std::string>> Params(const std::string& source, absl::string_view query) {
   std::map<std::string, std::string> out;
@@ -140,6 +175,11 @@ absl::StatusOr<std::unique_ptr<TaskSource>> TaskSource::Open(const std::string& 
     if (family == "lookup") return OpenLookupSource(source, *params, seed);
     return absl::InvalidArgumentError(absl::StrCat("source '", source, "': unknown builtin family '", family, "'"));
   }
+  if (std::filesystem::is_directory(source)) {
+    auto tasks = FolderTasks(source);
+    if (!tasks.ok()) return tasks.status();
+    return std::unique_ptr<TaskSource>(new FileSource(std::move(*tasks), "terminal", seed));
+  }
   std::ifstream in(source);
   if (!in) return absl::NotFoundError(absl::StrCat("task file '", source, "' cannot be read"));
   std::vector<Task> tasks;
@@ -157,7 +197,7 @@ absl::StatusOr<std::unique_ptr<TaskSource>> TaskSource::Open(const std::string& 
     tasks.push_back(Task{id, "file", j["prompt"].get<std::string>(), j["answer"].get<std::string>(), {}});
   }
   if (tasks.empty()) return absl::InvalidArgumentError(absl::StrCat("task file '", source, "' has no tasks"));
-  return std::unique_ptr<TaskSource>(new FileSource(std::move(tasks), seed));
+  return std::unique_ptr<TaskSource>(new FileSource(std::move(tasks), "file", seed));
 }
 
 }  // namespace flotilla::trainer_bridge

@@ -288,6 +288,7 @@ absl::StatusOr<ChatReply> ChatService::Generate(Entry& entry, const ChatRequest&
   sampling.max_new_tokens = std::max<uint32_t>(1, std::min(request.max_tokens, room));
   sampling.top_logprobs = request.top_logprobs;
   if (options_.hf != nullptr) sampling.stop_tokens = options_.hf->stop_tokens();
+  if (request.ignore_stop) sampling.stop_tokens = {-1};  // no token id matches
   plan.call.sampling = sampling;
 
   TextStreamer streamer(options_.hf == nullptr ? observer : nullptr);
@@ -421,7 +422,8 @@ absl::StatusOr<v1::Trajectory> ChatService::CloseSession(const std::string& sess
                                                          v1::TrajectoryStatus status,
                                                          double reward,
                                                          const std::string& detail,
-                                                         v1::StopReason repercussion) {
+                                                         v1::StopReason repercussion,
+                                                         const std::map<std::string, double>& metrics) {
   std::shared_ptr<Entry> entry;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -442,6 +444,7 @@ absl::StatusOr<v1::Trajectory> ChatService::CloseSession(const std::string& sess
   entry->header.set_detail(detail);
   entry->header.set_repercussion(repercussion);
   entry->header.set_end_unix_ms(options_.clock->WallMillis());
+  for (const auto& [k, v] : metrics) (*entry->header.mutable_metrics())[k] = v;
   if (generator_ != nullptr) {
     for (const std::string& seq : entry->session.SequenceIds()) generator_->Release(seq);
   }

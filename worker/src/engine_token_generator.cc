@@ -1,6 +1,8 @@
 // TokenGenerator over inference::Engine. The engine calls the sink on its scheduler thread,
 // which must never block on a slow client, so updates go through a queue and the caller's
-// thread delivers them.
+// thread delivers them. With a GenerationGate, a sequence the engine interrupts (a weight
+// switch, an offload) parks until the gate opens and then resumes from its kept KV state: the
+// caller gets one outcome whose tokens run across the switch.
 #include <condition_variable>
 #include <deque>
 #include <algorithm>
@@ -8,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/status.h"
+#include "flotilla/worker/generation_gate.h"
 #include "flotilla/worker/token_generator.h"
 
 namespace flotilla::worker {
@@ -39,36 +42,16 @@ class UpdateQueue {
 
 class EngineTokenGenerator : public TokenGenerator {
  public:
-  EngineTokenGenerator(inference::Engine* engine, std::string model, std::string name)
-      : engine_(engine), model_(std::move(model)), name_(std::move(name)) {}
+  EngineTokenGenerator(inference::Engine* engine, std::string model, std::string name, GenerationGate* gate)
+      : engine_(engine), model_(std::move(model)), name_(std::move(name)), gate_(gate) {}
 
   absl::StatusOr<GenerationOutcome> Generate(const GenerationCall& call,
                                              const TokensCallback& on_tokens) override {
-    inference::GenerateRequest req;
-    req.model = model_;
-    req.sequence_id = call.sequence_id;
-    req.prompt = call.new_tokens;
-    req.sampling = call.sampling;
-    req.keep_state = true;
-    auto queue = std::make_shared<UpdateQueue>();
-    ASSIGN_OR_RETURN(std::string seq,
-                     engine_->Generate(req, [queue](const GenerateUpdate& u) { queue->Push(u); }));
-    GenerationOutcome out;
-    out.sequence_id = seq;
-    while (true) {
-      GenerateUpdate u = queue->Pop();
-      out.prefilled_tokens = std::max(out.prefilled_tokens, u.prefilled_tokens);  // a running total
-      if (!u.tokens.empty()) {
-        out.tokens.insert(out.tokens.end(), u.tokens.begin(), u.tokens.end());
-        if (on_tokens) on_tokens(u.tokens);
-      }
-      if (u.finish == FinishReason::kRunning) continue;
-      if (u.finish == FinishReason::kError) {
-        return absl::InternalError(absl::StrCat("engine: ", u.error));
-      }
-      out.finish = u.finish;
-      return out;
-    }
+    if (gate_ == nullptr) return Run(call, on_tokens, 0);
+    ASSIGN_OR_RETURN(uint64_t ticket, gate_->Enter());
+    absl::StatusOr<GenerationOutcome> out = Run(call, on_tokens, ticket);
+    gate_->Leave(ticket);
+    return out;
   }
 
   void Release(const std::string& sequence_id) override {
@@ -82,18 +65,72 @@ class EngineTokenGenerator : public TokenGenerator {
   std::string ModelName() const override { return name_; }
 
  private:
+  absl::StatusOr<GenerationOutcome> Run(const GenerationCall& call, const TokensCallback& on_tokens,
+                                        uint64_t ticket) {
+    inference::GenerateRequest req;
+    req.model = model_;
+    req.sequence_id = call.sequence_id;
+    req.prompt = call.new_tokens;
+    req.sampling = call.sampling;
+    req.keep_state = true;
+    auto queue = std::make_shared<UpdateQueue>();
+    auto sink = [queue](const GenerateUpdate& u) { queue->Push(u); };
+    absl::StatusOr<std::string> started = engine_->Generate(req, sink);
+    if (gate_ != nullptr) {
+      if (started.ok()) {
+        gate_->Started(ticket, *started);
+      } else {
+        gate_->StartFailed(ticket);
+      }
+    }
+    if (!started.ok()) return started.status();
+    GenerationOutcome out;
+    out.sequence_id = *started;
+    uint32_t call_prefilled = 0;
+    while (true) {
+      GenerateUpdate u = queue->Pop();
+      call_prefilled = std::max(call_prefilled, u.prefilled_tokens);  // a running total per engine call
+      if (gate_ != nullptr) gate_->OnTokens(ticket, u.tokens.size(), u.prefilled_tokens);
+      if (!u.tokens.empty()) {
+        out.tokens.insert(out.tokens.end(), u.tokens.begin(), u.tokens.end());
+        if (on_tokens) on_tokens(u.tokens);
+      }
+      if (u.finish == FinishReason::kRunning) continue;
+      if (u.finish == FinishReason::kError) {
+        return absl::InternalError(absl::StrCat("engine: ", u.error));
+      }
+      if (u.finish == FinishReason::kInterrupted && gate_ != nullptr) {
+        out.prefilled_tokens += call_prefilled;
+        call_prefilled = 0;
+        ASSIGN_OR_RETURN(out.sequence_id, gate_->Park(ticket));
+        inference::SamplingParams rest = call.sampling;
+        const auto done = static_cast<uint32_t>(out.tokens.size());
+        rest.max_new_tokens = call.sampling.max_new_tokens > done ? call.sampling.max_new_tokens - done : 1;
+        RETURN_IF_ERROR(engine_->Resume(out.sequence_id, rest, sink));
+        gate_->Resumed();
+        out.resumes += 1;
+        continue;
+      }
+      out.prefilled_tokens += call_prefilled;
+      out.finish = u.finish;
+      return out;
+    }
+  }
+
   inference::Engine* engine_;
   std::string model_;
   std::string name_;
+  GenerationGate* gate_;
 };
 
 }  // namespace
 
 std::unique_ptr<TokenGenerator> NewEngineTokenGenerator(inference::Engine* engine,
                                                         std::string model,
-                                                        std::string display_name) {
+                                                        std::string display_name,
+                                                        GenerationGate* gate) {
   return std::make_unique<EngineTokenGenerator>(engine, std::move(model),
-                                                std::move(display_name));
+                                                std::move(display_name), gate);
 }
 
 }  // namespace flotilla::worker

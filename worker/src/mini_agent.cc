@@ -30,6 +30,7 @@ MiniAction ParseMiniAction(const std::string& text) {
 absl::StatusOr<AgentOutcome> RunMiniAgent(AgentContext& ctx) {
   ASSIGN_OR_RETURN(ChatRequest req, ScaffoldOpening(ctx.task, ctx.options));
   req.session_id = ctx.session_id;
+  req.ignore_stop = ctx.options.exact_tokens;
   req.max_tokens = ctx.options.max_tokens;
   req.temperature = ctx.options.temperature;
   req.seed = ctx.options.seed;
@@ -66,6 +67,7 @@ absl::StatusOr<AgentOutcome> RunMiniAgent(AgentContext& ctx) {
       continue;
     }
     ASSIGN_OR_RETURN(ExecOutcome out, RunCommand(ctx, action.command));
+    outcome.commands += 1;
     if (out.reason == v1::SANDBOX_BROKEN || out.reason == v1::SANDBOX_DIED) {
       outcome.end = AgentOutcome::End::kSandboxBroken;
       outcome.repercussion = out.reason;

@@ -28,6 +28,7 @@ struct AgentOutcome {
   enum class End { kSubmitted, kStepLimit, kTimeout, kContextFull, kSandboxBroken };
   End end = End::kSubmitted;
   int steps = 0;
+  int commands = 0;                   // commands run in the sandbox
   std::string detail;
   v1::StopReason repercussion = v1::STOP_REASON_NONE;
   int exit_code = 0;  // an agent CLI's exit status (not 0: the trial is an agent error)
@@ -38,6 +39,10 @@ absl::StatusOr<ExecOutcome> RunCommand(AgentContext& ctx, const std::string& com
 // "<returncode>..</returncode><output>..</output>", output cut to the options' limit.
 std::string Observation(const ExecOutcome& out, uint32_t limit);
 
+// The system text of a scaffold's requests: the options' system_prompt, then `own`.
+std::string SystemText(const AgentContext& ctx, const std::string& own);
+
+absl::StatusOr<AgentOutcome> RunSingleTurnAgent(AgentContext& ctx);
 absl::StatusOr<AgentOutcome> RunMiniAgent(AgentContext& ctx);
 absl::StatusOr<AgentOutcome> RunToolAgent(AgentContext& ctx);
 

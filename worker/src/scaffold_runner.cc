@@ -89,8 +89,26 @@ absl::StatusOr<std::optional<ImageUser>> PrepareUser(SandboxClient& sandbox, con
   return std::optional<ImageUser>(u);
 }
 
-// Runs the tests in the sandbox; the reward per the task's layout.
-absl::StatusOr<double> RunTests(AgentContext& ctx, std::string* detail) {
+// Whether the sandbox, not the tests' verdict, ended a test run.
+bool KilledBySandbox(v1::StopReason r) {
+  switch (r) {
+    case v1::OOM:
+    case v1::PIDS:
+    case v1::POLICY:
+    case v1::SANDBOX_DIED:
+    case v1::SANDBOX_BROKEN:
+    case v1::NODE_LOST:
+    case v1::DESTROYED:
+    case v1::DISK_FULL:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Runs the tests in the sandbox; the reward per the task's layout. Tests the sandbox killed are
+// an error (Aborted) with the stop reason in `killed`.
+absl::StatusOr<double> RunTests(AgentContext& ctx, std::string* detail, v1::StopReason* killed) {
   RETURN_IF_ERROR(CopyFiles(ctx.sandbox, ctx.sandbox_id, ctx.task.test_files));
   v1::ExecRequest req;
   req.set_sandbox_id(ctx.sandbox_id);
@@ -104,6 +122,11 @@ absl::StatusOr<double> RunTests(AgentContext& ctx, std::string* detail) {
   (*req.mutable_env())["HOME"] = "/root";
   if (ctx.user.has_value()) RunAsUser(*ctx.user, &req);
   ASSIGN_OR_RETURN(ExecOutcome out, ctx.sandbox.Exec(req));
+  if (KilledBySandbox(out.reason)) {
+    *killed = out.reason;
+    return absl::AbortedError(absl::StrCat("the tests were stopped by the sandbox: ", v1::StopReason_Name(out.reason),
+                                           out.detail.empty() ? "" : absl::StrCat(" (", out.detail, ")")));
+  }
   *detail = absl::StrCat("tests exited ", out.exit_code,
                          out.reason == v1::TIMEOUT ? " (timed out)" : "");
   if (ctx.task.reward_file.empty()) return out.exit_code == 0 ? 1.0 : 0.0;
@@ -158,9 +181,10 @@ absl::StatusOr<ScaffoldResult> RunScaffold(ChatService& service, SandboxClient& 
   if (cli && (options.agent_cli == nullptr || options.worker_port <= 0)) {
     return absl::InvalidArgumentError("agent: 'cli' needs agent_cli and the worker's HTTP port (worker_port)");
   }
-  if (!cli && options.scaffold != "mini" && options.scaffold != "terminal") {
+  if (!cli && options.scaffold != "single-turn" && options.scaffold != "mini" &&
+      options.scaffold != "terminal") {
     return absl::InvalidArgumentError(absl::StrCat("scaffold: unknown '", options.scaffold,
-                                                   "' (built in: mini, terminal)"));
+                                                   "' (built in: single-turn, mini, terminal)"));
   }
   if (!cli && options.agent != "model" && options.agent != "reference" && options.agent != "none") {
     return absl::InvalidArgumentError(absl::StrCat("agent: unknown '", options.agent,
@@ -181,33 +205,43 @@ absl::StatusOr<ScaffoldResult> RunScaffold(ChatService& service, SandboxClient& 
   if (task.disk_bytes > 0) create.mutable_resources()->set_disk_bytes(task.disk_bytes);
   (*create.mutable_labels())["flotilla.task"] = task.name;
   (*create.mutable_labels())["flotilla.scaffold"] = scaffold;
-  ASSIGN_OR_RETURN(std::string sandbox_id, sandbox.Create(create));
+  ScaffoldResult result;
+  const int64_t create_start = options.clock->NowMicros();
+  absl::StatusOr<std::string> created = sandbox.Create(create);
+  result.sandbox_create_ms = static_cast<double>(options.clock->NowMicros() - create_start) / 1000.0;
+  if (!created.ok()) return Annotate(created.status(), "creating the sandbox");
+  const std::string sandbox_id = *created;
 
-  v1::Trajectory header;
+  v1::Trajectory header = options.header;
   header.set_task(task.name);
   header.set_scaffold(scaffold);
   header.set_sandbox_id(sandbox_id);
-  header.set_experiment(options.experiment);
+  if (!options.experiment.empty()) header.set_experiment(options.experiment);
   header.set_start_unix_ms(options.clock->WallMillis());
-  std::string session = service.OpenSession(header);
+  std::string session = service.OpenSession(header, options.session_id);
   AgentContext ctx{service, sandbox, task, options, session, sandbox_id,
                    options.clock->NowMillis() + task.agent_timeout_ms, std::nullopt};
 
-  ScaffoldResult result;
   result.sandbox_id = sandbox_id;
   result.trajectory_id = session;
-  v1::StopReason agent_repercussion = v1::STOP_REASON_NONE;
   auto finish = [&](absl::Status error) -> absl::StatusOr<ScaffoldResult> {
     if (!error.ok()) {
       result.status = v1::FAILED;
       result.detail = std::string(error.message());
     }
-    auto traj = service.CloseSession(session, result.status, result.reward, result.detail, agent_repercussion);
+    const int64_t destroy_start = options.clock->NowMicros();
     (void)sandbox.Destroy(sandbox_id);
+    result.sandbox_destroy_ms = static_cast<double>(options.clock->NowMicros() - destroy_start) / 1000.0;
+    std::map<std::string, double> metrics = {{"turns", result.steps},
+                                             {"tool_calls", result.commands},
+                                             {"sandbox_create_ms", result.sandbox_create_ms},
+                                             {"sandbox_destroy_ms", result.sandbox_destroy_ms}};
+    auto traj = service.CloseSession(session, result.status, result.reward, result.detail, result.repercussion,
+                                     metrics);
     if (!traj.ok()) return traj.status();
+    result.trajectory = std::move(*traj);
     return result;
   };
-
   // A built environment has its files from the Dockerfile; otherwise they are copied to /app.
   absl::Status st = task.image.empty() ? CopyFiles(sandbox, sandbox_id, task.environment_files) : absl::OkStatus();
   if (st.ok()) {
@@ -232,9 +266,10 @@ absl::StatusOr<ScaffoldResult> RunScaffold(ChatService& service, SandboxClient& 
   if (options.agent == "reference") {
     st = RunReference(ctx);
   } else if (options.agent == "model" || cli) {
-    absl::StatusOr<AgentOutcome> out = cli                          ? RunCliAgent(ctx)
-                                       : options.scaffold == "mini" ? RunMiniAgent(ctx)
-                                                                    : RunToolAgent(ctx);
+    absl::StatusOr<AgentOutcome> out = cli                                 ? RunCliAgent(ctx)
+                                       : options.scaffold == "single-turn" ? RunSingleTurnAgent(ctx)
+                                       : options.scaffold == "mini"        ? RunMiniAgent(ctx)
+                                                                           : RunToolAgent(ctx);
     if (out.ok()) {
       agent = *out;
     } else {
@@ -243,14 +278,15 @@ absl::StatusOr<ScaffoldResult> RunScaffold(ChatService& service, SandboxClient& 
   }
   if (!st.ok()) return finish(st);
   result.steps = agent.steps;
+  result.commands = agent.commands;
   if (agent.end == AgentOutcome::End::kSandboxBroken) {
     result.status = v1::CRASHED;
-    agent_repercussion = agent.repercussion;
+    result.repercussion = agent.repercussion;
     result.detail = absl::StrCat("the sandbox broke during the agent's turn: ", agent.detail);
     return finish(absl::OkStatus());
   }
   std::string test_detail;
-  absl::StatusOr<double> reward = RunTests(ctx, &test_detail);
+  absl::StatusOr<double> reward = RunTests(ctx, &test_detail, &result.repercussion);
   if (!reward.ok()) return finish(reward.status());
   result.reward = *reward;
   result.status = agent.end == AgentOutcome::End::kTimeout ? v1::TIMED_OUT

@@ -10,6 +10,7 @@ namespace flotilla::worker {
 absl::StatusOr<AgentOutcome> RunToolAgent(AgentContext& ctx) {
   ASSIGN_OR_RETURN(ChatRequest req, ScaffoldOpening(ctx.task, ctx.options));
   req.session_id = ctx.session_id;
+  req.ignore_stop = ctx.options.exact_tokens;
   req.max_tokens = ctx.options.max_tokens;
   req.temperature = ctx.options.temperature;
   req.seed = ctx.options.seed;
@@ -58,6 +59,7 @@ absl::StatusOr<AgentOutcome> RunToolAgent(AgentContext& ctx) {
         continue;
       }
       ASSIGN_OR_RETURN(ExecOutcome out, RunCommand(ctx, args["command"].get<std::string>()));
+      outcome.commands += 1;
       if (out.reason == v1::SANDBOX_BROKEN || out.reason == v1::SANDBOX_DIED) {
         outcome.end = AgentOutcome::End::kSandboxBroken;
         outcome.repercussion = out.reason;

@@ -7,8 +7,7 @@
 // on context; routing has one row of routing_width ids per position of ids, -1 rows on context
 // (the trainer routes those itself) and the engine's rows, concatenated across segments, on
 // generated tokens; advantage from GroupAdvantages over the sample's group (a failed sample
-// counts with reward 0). The bound is judged per token (a turn resumed after a weight switch
-// holds tokens of two versions) and the effort length penalty counts generated tokens only.
+// counts with the failure reward the runner gave it).
 //
 // Pure; thread-safe.
 #pragma once

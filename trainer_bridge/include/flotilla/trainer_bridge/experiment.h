@@ -1,6 +1,6 @@
 // Experiment: one running RL experiment on an engine — its records in the trajectory store, the rollout
-// controller and runner, the OPD teachers, the sandbox verifier and the TrainerBridge gRPC
-// server — wired from an ExperimentConfig.
+// controller and runner (every sample a worker episode in its own sandbox), the OPD teachers
+// and the TrainerBridge gRPC server — wired from an ExperimentConfig.
 //
 //   ASSIGN_OR_RETURN(auto exp, Experiment::Start(cfg, engine, &sandboxes, {}));
 //   ... a trainer connects to exp->address() ...
@@ -8,8 +8,8 @@
 //
 // Restart: when the state directory holds an unfinished experiment, Start resumes it: the last
 // published weights are reloaded, counters continue, and stored groups not yet trained on are
-// sent first. Thread-safe; the engine and the sandbox client (the NodeAgent API the verifier
-// reaches its sandbox through) must outlive it.
+// sent first. Thread-safe; the engine and the sandbox client (the scheduler's front door the
+// samples' sandboxes come from) must outlive it.
 #pragma once
 
 #include <functional>
@@ -29,7 +29,6 @@
 #include "flotilla/common/metrics.h"
 #include "flotilla/trainer_bridge/trainer_service.h"
 #include "flotilla/trainer_bridge/experiment_store.h"
-#include "flotilla/trainer_bridge/verifier.h"
 #include "flotilla/worker/sandbox_client.h"
 
 namespace flotilla::trainer_bridge {
@@ -51,6 +50,11 @@ struct RunSummary {
   double reward_end = 0;     // ... and the last 10%
   int64_t samples = 0;
   int64_t steps = 0;
+  std::string scaffold;
+  double turns_mean = 0;      // model turns per sample
+  double tool_calls_mean = 0; // commands per sample
+  int64_t sandboxes = 0;      // sandboxes the scheduler placed for the samples
+  int64_t failed = 0;         // samples that ended failed (stored with the failure reward)
 };
 
 class Experiment {
@@ -86,7 +90,6 @@ class Experiment {
   ExperimentConfig config_;
   std::unique_ptr<ExperimentStore> store_;
   std::unique_ptr<RolloutController> controller_;
-  std::unique_ptr<Verifier> verifier_;
   std::unique_ptr<TeacherRegistry> teachers_;
   std::unique_ptr<RolloutRunner> runner_;
   std::unique_ptr<MetricsLog> metrics_log_;

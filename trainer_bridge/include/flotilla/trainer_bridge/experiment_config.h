@@ -17,7 +17,7 @@ namespace flotilla::trainer_bridge {
 // One task source in the mixture.
 struct DatasetConfig {
   std::string name;
-  std::string source;          // "builtin:<family>[?k=v&...]" or a JSONL file of tasks
+  std::string source;          // "builtin:<family>[?k=v&...]", a JSONL file of tasks, or a task folder
   std::string domain;          // teacher mapping key; defaults to the name
   double weight = 1.0;         // mixture weight (relative)
   uint32_t max_in_flight = 0;  // per-dataset sample concurrency; 0: only the global bound
@@ -74,10 +74,12 @@ struct RolloutConfig {
   uint32_t groups_per_step = 8;      // prompts per training batch
   uint32_t max_in_flight = 64;       // samples in flight, all datasets together
   uint32_t staleness = 4;            // eta: how many versions a token may lag the trainer
-  uint32_t max_new_tokens = 64;
+  uint32_t max_new_tokens = 64;      // per model turn
   float temperature = 1.0f;
   bool std_scaling = true;           // divide group-centred rewards by the group's std
   bool synchronous = false;          // batch rollout: every group of a step before an update
+  double failure_reward = 0;         // reward of a sample whose sandbox failed (kept, trained on)
+  uint32_t max_turns = 20;           // model turns per sample (mini, terminal)
   LengthBiasConfig length_bias;
 };
 
@@ -92,7 +94,7 @@ struct ExperimentConfig {
   std::string name;
   std::string file;             // where it was loaded from
   std::string state_dir;        // SQLite store, checkpoints
-  std::string scaffold = "single-turn";
+  std::string scaffold = "single-turn";  // "single-turn", "mini" or "terminal"
   std::string sandbox_policy = "default";
   std::string system_prompt;
   uint64_t seed = 1;

@@ -1,24 +1,34 @@
-// RolloutRunner: carries out the RolloutController's decisions on the embedded engine.
+// RolloutRunner: carries out the RolloutController's decisions as worker episodes.
 //
-// It renders each task into a prompt (system prompt with the effort line, then the task),
-// generates every sample of a group on the engine, records each token's logprob, policy
-// version and routing as it arrives, verifies finished groups in the sandbox, stores them
-// durably (ExperimentStore) and hands complete groups to batch assembly.
+// Every sample is one episode on a bounded pool (one thread per sample the controller may
+// have in flight): a sandbox from the sandbox client (the scheduler's front door in the
+// embedded default and distributed alike), the experiment's scaffold (single-turn, mini,
+// terminal; worker::RunScaffold) talking to the model only through the worker's ChatService
+// and engine token generator, the task's tests run in the sample's own sandbox, the sandbox
+// destroyed. The episode's trajectory is the worker session's (one token bookkeeping, saved
+// by the session after every turn); the sample the batch assembler gets is read from it
+// (ExperimentStore::FromTrajectory), and complete groups are written again whole with their
+// group id and reward (ExperimentStore::PutGroup) and handed to batch assembly.
+//
+// A sandbox that cannot be created (after `create_attempts` tries of a full cluster), dies,
+// breaks, or kills the tests, and an engine or worker error, end the sample as a failed
+// trajectory with its reason and reward `failure_reward`: stored, counted, trained on, never
+// dropped.
 //
 // Checkpoint switch (SwitchWeights): the engine first stages the new weights while generation
-// continues (a bad file is refused then, with nothing interrupted); then every running sequence
-// is interrupted at a token boundary (Engine::InterruptAll), the engine commits the staged
-// weights (a swap between two steps), and each sequence resumes from
-// its kept KV state (no re-prefill); tokens after the switch carry the new version, so a
-// sample's versions and routing are the concatenation of its segments.
-// Trainer preemption (Offload/Reload): dispatch is suspended, every in-flight sequence is
-// interrupted and its state moved out of the KV cache (SaveState); Reload brings each back
-// (LoadState) and resumes it.
+// continues (a bad file is refused then, with nothing interrupted); then the runner's
+// GenerationGate interrupts every running generation at a token boundary and parks it, the
+// engine commits the staged weights, and each parked generation resumes from its kept KV state
+// (no re-prefill) inside the same model turn; tokens after the switch carry the new version,
+// so a sample's versions and routing are the concatenation of its segments.
+// Trainer preemption (Offload/Reload): dispatch is suspended, every running generation parks
+// and its state moves out of the KV cache (SaveState); Reload brings each back (LoadState) and
+// it resumes. Sequences of multi-turn samples that sit between two turns (the agent is in its
+// sandbox) stay in the KV cache; their next turn waits at the gate until Reload.
 //
-// Thread-safety: every public method is thread-safe. One loop thread dispatches, collects and
-// verifies; engine sinks only record tokens and wake it. The engine, controller, verifier (may
-// be null: rewards stay 0, for the rollout benchmark), store (may be null) and clock must
-// outlive the runner.
+// Thread-safety: every public method is thread-safe. One loop thread dispatches and collects;
+// episodes run on the pool. The engine, controller, sandbox client, store (may be null: the
+// trajectories stay in memory) and clock must outlive the runner.
 #pragma once
 
 #include <atomic>
@@ -29,6 +39,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,30 +49,42 @@
 #include "flotilla/common/clock.h"
 #include "flotilla/inference/engine.h"
 #include "flotilla/trainer_bridge/experiment_config.h"
+#include "flotilla/trainer_bridge/experiment_store.h"
 #include "flotilla/trainer_bridge/rollout_controller.h"
 #include "flotilla/trainer_bridge/rollout_sample.h"
 #include "flotilla/trainer_bridge/task_source.h"
-#include "flotilla/trainer_bridge/experiment_store.h"
-#include "flotilla/trainer_bridge/verifier.h"
+#include "flotilla/worker/chat_service.h"
+#include "flotilla/worker/generation_gate.h"
+#include "flotilla/worker/sandbox_client.h"
+#include "flotilla/worker/token_generator.h"
 
 namespace flotilla::trainer_bridge {
+
+class EpisodePool;
 
 struct RunnerOptions {
   std::string model;                  // engine model name of the policy
   std::string experiment;
   std::string system_prompt;
-  uint32_t max_new_tokens = 64;
+  std::string scaffold = "single-turn";
+  std::string sandbox_policy = "default";
+  uint32_t max_new_tokens = 64;       // per model turn
+  uint32_t max_turns = 20;            // mini, terminal
   float temperature = 1.0f;
   uint64_t seed = 1;
-  // Per-sample generation length override (benchmark workloads): when set, the sample ignores
-  // stop tokens and generates exactly this many tokens.
+  double failure_reward = 0;
+  uint32_t episodes = 64;             // pool threads: the controller's max_in_flight
+  uint32_t create_attempts = 5;       // tries of a sandbox create the cluster refuses as full
+  int32_t routing_width = 0;          // the policy's layers x top_k
+  // Per-sample generation length override (benchmark workloads): when set, every model turn of
+  // the sample ignores stop tokens and generates exactly this many tokens.
   std::function<uint32_t(uint64_t sample)> forced_length;
 };
 
 struct SwitchReport {
   int64_t version = 0;
   uint32_t interrupted = 0;
-  double stall_ms = 0;                // from the interrupt to the last resume
+  double stall_ms = 0;                // from the interrupt to the resume
   double stage_ms = 0;                // reading and preparing the weights before it, not a stall
   uint64_t prefilled_on_resume = 0;   // must be 0: resumes never re-prefill
 };
@@ -69,13 +92,18 @@ struct SwitchReport {
 struct RunnerStats {
   uint64_t samples_completed = 0;
   uint64_t groups_completed = 0;
+  uint64_t failed_samples = 0;
   uint64_t tokens_generated = 0;
-  uint64_t verifier_failures = 0;
+  uint64_t resumes = 0;                 // generations resumed after a switch or reload
   uint64_t resumed_prefill_tokens = 0;  // prefill done by resumes (0 when nothing re-prefilled)
+  uint64_t sandboxes = 0;               // sandboxes created for samples
+  double sandbox_ms = 0;                // their create + destroy time, summed
+  double episode_ms = 0;                // the episodes' wall time, summed
+  double sandboxed_episode_ms = 0;      // ... of the episodes that had a sandbox
   uint32_t generating = 0;
   uint32_t offloaded = 0;
-  uint32_t min_generating_tokens = 0;   // fewest completion tokens of any generating sample
-  uint32_t max_unfinished_tokens = 0;   // most completion tokens of any sample not yet done
+  uint32_t min_generating_tokens = 0;   // fewest tokens of any generation in progress
+  uint32_t max_unfinished_tokens = 0;   // most tokens of any generation in progress
   size_t completed_groups_waiting = 0;
   double recent_reward = 0;             // mean over the last 256 completed samples
 };
@@ -83,7 +111,7 @@ struct RunnerStats {
 class RolloutRunner {
  public:
   RolloutRunner(RunnerOptions options, inference::Engine& engine, RolloutController& controller,
-                std::map<std::string, std::unique_ptr<TaskSource>> tasks, Verifier* verifier,
+                std::map<std::string, std::unique_ptr<TaskSource>> tasks, worker::SandboxClient& sandboxes,
                 ExperimentStore* store, const Clock& clock);
   ~RolloutRunner();
   RolloutRunner(const RolloutRunner&) = delete;
@@ -91,7 +119,7 @@ class RolloutRunner {
 
   // Re-queues stored, unconsumed groups (after a restart) and starts the loop thread.
   absl::Status Start();
-  // Stops the loop; interrupts and releases every in-flight sequence.
+  // Stops the loop; running generations end (their samples fail) and every episode returns.
   void Stop();
 
   // Blocks until `groups` complete groups are available (or `cancelled` turns true / the
@@ -105,44 +133,43 @@ class RolloutRunner {
   absl::Status Reload();
 
   [[nodiscard]] RunnerStats Stats() const;
-  // Tokens of the prompt a task renders to (also used for warm-start data).
+  // Tokens of the prompt a prompt-only task renders to under the single-turn scaffold (the
+  // same ids its session records; used for warm-start data).
   std::vector<int32_t> RenderPrompt(const Task& task, uint32_t effort) const;
-  // Calls `fn` for every finished sample before it is verified (tests compare routing).
+  // Calls `fn` for every finished sample before its group is stored (tests compare routing).
   void SetFinishedObserver(std::function<void(const RolloutSample&)> fn);
 
  private:
-  enum class Phase { kPending, kGenerating, kInterrupted, kOffloaded, kDone };
   struct Live {
-    RolloutSample sample;
     Task task;
-    std::string sequence_id;
-    std::string handle;  // saved state while offloaded
-    Phase phase = Phase::kPending;
-    inference::SamplingParams sampling;
-    uint32_t call_prefilled = 0;  // prefill reported by the current engine call
-    bool resumed_with_tokens = false;  // the current call resumed a sequence that had output
+    RolloutSample sample;
+    v1::Trajectory trajectory;
+    bool done = false;
   };
 
   void Loop();
   void StartGroup(const GroupTicket& t);
-  // Submits a pending sample to the engine, unless paused (then it stays pending).
-  absl::Status StartSample(uint64_t id);
-  void StartPending();
-  inference::TokenSink SinkFor(uint64_t id);
-  void OnUpdate(uint64_t id, const inference::GenerateUpdate& u);
+  // Runs sample `id`'s episode on a pool thread and records its outcome.
+  void RunEpisode(uint64_t id);
   void FinishGroups(const std::vector<uint64_t>& groups);
-  // Interrupts every generating sample and waits until each sink has seen its stop.
-  std::vector<uint64_t> InterruptAllLocked(std::unique_lock<std::mutex>& lock);
+  // The system text of a sample: the experiment's system prompt and the effort line.
+  std::string SystemText(uint32_t effort) const;
 
   RunnerOptions options_;
   inference::Engine& engine_;
   RolloutController& controller_;
   std::map<std::string, std::unique_ptr<TaskSource>> tasks_;
-  Verifier* verifier_;
+  worker::SandboxClient& sandboxes_;
   ExperimentStore* store_;
   const Clock& clock_;
+  worker::GenerationGate gate_;
+  std::unique_ptr<worker::TokenGenerator> generator_;
+  std::unique_ptr<worker::ChatService> chat_;
 
   std::mutex control_mu_;  // one switch / offload / reload at a time
+  bool offloaded_ = false;                              // guarded by control_mu_
+  std::vector<std::string> saved_;                      // state handles while offloaded; control_mu_
+  std::atomic<uint32_t> offloaded_count_{0};            // saved_.size(), for Stats
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<uint64_t, Live> live_;                       // guarded by mu_
@@ -150,12 +177,11 @@ class RolloutRunner {
   std::deque<uint64_t> newly_finished_;                 // guarded by mu_
   std::deque<std::vector<RolloutSample>> completed_;    // guarded by mu_
   std::deque<double> recent_rewards_;                   // guarded by mu_
-  std::function<void(const RolloutSample&)> observer_;  // guarded by mu_
-  bool paused_ = false;                                 // guarded by mu_: no new starts
-  int starting_ = 0;                                    // guarded by mu_: Generate calls in progress
-  bool stopping_ = false;                               // guarded by mu_
   RunnerStats stats_;                                   // guarded by mu_
+  std::function<void(const RolloutSample&)> observer_;  // guarded by mu_
+  bool stopping_ = false;                               // guarded by mu_
   std::thread loop_;
+  std::unique_ptr<EpisodePool> pool_;                   // last: joined before the rest goes
 };
 
 }  // namespace flotilla::trainer_bridge

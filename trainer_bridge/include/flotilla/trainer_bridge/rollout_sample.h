@@ -1,6 +1,10 @@
-// One sample of a group: the prompt, and every generated token with its logprob, the policy
-// version that produced it and its expert routing, accumulated segment by segment across
-// checkpoint switches. Routing is appended exactly as the engine emitted it, never recomputed.
+// One sample of a group as the batch assembler sees it: the worker trajectory's final token
+// sequence split at its first generated token. `prompt` is the context before it; `completion`
+// is everything after, generated tokens (loss_mask 1: the engine's logprob, policy version and
+// expert routing) interleaved, in a multi-turn sample, with context the scaffold added (tool
+// output, user turns, template text: loss_mask 0, logprob 0, version -1, routing rows of -1).
+// Routing of generated tokens is kept exactly as the engine emitted it, concatenated across
+// weight switches, never recomputed.
 //
 // A plain value; not thread-safe (the runner owns each sample under its own lock).
 #pragma once
@@ -30,14 +34,22 @@ struct RolloutSample {
   std::vector<int64_t> versions;      // per completion token (-1 on context)
   std::vector<int32_t> routing;       // per completion token: routing_width ids (-1 on context)
   uint32_t routing_width = 0;
-  uint32_t segments = 0;              // generation calls (1 + resumes after a switch)
+  // Where each turn of the trajectory starts, as an offset into prompt + completion.
+  std::vector<uint32_t> turn_starts;
+  uint32_t segments = 0;              // policy-version segments: runs of generated tokens of one version
+
+  uint32_t turns = 0;                 // model turns
+  uint32_t tool_calls = 0;            // commands the agent ran in its sandbox
+  double sandbox_ms = 0;              // creating and destroying the sample's sandbox
+  double wall_ms = 0;                 // the whole episode
 
   double reward = 0;
-  bool failed = false;                // the verifier or the engine failed: reward 0, kept
+  bool failed = false;                // the sandbox, the engine or the worker failed: reward is the
+                                      // experiment's failure_reward; kept and trained on
   std::string detail;
 
-  // Appends tokens from one engine delivery. InvalidArgument when a token's routing width
-  // differs from the sample's (a routing row must never be truncated or padded).
+  // Appends generated tokens from one engine delivery. InvalidArgument when a token's routing
+  // width differs from the sample's (a routing row must never be truncated or padded).
   absl::Status Append(const std::vector<inference::TokenRecord>& tokens);
   // Appends context tokens (loss mask 0) after the first generated token.
   void AppendContext(absl::Span<const int32_t> ids);

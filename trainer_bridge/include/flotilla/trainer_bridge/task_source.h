@@ -19,9 +19,13 @@
 //                                   /app/answer.txt), from which worker::ReferenceTurnExamples
 //                                   renders the warm-start examples of a whole episode.
 //   <file>.jsonl                     one {"id", "prompt", "answer"} object per line
+//   <folder>                         a Terminal-Bench task folder (task.toml or task.yaml), or
+//                                    a folder of them: each Task carries its TerminalTask
 //
-// The verifier never sees `answer`: it recomputes the truth from the prompt inside a sandbox
-// (see SandboxVerifier); `answer` is the reference used for supervised warm starts.
+// Every task runs as a worker episode in its own sandbox (SandboxTaskOf). A prompt-only task's
+// tests never see `answer` for arith and copy: they recompute the truth from the prompt inside
+// the sample's sandbox; `answer` is the reference for supervised warm starts (and the truth of
+// a JSONL task).
 //
 // Thread-safe: Next takes an internal lock; a source is deterministic for a given seed.
 #pragma once
@@ -47,6 +51,14 @@ struct Task {
   // tests run in the sample's own sandbox afterwards). Empty name: a prompt-only task.
   worker::TerminalTask terminal;
 };
+
+// The sandbox task a sample runs: `task.terminal` when set; otherwise the prompt as the
+// instruction and, as the tests, a script that reads the reply the single-turn scaffold wrote
+// (worker::kSingleTurnResponsePath), recomputes the truth from the prompt (arith: the
+// expression, copy: the text after "copy "; file: the reference answer) and writes 1 or 0 to
+// /logs/verifier/reward.txt. The reply is compared as an exact string once tabs and newlines
+// are blanks and surrounding blanks are trimmed; it is never evaluated.
+worker::TerminalTask SandboxTaskOf(const Task& task);
 
 class TaskSource {
  public:

@@ -62,12 +62,13 @@ class ChatService {
 
   // Opens a session with the given trajectory header (task, scaffold, sandbox...).
   std::string OpenSession(const v1::Trajectory& header, std::string session_id = "");
-  // Finishes a session: sets status, reward, detail and end time, saves the trajectory,
-  // releases the engine state. Returns the final trajectory.
+  // Finishes a session: sets status, reward, detail, end time and `metrics` (added to the
+  // header's), saves the trajectory, releases the engine state. Returns the final trajectory.
   absl::StatusOr<v1::Trajectory> CloseSession(const std::string& session_id,
                                               v1::TrajectoryStatus status, double reward,
                                               const std::string& detail,
-                                              v1::StopReason repercussion = v1::STOP_REASON_NONE);
+                                              v1::StopReason repercussion = v1::STOP_REASON_NONE,
+                                              const std::map<std::string, double>& metrics = {});
   absl::StatusOr<v1::Trajectory> Trajectory(const std::string& session_id);
 
   std::string ModelName() const { return options_.remote != nullptr ? options_.remote->model() : generator_->ModelName(); }

@@ -36,6 +36,7 @@ struct ChatRequest {
   float top_p = 1.0f;
   std::optional<uint64_t> seed;
   uint32_t max_tokens = 256;
+  bool ignore_stop = false;            // generate exactly max_tokens (benchmark workloads)
   bool logprobs = false;               // return per-token logprobs on the wire
   uint32_t top_logprobs = 0;
   bool stream = false;

@@ -26,6 +26,7 @@ struct GenerationOutcome {
   std::vector<inference::TokenRecord> tokens;
   inference::FinishReason finish = inference::FinishReason::kStop;
   uint32_t prefilled_tokens = 0;
+  uint32_t resumes = 0;                // interrupted and resumed (GenerationGate) on the way
 };
 
 using TokensCallback = std::function<void(const std::vector<inference::TokenRecord>&)>;
@@ -44,10 +45,16 @@ class TokenGenerator {
   virtual std::string ModelName() const = 0;
 };
 
+class GenerationGate;
+
 // Adapts an inference::Engine (not owned; must outlive the generator) serving `model`
-// ("" for the engine's default model).
+// ("" for the engine's default model). With `gate` (borrowed, nullable; must outlive the
+// generator) an interrupted sequence parks at the gate and resumes when it opens, so a weight
+// switch or offload is invisible to the caller but for the tokens' policy versions; without
+// one, an interrupted sequence ends the call with FinishReason::kInterrupted.
 std::unique_ptr<TokenGenerator> NewEngineTokenGenerator(inference::Engine* engine,
                                                         std::string model,
-                                                        std::string display_name);
+                                                        std::string display_name,
+                                                        GenerationGate* gate = nullptr);
 
 }  // namespace flotilla::worker
