@@ -52,6 +52,30 @@ std::vector<int32_t> RolloutRunner::RenderPrompt(const Task& task, uint32_t effo
   return inference::RenderConversation(msgs, /*add_generation_prompt=*/true);
 }
 
+worker::ScaffoldOptions RolloutRunner::EpisodeOptions(uint32_t effort) const {
+  worker::ScaffoldOptions so;
+  so.scaffold = options_.scaffold;
+  so.agent = "model";
+  so.system_prompt = SystemText(effort);
+  so.max_steps = options_.max_turns;
+  so.max_tokens = options_.max_new_tokens;
+  so.temperature = options_.temperature;
+  so.policy_name = options_.sandbox_policy;
+  so.experiment = options_.experiment;
+  so.clock = &clock_;
+  return so;
+}
+
+absl::StatusOr<std::vector<worker::TurnExample>> RolloutRunner::WarmStartExamples(const Task& task,
+                                                                                  uint32_t effort) const {
+  if (options_.scaffold == "single-turn" || task.terminal.reference_steps.empty()) {
+    worker::TurnExample ex{RenderPrompt(task, effort), inference::Encode(task.answer)};
+    ex.target.push_back(inference::kEndTurn);
+    return std::vector<worker::TurnExample>{std::move(ex)};
+  }
+  return worker::ReferenceTurnExamples(SandboxTaskOf(task), EpisodeOptions(effort));
+}
+
 absl::Status RolloutRunner::Start() {
   if (store_ != nullptr) {
     ASSIGN_OR_RETURN(auto groups, store_->LoadUnconsumed());
@@ -92,21 +116,15 @@ void RolloutRunner::RunEpisode(uint64_t id) {
     std::lock_guard<std::mutex> lock(mu_);
     const Live& l = live_.at(id);
     task = l.task;
+    so = EpisodeOptions(l.sample.effort);
     so.header.set_dataset(l.sample.dataset);
     so.header.set_effort(l.sample.effort);
     (*so.header.mutable_metrics())["dispatch_version"] = static_cast<double>(l.sample.dispatch_version);
-    so.system_prompt = SystemText(l.sample.effort);
   }
   const worker::TerminalTask terminal = SandboxTaskOf(task);
-  so.scaffold = options_.scaffold;
-  so.agent = "model";
-  so.max_steps = options_.max_turns;
   so.max_tokens = options_.forced_length ? options_.forced_length(id) : options_.max_new_tokens;
   so.exact_tokens = static_cast<bool>(options_.forced_length);
-  so.temperature = options_.temperature;
   so.seed = options_.seed * 0x9E3779B97F4A7C15ull + id;
-  so.policy_name = options_.sandbox_policy;
-  so.experiment = options_.experiment;
   so.session_id = absl::StrCat(options_.experiment, "/s", id);
   so.clock = &clock_;
 

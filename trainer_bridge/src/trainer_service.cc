@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/logging.h"
+#include "flotilla/common/status.h"
 #include "flotilla/inference/tokenizer.h"
 
 namespace flotilla::trainer_bridge {
@@ -237,11 +238,20 @@ grpc::Status TrainerBridgeService::WarmStart(grpc::ServerContext*, const v1::War
     credit[pick] -= total;
     Task t = sources[pick]->Next();
     uint32_t effort = levels.empty() ? 0 : levels[n % levels.size()];
-    v1::WarmStartExample* ex = resp->add_examples();
-    ex->set_dataset(datasets[pick].name);
-    for (int32_t id : runner_.RenderPrompt(t, effort)) ex->add_prompt(id);
-    for (int32_t id : inference::Encode(t.answer)) ex->add_target(id);
-    ex->add_target(inference::kEndTurn);
+    absl::StatusOr<std::vector<worker::TurnExample>> examples = runner_.WarmStartExamples(t, effort);
+    if (!examples.ok()) {
+      return ToGrpc(Annotate(examples.status(), absl::StrCat("datasets '", datasets[pick].name, "': task ", t.id)));
+    }
+    // A multi-turn reference episode gives one example per assistant turn; `count` bounds the
+    // examples, so the last episode may be cut short.
+    for (worker::TurnExample& e : *examples) {
+      if (resp->examples_size() >= static_cast<int>(req->count())) break;
+      v1::WarmStartExample* ex = resp->add_examples();
+      ex->set_dataset(datasets[pick].name);
+      for (int32_t id : e.prompt) ex->add_prompt(id);
+      for (int32_t id : e.target) ex->add_target(id);
+    }
+    if (resp->examples_size() >= static_cast<int>(req->count())) break;
   }
   return grpc::Status::OK;
 }

@@ -56,6 +56,8 @@
 #include "flotilla/worker/chat_service.h"
 #include "flotilla/worker/generation_gate.h"
 #include "flotilla/worker/sandbox_client.h"
+#include "flotilla/worker/scaffold.h"
+#include "flotilla/worker/scaffold_transcript.h"
 #include "flotilla/worker/token_generator.h"
 
 namespace flotilla::trainer_bridge {
@@ -136,6 +138,12 @@ class RolloutRunner {
   // Tokens of the prompt a prompt-only task renders to under the single-turn scaffold (the
   // same ids its session records; used for warm-start data).
   std::vector<int32_t> RenderPrompt(const Task& task, uint32_t effort) const;
+  // Supervised warm-start examples of one task, in the tokens its episode records: under the
+  // single-turn scaffold (or for a task without reference steps) the prompt and the reference
+  // answer; under mini or terminal one example per assistant turn of the reference episode
+  // (worker::ReferenceTurnExamples), so a warm start teaches the tool call, reading its output
+  // and the final answer.
+  absl::StatusOr<std::vector<worker::TurnExample>> WarmStartExamples(const Task& task, uint32_t effort) const;
   // Calls `fn` for every finished sample before its group is stored (tests compare routing).
   void SetFinishedObserver(std::function<void(const RolloutSample&)> fn);
 
@@ -154,6 +162,9 @@ class RolloutRunner {
   void FinishGroups(const std::vector<uint64_t>& groups);
   // The system text of a sample: the experiment's system prompt and the effort line.
   std::string SystemText(uint32_t effort) const;
+  // The scaffold options every episode of this experiment shares (the per-sample header, seed,
+  // session id and length are the caller's).
+  worker::ScaffoldOptions EpisodeOptions(uint32_t effort) const;
 
   RunnerOptions options_;
   inference::Engine& engine_;
