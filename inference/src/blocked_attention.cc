@@ -1,0 +1,275 @@
+#include "blocked_attention.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "thread_pool.h"
+
+namespace flotilla::inference {
+namespace {
+
+constexpr int kKeyTile = 64;     // keys per tile (a multiple of 8)
+constexpr int kQueryBlock = 32;  // rows per job
+
+// The three inner kernels: scores of one query against a transposed key tile, the shifted
+// exponentials of a tile's valid range (zero elsewhere; returns their sum), and the
+// probability-weighted sum of the value rows added to an accumulator.
+struct Kernels {
+  void (*scores)(const float* q, const float* kt, int k_dim, float scale, float* s);
+  float (*exp_shift)(float* s, int lo, int hi, float shift);
+  void (*pv)(const float* p, const float* const* v, int lo, int hi, int v_dim, float* acc);
+};
+
+void ScoresScalar(const float* q, const float* kt, int k_dim, float scale, float* s) {
+  float acc[kKeyTile] = {};
+  for (int d = 0; d < k_dim; ++d) {
+    const float qd = q[d];
+    const float* row = kt + static_cast<size_t>(d) * kKeyTile;
+    for (int j = 0; j < kKeyTile; ++j) acc[j] += qd * row[j];
+  }
+  for (int j = 0; j < kKeyTile; ++j) s[j] = acc[j] * scale;
+}
+
+float ExpShiftScalar(float* s, int lo, int hi, float shift) {
+  float sum = 0;
+  for (int j = 0; j < kKeyTile; ++j) {
+    if (j < lo || j >= hi) {
+      s[j] = 0;
+      continue;
+    }
+    s[j] = std::exp(s[j] - shift);
+    sum += s[j];
+  }
+  return sum;
+}
+
+void PvScalar(const float* p, const float* const* v, int lo, int hi, int v_dim, float* acc) {
+  for (int j = lo; j < hi; ++j) {
+    const float pj = p[j];
+    const float* vr = v[j];
+    for (int d = 0; d < v_dim; ++d) acc[d] += pj * vr[d];
+  }
+}
+
+__attribute__((target("avx2,fma"))) void ScoresAvx2(const float* q, const float* kt, int k_dim, float scale, float* s) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  for (int d = 0; d < k_dim; ++d) {
+    const __m256 b = _mm256_broadcast_ss(q + d);
+    const float* row = kt + static_cast<size_t>(d) * kKeyTile;
+    a0 = _mm256_fmadd_ps(b, _mm256_loadu_ps(row), a0);
+    a1 = _mm256_fmadd_ps(b, _mm256_loadu_ps(row + 8), a1);
+    a2 = _mm256_fmadd_ps(b, _mm256_loadu_ps(row + 16), a2);
+    a3 = _mm256_fmadd_ps(b, _mm256_loadu_ps(row + 24), a3);
+    a4 = _mm256_fmadd_ps(b, _mm256_loadu_ps(row + 32), a4);
+    a5 = _mm256_fmadd_ps(b, _mm256_loadu_ps(row + 40), a5);
+    a6 = _mm256_fmadd_ps(b, _mm256_loadu_ps(row + 48), a6);
+    a7 = _mm256_fmadd_ps(b, _mm256_loadu_ps(row + 56), a7);
+  }
+  const __m256 sc = _mm256_set1_ps(scale);
+  _mm256_storeu_ps(s, _mm256_mul_ps(a0, sc));
+  _mm256_storeu_ps(s + 8, _mm256_mul_ps(a1, sc));
+  _mm256_storeu_ps(s + 16, _mm256_mul_ps(a2, sc));
+  _mm256_storeu_ps(s + 24, _mm256_mul_ps(a3, sc));
+  _mm256_storeu_ps(s + 32, _mm256_mul_ps(a4, sc));
+  _mm256_storeu_ps(s + 40, _mm256_mul_ps(a5, sc));
+  _mm256_storeu_ps(s + 48, _mm256_mul_ps(a6, sc));
+  _mm256_storeu_ps(s + 56, _mm256_mul_ps(a7, sc));
+}
+
+// exp(x) for x <= 0 (eight lanes): x = n ln2 + r with |r| <= ln2 / 2, a degree-6 polynomial
+// for e^r (relative error about 2e-7), 2^n put into the exponent bits.
+__attribute__((target("avx2,fma"))) __m256 ExpNonPositive(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+__attribute__((target("avx2,fma"))) float ExpShiftAvx2(float* s, int lo, int hi, float shift) {
+  const __m256 sh = _mm256_set1_ps(shift);
+  __m256 sum = _mm256_setzero_ps();
+  for (int j = 0; j < kKeyTile; j += 8) {
+    if (j + 8 <= lo || j >= hi) {
+      _mm256_storeu_ps(s + j, _mm256_setzero_ps());
+      continue;
+    }
+    __m256 e = ExpNonPositive(_mm256_sub_ps(_mm256_loadu_ps(s + j), sh));
+    if (j < lo || j + 8 > hi) {
+      // Lanes outside [lo, hi) are exactly zero.
+      const __m256i idx = _mm256_add_epi32(_mm256_set1_epi32(j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      const __m256i in_lo = _mm256_cmpgt_epi32(idx, _mm256_set1_epi32(lo - 1));
+      const __m256i in_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), idx);
+      e = _mm256_and_ps(e, _mm256_castsi256_ps(_mm256_and_si256(in_lo, in_hi)));
+    }
+    _mm256_storeu_ps(s + j, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+  return _mm_cvtss_f32(h);
+}
+
+__attribute__((target("avx2,fma"))) void PvAvx2(const float* p, const float* const* v, int lo, int hi, int v_dim,
+                                                 float* acc) {
+  int d0 = 0;
+  for (; d0 + 32 <= v_dim; d0 += 32) {
+    __m256 a0 = _mm256_loadu_ps(acc + d0), a1 = _mm256_loadu_ps(acc + d0 + 8);
+    __m256 a2 = _mm256_loadu_ps(acc + d0 + 16), a3 = _mm256_loadu_ps(acc + d0 + 24);
+    for (int j = lo; j < hi; ++j) {
+      const __m256 b = _mm256_broadcast_ss(p + j);
+      const float* vr = v[j] + d0;
+      a0 = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr), a0);
+      a1 = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr + 8), a1);
+      a2 = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr + 16), a2);
+      a3 = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr + 24), a3);
+    }
+    _mm256_storeu_ps(acc + d0, a0);
+    _mm256_storeu_ps(acc + d0 + 8, a1);
+    _mm256_storeu_ps(acc + d0 + 16, a2);
+    _mm256_storeu_ps(acc + d0 + 24, a3);
+  }
+  for (; d0 + 8 <= v_dim; d0 += 8) {
+    // Even and odd keys in two chains, added at the end.
+    __m256 a = _mm256_loadu_ps(acc + d0), b = _mm256_setzero_ps();
+    int j = lo;
+    for (; j + 1 < hi; j += 2) {
+      a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_loadu_ps(v[j] + d0), a);
+      b = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j + 1), _mm256_loadu_ps(v[j + 1] + d0), b);
+    }
+    if (j < hi) a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_loadu_ps(v[j] + d0), a);
+    _mm256_storeu_ps(acc + d0, _mm256_add_ps(a, b));
+  }
+  for (; d0 < v_dim; ++d0) {
+    float a = acc[d0];
+    for (int j = lo; j < hi; ++j) a += p[j] * v[j][d0];
+    acc[d0] = a;
+  }
+}
+
+const Kernels& PickKernels() {
+  static const Kernels k = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+      return Kernels{ScoresAvx2, ExpShiftAvx2, PvAvx2};
+    }
+    return Kernels{ScoresScalar, ExpShiftScalar, PvScalar};
+  }();
+  return k;
+}
+
+struct Job {
+  int seg, kv_head, r0, r1;  // rows [r0, r1) of the segment
+};
+
+// Per-thread buffers, grown as needed.
+struct Scratch {
+  std::vector<float> kt, s, acc, m, l;
+  std::vector<const float*> v;
+};
+
+void RunJob(const Kernels& kn, const AttnShape& a, const KvPageLayout& lay, const AttnSegment& seg, const Job& job,
+            const float* q, float* o) {
+  thread_local Scratch sc;
+  const int group = a.heads / a.kv_heads, kd = a.k_dim, vd = a.v_dim, pt = lay.page_tokens;
+  const int n = job.r1 - job.r0, states = n * group;
+  sc.kt.resize(static_cast<size_t>(kd) * kKeyTile);
+  sc.s.resize(kKeyTile);
+  sc.v.resize(kKeyTile);
+  sc.acc.assign(static_cast<size_t>(states) * vd, 0.0f);
+  sc.m.assign(states, -std::numeric_limits<float>::infinity());
+  sc.l.assign(states, 0.0f);
+  const int p_first = seg.pos0 + job.r0, p_last = seg.pos0 + job.r1 - 1;
+  const int lo_min = a.window > 0 ? std::max(0, p_first - a.window + 1) : 0;
+  auto k_row = [&](int pos) {
+    return seg.pages[pos / pt] + lay.k_base + static_cast<size_t>(pos % pt) * lay.k_stride + job.kv_head * lay.k_head;
+  };
+  auto v_row = [&](int pos) {
+    return seg.pages[pos / pt] + lay.v_base + static_cast<size_t>(pos % pt) * lay.v_stride + job.kv_head * lay.v_head;
+  };
+  for (int k0 = lo_min / kKeyTile * kKeyTile; k0 <= p_last; k0 += kKeyTile) {
+    const int count = std::min(kKeyTile, p_last + 1 - k0);
+    for (int j = 0; j < count; ++j) {
+      const float* kr = k_row(k0 + j);
+      for (int d = 0; d < kd; ++d) sc.kt[static_cast<size_t>(d) * kKeyTile + j] = kr[d];
+      sc.v[j] = v_row(k0 + j);
+    }
+    for (int j = count; j < kKeyTile; ++j) {
+      for (int d = 0; d < kd; ++d) sc.kt[static_cast<size_t>(d) * kKeyTile + j] = 0.0f;
+    }
+    for (int i = 0; i < n; ++i) {
+      const int pos = p_first + i;
+      const int lo = a.window > 0 ? std::max(0, pos - a.window + 1) : 0;
+      if (k0 > pos || k0 + kKeyTile <= lo) continue;
+      const int jlo = std::max(0, lo - k0), jhi = std::min(count, pos - k0 + 1);
+      const int row = seg.row0 + job.r0 + i;
+      for (int g = 0; g < group; ++g) {
+        const int h = job.kv_head * group + g, st = i * group + g;
+        float* s = sc.s.data();
+        kn.scores(q + (static_cast<size_t>(row) * a.heads + h) * kd, sc.kt.data(), kd, a.scale, s);
+        float mx = s[jlo];
+        for (int j = jlo + 1; j < jhi; ++j) mx = std::max(mx, s[j]);
+        const float m_new = std::max(sc.m[st], mx);
+        const float corr = std::exp(sc.m[st] - m_new);  // 0 on the first tile
+        const float sum = kn.exp_shift(s, jlo, jhi, m_new);
+        float* acc = &sc.acc[static_cast<size_t>(st) * vd];
+        if (corr != 1.0f) {
+          for (int d = 0; d < vd; ++d) acc[d] *= corr;
+        }
+        sc.l[st] = sc.l[st] * corr + sum;
+        sc.m[st] = m_new;
+        kn.pv(s, sc.v.data(), jlo, jhi, vd, acc);
+      }
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    const int row = seg.row0 + job.r0 + i;
+    for (int g = 0; g < group; ++g) {
+      const int h = job.kv_head * group + g, st = i * group + g;
+      const float inv = 1.0f / sc.l[st];
+      const float* acc = &sc.acc[static_cast<size_t>(st) * vd];
+      float* out = o + (static_cast<size_t>(row) * a.heads + h) * vd;
+      for (int d = 0; d < vd; ++d) out[d] = acc[d] * inv;
+    }
+  }
+}
+
+}  // namespace
+
+void BlockedAttention(const AttnShape& shape, const KvPageLayout& layout, const std::vector<AttnSegment>& segments,
+                      const float* q, float* o, ThreadPool* pool) {
+  const Kernels& kn = PickKernels();
+  std::vector<Job> jobs;
+  for (int s = 0; s < static_cast<int>(segments.size()); ++s) {
+    for (int r0 = 0; r0 < segments[s].rows; r0 += kQueryBlock) {
+      const int r1 = std::min(segments[s].rows, r0 + kQueryBlock);
+      for (int g = 0; g < shape.kv_heads; ++g) jobs.push_back({s, g, r0, r1});
+    }
+  }
+  // The longest jobs (latest positions) first, so the pool's threads finish together.
+  std::stable_sort(jobs.begin(), jobs.end(), [&](const Job& x, const Job& y) {
+    return segments[x.seg].pos0 + x.r1 > segments[y.seg].pos0 + y.r1;
+  });
+  auto run = [&](int i) { RunJob(kn, shape, layout, segments[jobs[i].seg], jobs[i], q, o); };
+  if (pool != nullptr && jobs.size() > 1) {
+    pool->ParallelFor(static_cast<int>(jobs.size()), run);
+  } else {
+    for (int i = 0; i < static_cast<int>(jobs.size()); ++i) run(i);
+  }
+}
+
+}  // namespace flotilla::inference
