@@ -15,11 +15,12 @@ namespace {
 constexpr int kKeyTile = 64;     // keys per tile (a multiple of 8)
 constexpr int kQueryBlock = 32;  // rows per job
 
-// The three inner kernels: scores of one query against a transposed key tile, the shifted
-// exponentials of a tile's valid range (zero elsewhere; returns their sum), and the
-// probability-weighted sum of the value rows added to an accumulator.
+// The inner kernels: scores of one query against a transposed key tile, their maximum over a
+// range, the shifted exponentials of a tile's valid range (zero elsewhere; returns their sum),
+// and the probability-weighted sum of the value rows added to an accumulator.
 struct Kernels {
   void (*scores)(const float* q, const float* kt, int k_dim, float scale, float* s);
+  float (*max_range)(const float* s, int lo, int hi);
   float (*exp_shift)(float* s, int lo, int hi, float shift);
   void (*pv)(const float* p, const float* const* v, int lo, int hi, int v_dim, float* acc);
 };
@@ -32,6 +33,12 @@ void ScoresScalar(const float* q, const float* kt, int k_dim, float scale, float
     for (int j = 0; j < kKeyTile; ++j) acc[j] += qd * row[j];
   }
   for (int j = 0; j < kKeyTile; ++j) s[j] = acc[j] * scale;
+}
+
+float MaxScalar(const float* s, int lo, int hi) {
+  float mx = s[lo];
+  for (int j = lo + 1; j < hi; ++j) mx = std::max(mx, s[j]);
+  return mx;
 }
 
 float ExpShiftScalar(float* s, int lo, int hi, float shift) {
@@ -99,6 +106,28 @@ __attribute__((target("avx2,fma"))) __m256 ExpNonPositive(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+// The lanes of [j, j + 8) inside [lo, hi).
+__attribute__((target("avx2,fma"))) __m256 InRange(int j, int lo, int hi) {
+  const __m256i idx = _mm256_add_epi32(_mm256_set1_epi32(j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256i in_lo = _mm256_cmpgt_epi32(idx, _mm256_set1_epi32(lo - 1));
+  const __m256i in_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), idx);
+  return _mm256_castsi256_ps(_mm256_and_si256(in_lo, in_hi));
+}
+
+__attribute__((target("avx2,fma"))) float MaxAvx2(const float* s, int lo, int hi) {
+  const __m256 neg = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 mx = neg;
+  for (int j = lo / 8 * 8; j < hi; j += 8) {
+    __m256 x = _mm256_loadu_ps(s + j);
+    if (j < lo || j + 8 > hi) x = _mm256_blendv_ps(neg, x, InRange(j, lo, hi));
+    mx = _mm256_max_ps(mx, x);
+  }
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+  return _mm_cvtss_f32(h);
+}
+
 __attribute__((target("avx2,fma"))) float ExpShiftAvx2(float* s, int lo, int hi, float shift) {
   const __m256 sh = _mm256_set1_ps(shift);
   __m256 sum = _mm256_setzero_ps();
@@ -108,13 +137,7 @@ __attribute__((target("avx2,fma"))) float ExpShiftAvx2(float* s, int lo, int hi,
       continue;
     }
     __m256 e = ExpNonPositive(_mm256_sub_ps(_mm256_loadu_ps(s + j), sh));
-    if (j < lo || j + 8 > hi) {
-      // Lanes outside [lo, hi) are exactly zero.
-      const __m256i idx = _mm256_add_epi32(_mm256_set1_epi32(j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-      const __m256i in_lo = _mm256_cmpgt_epi32(idx, _mm256_set1_epi32(lo - 1));
-      const __m256i in_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), idx);
-      e = _mm256_and_ps(e, _mm256_castsi256_ps(_mm256_and_si256(in_lo, in_hi)));
-    }
+    if (j < lo || j + 8 > hi) e = _mm256_and_ps(e, InRange(j, lo, hi));  // exactly zero outside
     _mm256_storeu_ps(s + j, e);
     sum = _mm256_add_ps(sum, e);
   }
@@ -144,15 +167,18 @@ __attribute__((target("avx2,fma"))) void PvAvx2(const float* p, const float* con
     _mm256_storeu_ps(acc + d0 + 24, a3);
   }
   for (; d0 + 8 <= v_dim; d0 += 8) {
-    // Even and odd keys in two chains, added at the end.
-    __m256 a = _mm256_loadu_ps(acc + d0), b = _mm256_setzero_ps();
+    // Keys in four chains (j mod 4), added at the end: a short row would otherwise wait on the
+    // latency of one chain of FMAs.
+    __m256 a0 = _mm256_loadu_ps(acc + d0), a1 = _mm256_setzero_ps(), a2 = a1, a3 = a1;
     int j = lo;
-    for (; j + 1 < hi; j += 2) {
-      a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_loadu_ps(v[j] + d0), a);
-      b = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j + 1), _mm256_loadu_ps(v[j + 1] + d0), b);
+    for (; j + 3 < hi; j += 4) {
+      a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_loadu_ps(v[j] + d0), a0);
+      a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j + 1), _mm256_loadu_ps(v[j + 1] + d0), a1);
+      a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j + 2), _mm256_loadu_ps(v[j + 2] + d0), a2);
+      a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j + 3), _mm256_loadu_ps(v[j + 3] + d0), a3);
     }
-    if (j < hi) a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_loadu_ps(v[j] + d0), a);
-    _mm256_storeu_ps(acc + d0, _mm256_add_ps(a, b));
+    for (; j < hi; ++j) a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_loadu_ps(v[j] + d0), a0);
+    _mm256_storeu_ps(acc + d0, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
   }
   for (; d0 < v_dim; ++d0) {
     float a = acc[d0];
@@ -165,9 +191,9 @@ const Kernels& PickKernels() {
   static const Kernels k = [] {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-      return Kernels{ScoresAvx2, ExpShiftAvx2, PvAvx2};
+      return Kernels{ScoresAvx2, MaxAvx2, ExpShiftAvx2, PvAvx2};
     }
-    return Kernels{ScoresScalar, ExpShiftScalar, PvScalar};
+    return Kernels{ScoresScalar, MaxScalar, ExpShiftScalar, PvScalar};
   }();
   return k;
 }
@@ -221,8 +247,7 @@ void RunJob(const Kernels& kn, const AttnShape& a, const KvPageLayout& lay, cons
         const int h = job.kv_head * group + g, st = i * group + g;
         float* s = sc.s.data();
         kn.scores(q + (static_cast<size_t>(row) * a.heads + h) * kd, sc.kt.data(), kd, a.scale, s);
-        float mx = s[jlo];
-        for (int j = jlo + 1; j < jhi; ++j) mx = std::max(mx, s[j]);
+        const float mx = kn.max_range(s, jlo, jhi);
         const float m_new = std::max(sc.m[st], mx);
         const float corr = std::exp(sc.m[st] - m_new);  // 0 on the first tile
         const float sum = kn.exp_shift(s, jlo, jhi, m_new);
