@@ -66,7 +66,12 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_
         }
       }
       const int32_t uncached = static_cast<int32_t>(seq->tokens.size()) - seq->cached;
-      const int32_t rows = std::min(uncached, budget);
+      // While other sequences run, a long prompt goes in chunks of prefill_chunk_tokens so that
+      // no step (and no other sequence's next token) waits on a whole long prefill.
+      const int32_t chunk = live.size() > 1 && options_.prefill_chunk_tokens > 0
+                                ? static_cast<int32_t>(options_.prefill_chunk_tokens)
+                                : budget;
+      const int32_t rows = std::min({uncached, budget, std::max<int32_t>(1, chunk)});
       if (rows <= 0) continue;
       if (absl::Status s = EnsurePagesLocked(seq, seq->cached + rows); !s.ok()) {
         ApplyPendingLocked(&pending_, out, false);

@@ -102,6 +102,9 @@ struct EngineOptions {
   uint32_t max_batch = 64;
   std::string state_dir;             // file tier for SaveState; empty: a temp dir
   uint32_t max_step_tokens = 2048;   // rows per step (prefill is chunked to fit)
+  // Prompt rows of one sequence per step while other sequences run (0: up to max_step_tokens),
+  // so a long prompt's prefill does not stall their decoding.
+  uint32_t prefill_chunk_tokens = 512;
   // Whether a new sequence reuses the K/V pages of a prompt prefix another sequence (kept,
   // finished or released) computed under the same weights: blocks shared by content,
   // copy-on-write at the block where prompts diverge, evicted least recently used.
