@@ -187,15 +187,156 @@ __attribute__((target("avx2,fma"))) void PvAvx2(const float* p, const float* con
   }
 }
 
-const Kernels& PickKernels() {
-  static const Kernels k = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-      return Kernels{ScoresAvx2, MaxAvx2, ExpShiftAvx2, PvAvx2};
+// The same kernels on sixteen lanes (AVX-512F).
+__attribute__((target("avx512f"))) void ScoresAvx512(const float* q, const float* kt, int k_dim, float scale,
+                                                     float* s) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (int d = 0; d < k_dim; ++d) {
+    const __m512 b = _mm512_set1_ps(q[d]);
+    const float* row = kt + static_cast<size_t>(d) * kKeyTile;
+    a0 = _mm512_fmadd_ps(b, _mm512_loadu_ps(row), a0);
+    a1 = _mm512_fmadd_ps(b, _mm512_loadu_ps(row + 16), a1);
+    a2 = _mm512_fmadd_ps(b, _mm512_loadu_ps(row + 32), a2);
+    a3 = _mm512_fmadd_ps(b, _mm512_loadu_ps(row + 48), a3);
+  }
+  const __m512 sc = _mm512_set1_ps(scale);
+  _mm512_storeu_ps(s, _mm512_mul_ps(a0, sc));
+  _mm512_storeu_ps(s + 16, _mm512_mul_ps(a1, sc));
+  _mm512_storeu_ps(s + 32, _mm512_mul_ps(a2, sc));
+  _mm512_storeu_ps(s + 48, _mm512_mul_ps(a3, sc));
+}
+
+// Lanes of [j, j + 16) inside [lo, hi).
+__attribute__((target("avx512f"))) __mmask16 InRange16(int j, int lo, int hi) {
+  const int from = std::clamp(lo - j, 0, 16), to = std::clamp(hi - j, 0, 16);
+  if (to <= from) return 0;
+  const uint32_t upto = to == 16 ? 0xffffu : ((1u << to) - 1u);
+  return static_cast<__mmask16>(upto & ~((1u << from) - 1u));
+}
+
+// GCC 12 warns that the unmasked forms of some AVX-512 intrinsics read an undefined source
+// (-Wuninitialized); the masked forms below name every source and compute the same.
+constexpr __mmask16 kAll = 0xffff;
+
+__attribute__((target("avx512f"))) float Sum16(__m512 v) {
+  alignas(64) float t[16];
+  _mm512_store_ps(t, v);
+  float a = 0, b = 0;
+  for (int i = 0; i < 16; i += 2) {
+    a += t[i];
+    b += t[i + 1];
+  }
+  return a + b;
+}
+
+__attribute__((target("avx512f"))) float Max16(__m512 v) {
+  alignas(64) float t[16];
+  _mm512_store_ps(t, v);
+  float m = t[0];
+  for (int i = 1; i < 16; ++i) m = std::max(m, t[i]);
+  return m;
+}
+
+__attribute__((target("avx512f"))) __m512 ExpNonPositive16(__m512 x) {
+  x = _mm512_mask_max_ps(x, kAll, x, _mm512_set1_ps(-87.0f));
+  const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
+  const __m512 n = _mm512_mask_roundscale_ps(t, kAll, t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i ni = _mm512_mask_cvtps_epi32(zero, kAll, n);
+  const __m512i e = _mm512_mask_slli_epi32(zero, kAll, _mm512_add_epi32(ni, _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+__attribute__((target("avx512f"))) float MaxAvx512(const float* s, int lo, int hi) {
+  __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int j = lo / 16 * 16; j < hi; j += 16) {
+    mx = _mm512_mask_max_ps(mx, InRange16(j, lo, hi), mx, _mm512_loadu_ps(s + j));
+  }
+  return Max16(mx);
+}
+
+__attribute__((target("avx512f"))) float ExpShiftAvx512(float* s, int lo, int hi, float shift) {
+  const __m512 sh = _mm512_set1_ps(shift);
+  __m512 sum = _mm512_setzero_ps();
+  for (int j = 0; j < kKeyTile; j += 16) {
+    const __mmask16 in = InRange16(j, lo, hi);
+    const __m512 e = _mm512_maskz_mov_ps(in, ExpNonPositive16(_mm512_sub_ps(_mm512_loadu_ps(s + j), sh)));
+    _mm512_storeu_ps(s + j, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  return Sum16(sum);
+}
+
+__attribute__((target("avx512f,avx2,fma"))) void PvAvx512(const float* p, const float* const* v, int lo, int hi, int v_dim,
+                                                 float* acc) {
+  int d0 = 0;
+  for (; d0 + 64 <= v_dim; d0 += 64) {
+    __m512 a0 = _mm512_loadu_ps(acc + d0), a1 = _mm512_loadu_ps(acc + d0 + 16);
+    __m512 a2 = _mm512_loadu_ps(acc + d0 + 32), a3 = _mm512_loadu_ps(acc + d0 + 48);
+    for (int j = lo; j < hi; ++j) {
+      const __m512 b = _mm512_set1_ps(p[j]);
+      const float* vr = v[j] + d0;
+      a0 = _mm512_fmadd_ps(b, _mm512_loadu_ps(vr), a0);
+      a1 = _mm512_fmadd_ps(b, _mm512_loadu_ps(vr + 16), a1);
+      a2 = _mm512_fmadd_ps(b, _mm512_loadu_ps(vr + 32), a2);
+      a3 = _mm512_fmadd_ps(b, _mm512_loadu_ps(vr + 48), a3);
     }
-    return Kernels{ScoresScalar, MaxScalar, ExpShiftScalar, PvScalar};
-  }();
-  return k;
+    _mm512_storeu_ps(acc + d0, a0);
+    _mm512_storeu_ps(acc + d0 + 16, a1);
+    _mm512_storeu_ps(acc + d0 + 32, a2);
+    _mm512_storeu_ps(acc + d0 + 48, a3);
+  }
+  for (; d0 + 16 <= v_dim; d0 += 16) {
+    __m512 a0 = _mm512_loadu_ps(acc + d0), a1 = _mm512_setzero_ps(), a2 = a1, a3 = a1;
+    int j = lo;
+    for (; j + 3 < hi; j += 4) {
+      a0 = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_loadu_ps(v[j] + d0), a0);
+      a1 = _mm512_fmadd_ps(_mm512_set1_ps(p[j + 1]), _mm512_loadu_ps(v[j + 1] + d0), a1);
+      a2 = _mm512_fmadd_ps(_mm512_set1_ps(p[j + 2]), _mm512_loadu_ps(v[j + 2] + d0), a2);
+      a3 = _mm512_fmadd_ps(_mm512_set1_ps(p[j + 3]), _mm512_loadu_ps(v[j + 3] + d0), a3);
+    }
+    for (; j < hi; ++j) a0 = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_loadu_ps(v[j] + d0), a0);
+    _mm512_storeu_ps(acc + d0, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  }
+  for (; d0 + 8 <= v_dim; d0 += 8) {  // a remainder of 8 floats
+    __m256 a = _mm256_loadu_ps(acc + d0);
+    for (int j = lo; j < hi; ++j) a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(v[j] + d0), a);
+    _mm256_storeu_ps(acc + d0, a);
+  }
+  for (; d0 < v_dim; ++d0) {
+    float a = acc[d0];
+    for (int j = lo; j < hi; ++j) a += p[j] * v[j][d0];
+    acc[d0] = a;
+  }
+}
+
+const Kernels* KernelsFor(AttnIsa isa) {
+  static const Kernels scalar{ScoresScalar, MaxScalar, ExpShiftScalar, PvScalar};
+  static const Kernels avx2{ScoresAvx2, MaxAvx2, ExpShiftAvx2, PvAvx2};
+  static const Kernels avx512{ScoresAvx512, MaxAvx512, ExpShiftAvx512, PvAvx512};
+  __builtin_cpu_init();
+  const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool has_avx512 = has_avx2 && __builtin_cpu_supports("avx512f");
+  switch (isa) {
+    case AttnIsa::kScalar:
+      return &scalar;
+    case AttnIsa::kAvx2:
+      return has_avx2 ? &avx2 : nullptr;
+    case AttnIsa::kAvx512:
+      return has_avx512 ? &avx512 : nullptr;
+    case AttnIsa::kBest:
+      break;
+  }
+  return has_avx512 ? &avx512 : (has_avx2 ? &avx2 : &scalar);
 }
 
 struct Job {
@@ -275,9 +416,12 @@ void RunJob(const Kernels& kn, const AttnShape& a, const KvPageLayout& lay, cons
 
 }  // namespace
 
+bool AttentionIsaSupported(AttnIsa isa) { return KernelsFor(isa) != nullptr; }
+
 void BlockedAttention(const AttnShape& shape, const KvPageLayout& layout, const std::vector<AttnSegment>& segments,
-                      const float* q, float* o, ThreadPool* pool) {
-  const Kernels& kn = PickKernels();
+                      const float* q, float* o, ThreadPool* pool, AttnIsa isa) {
+  const Kernels* picked = KernelsFor(isa);
+  const Kernels& kn = picked != nullptr ? *picked : *KernelsFor(AttnIsa::kBest);
   std::vector<Job> jobs;
   for (int s = 0; s < static_cast<int>(segments.size()); ++s) {
     for (int r0 = 0; r0 < segments[s].rows; r0 += kQueryBlock) {

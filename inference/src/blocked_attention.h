@@ -9,8 +9,8 @@
 // tiles are fixed by absolute position), never on which other rows share its step: a prompt
 // prefilled in one chunk, in several, or after a reused prefix gives the same bits.
 //
-// The products and the exponentials use AVX2/FMA when the CPU has them (checked once at run
-// time), else portable scalar code.
+// The products and the exponentials use AVX-512F, else AVX2/FMA, when the CPU has them
+// (checked at run time), else portable scalar code.
 #pragma once
 
 #include <cstddef>
@@ -43,10 +43,15 @@ struct AttnShape {
   int window = 0;               // > 0: a row at position p sees keys (p - window, p]
 };
 
+// Which kernels run: the best the CPU has, or one named (tests compare them).
+enum class AttnIsa { kBest, kScalar, kAvx2, kAvx512 };
+bool AttentionIsaSupported(AttnIsa isa);
+
 // q: step rows x heads x k_dim; o: step rows x heads x v_dim (only the segments' rows are
-// written). The K/V of every row must already be in its page. pool may be null.
+// written). The K/V of every row must already be in its page. pool may be null. An isa the
+// CPU lacks runs the best it has.
 void BlockedAttention(const AttnShape& shape, const KvPageLayout& layout, const std::vector<AttnSegment>& segments,
-                      const float* q, float* o, ThreadPool* pool);
+                      const float* q, float* o, ThreadPool* pool, AttnIsa isa = AttnIsa::kBest);
 
 // Cuts a step's rows into segments: consecutive rows of one sequence at consecutive positions.
 // page_base(seq, page_index) gives the start of that page. Used by both CPU backends.

@@ -71,7 +71,11 @@ void EngineImpl::RegisterMetrics(MetricsRegistry& registry) {
               static_cast<double>(s.interrupts));
     w.Gauge("flotilla_engine_batch_size", "Sequences generating now", {}, s.active_sequences);
     w.Gauge("flotilla_engine_kv_pages", "KV cache pages", {{"state", "used"}}, s.kv_pages_used);
-    w.Gauge("flotilla_engine_kv_pages", "KV cache pages", {{"state", "free"}}, s.kv_pages_total - s.kv_pages_used);
+    w.Gauge("flotilla_engine_kv_pages", "KV cache pages", {{"state", "free"}},
+            s.kv_pages_total - s.kv_pages_used - s.kv_pages_cached);
+    w.Gauge("flotilla_engine_kv_pages", "KV cache pages", {{"state", "cached"}}, s.kv_pages_cached);
+    w.Counter("flotilla_engine_prefix_cached_tokens_total", "Prompt tokens whose K/V came from the prefix cache", {},
+              static_cast<double>(s.prefix_cached_tokens));
     std::lock_guard<std::mutex> l(mu_);
     for (const auto& [name, slot] : models_) {
       w.Gauge("flotilla_engine_weight_version", "Policy version in service", {{"model", name}},

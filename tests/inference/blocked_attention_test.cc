@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -82,10 +83,12 @@ struct Case {
   int heads, kv_heads, kd, vd, window;
 };
 
-class BlockedAttentionTest : public ::testing::TestWithParam<Case> {};
+class BlockedAttentionTest : public ::testing::TestWithParam<std::tuple<Case, AttnIsa>> {};
 
 TEST_P(BlockedAttentionTest, MatchesDirectComputationAcrossSegments) {
-  const Case c = GetParam();
+  const Case c = std::get<0>(GetParam());
+  const AttnIsa isa = std::get<1>(GetParam());
+  if (!AttentionIsaSupported(isa)) GTEST_SKIP() << "this CPU lacks the instruction set";
   AttnShape a{c.heads, c.kv_heads, c.kd, c.vd, 1.0f / std::sqrt(float(c.kd)), c.window};
   std::mt19937 rng(7);
   Store st{16, c.kv_heads, c.kd, c.vd, {}};
@@ -98,7 +101,7 @@ TEST_P(BlockedAttentionTest, MatchesDirectComputationAcrossSegments) {
   for (float& x : q) x = dist(rng);
   std::vector<AttnSegment> segs = {st.Segment(t1, 0, 150, 70), st.Segment(t2, 150, 1, 5), st.Segment(t3, 151, 1, 300)};
   ThreadPool pool(2);
-  BlockedAttention(a, st.Layout(), segs, q.data(), o.data(), &pool);
+  BlockedAttention(a, st.Layout(), segs, q.data(), o.data(), &pool, isa);
   double worst = 0;
   for (int r = 0; r < rows; ++r) {
     const auto& t = r < 150 ? t1 : (r == 150 ? t2 : t3);
@@ -114,14 +117,17 @@ TEST_P(BlockedAttentionTest, MatchesDirectComputationAcrossSegments) {
   std::vector<float> o2(o.size());
   for (auto [from, to] : {std::pair{0, 37}, std::pair{37, 100}, std::pair{100, 150}}) {
     std::vector<AttnSegment> part = {st.Segment(t1, from, to - from, 70 + from)};
-    BlockedAttention(a, st.Layout(), part, q.data(), o2.data(), nullptr);
+    BlockedAttention(a, st.Layout(), part, q.data(), o2.data(), nullptr, isa);
   }
   for (size_t i = 0; i < static_cast<size_t>(150) * c.heads * c.vd; ++i) ASSERT_EQ(o[i], o2[i]) << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, BlockedAttentionTest,
-                         ::testing::Values(Case{4, 4, 64, 64, 0}, Case{4, 2, 16, 16, 0}, Case{4, 2, 16, 16, 6},
-                                           Case{2, 2, 24, 16, 0}, Case{3, 1, 12, 10, 40}, Case{2, 1, 128, 128, 0}));
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, BlockedAttentionTest,
+    ::testing::Combine(::testing::Values(Case{4, 4, 64, 64, 0}, Case{4, 2, 16, 16, 0}, Case{4, 2, 16, 16, 6},
+                                         Case{2, 2, 24, 16, 0}, Case{3, 1, 12, 10, 40}, Case{2, 1, 128, 128, 0},
+                                         Case{2, 2, 40, 40, 0}),
+                       ::testing::Values(AttnIsa::kScalar, AttnIsa::kAvx2, AttnIsa::kAvx512)));
 
 }  // namespace
 }  // namespace flotilla::inference

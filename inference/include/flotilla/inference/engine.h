@@ -54,7 +54,7 @@ struct GenerateUpdate {
   std::string sequence_id;
   std::vector<TokenRecord> tokens;
   FinishReason finish = FinishReason::kRunning;
-  uint32_t prefilled_tokens = 0;  // tokens run through prefill for this call (0 on Resume)
+  uint32_t prefilled_tokens = 0;  // tokens run through prefill for this call (0 on Resume; cache hits excluded)
   std::string error;
 };
 using TokenSink = std::function<void(const GenerateUpdate&)>;
