@@ -10,12 +10,14 @@
 // prefilled in one chunk, in several, or after a reused prefix gives the same bits.
 //
 // The products and the exponentials use AVX-512F, else AVX2/FMA, when the CPU has them
-// (checked at run time), else portable scalar code.
+// (checked at run time), else portable scalar code (attention_kernels.h).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "attention_kernels.h"
 
 namespace flotilla::inference {
 
@@ -43,8 +45,6 @@ struct AttnShape {
   int window = 0;               // > 0: a row at position p sees keys (p - window, p]
 };
 
-// Which kernels run: the best the CPU has, or one named (tests compare them).
-enum class AttnIsa { kBest, kScalar, kAvx2, kAvx512 };
 bool AttentionIsaSupported(AttnIsa isa);
 
 // q: step rows x heads x k_dim; o: step rows x heads x v_dim (only the segments' rows are
