@@ -1,6 +1,8 @@
-// `flotilla bench engine`: decode throughput of the CPU engine against PyTorch eager, resume
-// against re-prefill at a 4k context, and (with a CUDA device) GPU decode throughput against
-// the HBM roofline. Prints name=value lines.
+// `flotilla bench engine`: decode and 4k-context prefill throughput of the CPU engine against
+// PyTorch eager in the same run, the prefix cache's prefill ratio over a 20-turn agent session
+// re-sent as full histories, resume against re-prefill at a 4k context, the first-request
+// prefill of a tiny real-vocabulary Qwen3-MoE, and (with a CUDA device) GPU decode throughput
+// against the HBM roofline. Prints name=value lines.
 #pragma once
 
 #include <string>
@@ -14,6 +16,8 @@ struct EngineBenchOptions {
   int cpu_threads = 2;
   int new_tokens = 64;
   int resume_context = 4000;
+  int prefill_context = 4000;  // engine.cpu_prefill_vs_torch
+  int session_turns = 20;      // engine.prefix_prefill_ratio
   std::string source_dir;  // for the PyTorch script; empty: $FLOTILLA_SOURCE_DIR or "."
 };
 

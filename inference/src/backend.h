@@ -96,6 +96,12 @@ class ModelBackend {
   // Raw page contents (backend-specific layout) for state save/restore.
   virtual absl::Status ReadPage(int32_t page, uint8_t* dst) = 0;
   virtual absl::Status WritePage(int32_t page, const uint8_t* src) = 0;
+  // Copies page `src`'s contents into page `dst` (the prefix cache's copy on write).
+  virtual absl::Status CopyPage(int32_t src, int32_t dst) {
+    std::vector<uint8_t> buf(page_bytes());
+    if (absl::Status s = ReadPage(src, buf.data()); !s.ok()) return s;
+    return WritePage(dst, buf.data());
+  }
 };
 
 absl::StatusOr<std::unique_ptr<ModelBackend>> CreateCpuBackend(const ModelConfig& config,

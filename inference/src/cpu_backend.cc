@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "attend_row.h"
 #include "backend.h"
+#include "blocked_attention.h"
 #include "thread_pool.h"
 
 namespace flotilla::inference {
@@ -101,7 +101,7 @@ class CpuBackend final : public ModelBackend {
     return page + off;
   }
   void Rope(float* v, int n_heads, int pos) const;
-  void Attention(const StepInput& in, int layer, const float* q, float* o);
+  void Attention(const std::vector<AttnSegment>& segments, int layer, const float* q, float* o);
   void Moe(int layer, const float* xn, int T, float* x, int32_t* experts, const int32_t* replay);
 
   ModelConfig c_;
@@ -131,20 +131,20 @@ void CpuBackend::Rope(float* v, int n_heads, int pos) const {
   }
 }
 
-void CpuBackend::Attention(const StepInput& in, int layer, const float* q, float* o) {
-  const int T = static_cast<int>(in.tokens.size());
-  const int H = c_.n_heads, hd = c_.head_dim, group = c_.n_heads / c_.n_kv_heads;
-  const int window = sliding_[layer] ? c_.sliding_window : 0;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  pool_->ParallelFor(T * H, [&](int job) {
-    const int r = job / H, h = job % H, kvh = h / group;
-    const int pos = in.positions[r];
-    const std::vector<int32_t>& table = in.seq_pages[in.row_seq[r]];
-    const int lo = window > 0 ? std::max(0, pos - window + 1) : 0;
-    const float* qv = q + (static_cast<size_t>(r) * H + h) * hd;
-    float* ov = o + (static_cast<size_t>(r) * H + h) * hd;
-    AttendRow(qv, hd, hd, lo, pos, scale, [&](int j, int kv) { return KvAt(table, j, layer, kv) + kvh * hd; }, ov);
-  });
+void CpuBackend::Attention(const std::vector<AttnSegment>& segments, int layer, const float* q, float* o) {
+  AttnShape shape;
+  shape.heads = c_.n_heads;
+  shape.kv_heads = c_.n_kv_heads;
+  shape.k_dim = shape.v_dim = c_.head_dim;
+  shape.scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim));
+  shape.window = sliding_[layer] ? c_.sliding_window : 0;
+  KvPageLayout lay;
+  lay.page_tokens = static_cast<int>(page_tokens_);
+  lay.k_base = static_cast<size_t>(layer) * 2 * page_tokens_ * kvd_;
+  lay.v_base = lay.k_base + static_cast<size_t>(page_tokens_) * kvd_;
+  lay.k_stride = lay.v_stride = kvd_;
+  lay.k_head = lay.v_head = c_.head_dim;
+  BlockedAttention(shape, lay, segments, q, o, pool_);
 }
 
 void CpuBackend::Moe(int layer, const float* xn, int T, float* x, int32_t* experts, const int32_t* replay) {
@@ -237,6 +237,8 @@ absl::Status CpuBackend::Forward(const StepInput& in, StepOutput* out) {
     }
     replay = in.replay_experts.data();
   }
+  const std::vector<AttnSegment> segments =
+      SegmentRows(in.row_seq, in.positions, in.seq_pages, [&](int32_t p) -> const float* { return Page(p); });
   for (int l = 0; l < c_.n_layers; ++l) {
     const LayerWeights& L = w_->layers[l];
     for (int r = 0; r < T; ++r) RmsNorm(&x[r * D], L.attn_norm.data(), &xn[r * D], D, c_.norm_eps);
@@ -250,7 +252,7 @@ absl::Status CpuBackend::Forward(const StepInput& in, StepOutput* out) {
       std::memcpy(KvAt(table, in.positions[r], l, 0), &k[static_cast<size_t>(r) * kvd_], kvd_ * sizeof(float));
       std::memcpy(KvAt(table, in.positions[r], l, 1), &v[static_cast<size_t>(r) * kvd_], kvd_ * sizeof(float));
     }
-    Attention(in, l, q.data(), o.data());
+    Attention(segments, l, q.data(), o.data());
     MatMulT(o.data(), L.wo.data(), x.data(), T, D, H * hd, true);
     for (int r = 0; r < T; ++r) RmsNorm(&x[r * D], L.ffn_norm.data(), &xn[r * D], D, c_.norm_eps);
     Moe(l, xn.data(), T, x.data(), out->experts.data(), replay);

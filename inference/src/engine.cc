@@ -71,7 +71,11 @@ void EngineImpl::RegisterMetrics(MetricsRegistry& registry) {
               static_cast<double>(s.interrupts));
     w.Gauge("flotilla_engine_batch_size", "Sequences generating now", {}, s.active_sequences);
     w.Gauge("flotilla_engine_kv_pages", "KV cache pages", {{"state", "used"}}, s.kv_pages_used);
-    w.Gauge("flotilla_engine_kv_pages", "KV cache pages", {{"state", "free"}}, s.kv_pages_total - s.kv_pages_used);
+    w.Gauge("flotilla_engine_kv_pages", "KV cache pages", {{"state", "free"}},
+            s.kv_pages_total - s.kv_pages_used - s.kv_pages_cached);
+    w.Gauge("flotilla_engine_kv_pages", "KV cache pages", {{"state", "cached"}}, s.kv_pages_cached);
+    w.Counter("flotilla_engine_prefix_cached_tokens_total", "Prompt tokens whose K/V came from the prefix cache", {},
+              static_cast<double>(s.prefix_cached_tokens));
     std::lock_guard<std::mutex> l(mu_);
     for (const auto& [name, slot] : models_) {
       w.Gauge("flotilla_engine_weight_version", "Policy version in service", {{"model", name}},
@@ -154,7 +158,7 @@ absl::Status EngineImpl::InstallModel(const std::string& name,
   ASSIGN_OR_RETURN(slot->backend, NewBackend(weights->config));
   RETURN_IF_ERROR(slot->backend->SetWeights(std::move(weights)));
   slot->version = version;
-  for (int32_t p = static_cast<int32_t>(slot->backend->num_pages()) - 1; p >= 0; --p) slot->free_pages.push_back(p);
+  InitPages(slot.get());
   std::lock_guard<std::mutex> l(mu_);
   if (default_model_.empty()) default_model_ = name;
   models_[name] = std::move(slot);
@@ -175,7 +179,7 @@ absl::Status EngineImpl::InstallRandomModel(const std::string& name, const Model
   ASSIGN_OR_RETURN(slot->backend, NewBackend(config));
   RETURN_IF_ERROR(slot->backend->SetRandomWeights(seed, stddev));
   slot->version = version;
-  for (int32_t p = static_cast<int32_t>(slot->backend->num_pages()) - 1; p >= 0; --p) slot->free_pages.push_back(p);
+  InitPages(slot.get());
   std::lock_guard<std::mutex> l(mu_);
   if (default_model_.empty()) default_model_ = name;
   models_[name] = std::move(slot);
@@ -216,7 +220,7 @@ absl::Status EngineImpl::LoadHfModel(const std::string& name, const std::string&
                                                      options_.kv_memory_bytes, &pool_));
   slot->config = slot->backend->config();
   slot->version = version;
-  for (int32_t p = static_cast<int32_t>(slot->backend->num_pages()) - 1; p >= 0; --p) slot->free_pages.push_back(p);
+  InitPages(slot.get());
   std::lock_guard<std::mutex> l(mu_);
   if (default_model_.empty()) default_model_ = name;
   models_[name] = std::move(slot);
@@ -251,6 +255,8 @@ absl::StatusOr<int64_t> EngineImpl::CommitLocked(ModelSlot* slot) {
     ASSIGN_OR_RETURN(old, slot->backend->CommitWeights());
     std::lock_guard<std::mutex> l(mu_);
     slot->version = version;
+    ++slot->weights_epoch;
+    slot->pages->Invalidate();
     if (metrics_.weight_swap_stall_seconds != nullptr) {
       metrics_.weight_swap_stall_seconds->Observe(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - stall_start).count());
@@ -296,22 +302,78 @@ absl::Status EngineImpl::UpdateWeights(const std::string& name, const std::strin
   return CommitLocked(loaded.first).status();
 }
 
+void EngineImpl::InitPages(ModelSlot* slot) {
+  slot->pages = std::make_unique<PagePool>(slot->backend->num_pages(), slot->backend->page_tokens());
+}
+
 absl::Status EngineImpl::EnsurePagesLocked(Sequence* seq, int32_t tokens) {
   const uint32_t pt = seq->model->backend->page_tokens();
   const size_t need = (static_cast<size_t>(tokens) + pt - 1) / pt;
   while (seq->pages.size() < need) {
-    if (seq->model->free_pages.empty()) {
+    absl::StatusOr<int32_t> page = seq->model->pages->Allocate();
+    if (!page.ok()) {
       return absl::ResourceExhaustedError(absl::StrCat("KV cache of model '", seq->model->name, "' is full"));
     }
-    seq->pages.push_back(seq->model->free_pages.back());
-    seq->model->free_pages.pop_back();
+    seq->pages.push_back(*page);
   }
   return absl::OkStatus();
 }
 
+void EngineImpl::ReleasePagesLocked(ModelSlot* slot, std::vector<int32_t>* pages) {
+  for (int32_t p : *pages) slot->pages->Release(p);
+  pages->clear();
+}
+
+absl::Status EngineImpl::UsePrefixCacheLocked(Sequence* seq) {
+  seq->prefix_looked_up = true;
+  ModelSlot* slot = seq->model;
+  seq->kv_epoch = slot->weights_epoch;
+  if (!options_.prefix_cache || seq->cached != 0 || !seq->pages.empty()) return absl::OkStatus();
+  // The last prompt token always runs: its logits are the next token's distribution.
+  const int32_t limit = static_cast<int32_t>(seq->tokens.size()) - 1;
+  PagePool::Match m = slot->pages->Lookup(seq->kv_epoch, seq->tokens, limit);
+  seq->pages = std::move(m.shared);
+  int32_t reused = static_cast<int32_t>(seq->pages.size()) * static_cast<int32_t>(slot->backend->page_tokens());
+  if (m.copy_tokens > 0) {
+    // Copy on write: the diverging block's matching positions go into a page of our own.
+    slot->pages->Retain(m.copy_from);
+    absl::StatusOr<int32_t> page = slot->pages->Allocate();
+    absl::Status st = page.status();
+    if (page.ok()) {
+      st = slot->backend->CopyPage(m.copy_from, *page);
+      if (st.ok()) {
+        seq->pages.push_back(*page);
+        reused += m.copy_tokens;
+      } else {
+        slot->pages->Release(*page);
+      }
+    }
+    slot->pages->Release(m.copy_from);
+    if (!st.ok() && !absl::IsResourceExhausted(st)) return st;
+  }
+  seq->cached = reused;
+  seq->pending_prompt -= std::min(seq->pending_prompt, reused);
+  stats_.prefix_cached_tokens += static_cast<uint64_t>(reused);
+  return absl::OkStatus();
+}
+
+void EngineImpl::RegisterBlocksLocked(Sequence* seq, bool freeing) {
+  ModelSlot* slot = seq->model;
+  if (!options_.prefix_cache || !seq->cacheable || !seq->prefix_looked_up) return;
+  if (seq->kv_epoch != slot->weights_epoch) {
+    seq->cacheable = false;  // part of its K/V was computed under other weights
+    return;
+  }
+  // A live sequence's last cached position may be computed again (a taken-back token), so its
+  // blocks are final only up to cached - 1; a freed one's are all final.
+  const int32_t final_tokens = freeing ? seq->cached : seq->cached - 1;
+  slot->pages->Register(seq->kv_epoch, seq->tokens, seq->pages, final_tokens, freeing, &seq->registered_blocks,
+                        &seq->chain_key);
+}
+
 void EngineImpl::FreeSequenceLocked(Sequence* seq) {
-  for (int32_t p : seq->pages) seq->model->free_pages.push_back(p);
-  seq->pages.clear();
+  RegisterBlocksLocked(seq, /*freeing=*/true);
+  ReleasePagesLocked(seq->model, &seq->pages);
   seqs_.erase(seq->id);
 }
 
@@ -465,9 +527,11 @@ EngineStats EngineImpl::Stats() const {
   for (const auto& [id, seq] : seqs_) s.active_sequences += seq->running ? 1 : 0;
   s.kv_pages_used = 0;
   s.kv_pages_total = 0;
+  s.kv_pages_cached = 0;
   for (const auto& [name, slot] : models_) {
-    s.kv_pages_total += slot->backend->num_pages();
-    s.kv_pages_used += slot->backend->num_pages() - static_cast<uint32_t>(slot->free_pages.size());
+    s.kv_pages_total += slot->pages->num_pages();
+    s.kv_pages_used += slot->pages->referenced();
+    s.kv_pages_cached += slot->pages->cached();
   }
   return s;
 }

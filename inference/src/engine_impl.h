@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "prefix_cache.h"
 #include "flotilla/inference/engine.h"
 #include "flotilla/inference/tokenizer.h"
 #include "sampler.h"
@@ -38,7 +39,10 @@ struct ModelSlot {
   ModelConfig config;
   std::unique_ptr<ModelBackend> backend;
   int64_t version = 0;
-  std::vector<int32_t> free_pages;
+  std::unique_ptr<PagePool> pages;  // under mu_
+  // Bumped whenever other weights go into service: the prefix cache's keys start from it, so
+  // K/V computed under one set of weights is never reused under another. Under mu_.
+  uint64_t weights_epoch = 0;
   // Serialises the backend's staging side (StageWeights, CommitWeights, SetWeights of a loaded
   // model). Taken before step_mu_.
   std::mutex stage_mu;
@@ -62,6 +66,13 @@ struct Sequence {
   TokenSink sink;
   uint32_t call_generated = 0;
   uint32_t call_prefilled = 0;
+  // Prefix cache: whether the pages' K/V was all computed under weights_epoch `kv_epoch` (a
+  // loaded state's origin is unknown: not cacheable), and how far its blocks are registered.
+  bool prefix_looked_up = false;
+  bool cacheable = true;
+  uint64_t kv_epoch = 0;
+  int32_t registered_blocks = 0;
+  uint64_t chain_key = 0;
 };
 
 struct SavedState {
@@ -179,6 +190,14 @@ class EngineImpl final : public Engine {
   absl::StatusOr<int64_t> CommitLocked(ModelSlot* slot);
   ModelSlot* FindModelLocked(const std::string& name) const;
   absl::Status EnsurePagesLocked(Sequence* seq, int32_t tokens);
+  // A new sequence's first planning: takes the cached K/V of its prompt's longest cached
+  // prefix (shared blocks, and a copy of the block where it diverges). Step lock and mu_ held.
+  absl::Status UsePrefixCacheLocked(Sequence* seq);
+  // Registers the blocks of `seq` whose K/V is final (all of them when it is freed).
+  void RegisterBlocksLocked(Sequence* seq, bool freeing);
+  void ReleasePagesLocked(ModelSlot* slot, std::vector<int32_t>* pages);
+  // Sets up a new slot's page pool from its backend.
+  static void InitPages(ModelSlot* slot);
   void FreeSequenceLocked(Sequence* seq);
   void FinishLocked(Sequence* seq, FinishReason reason, const std::string& error,
                     std::vector<Delivery>* out);

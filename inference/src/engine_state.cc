@@ -182,6 +182,9 @@ absl::StatusOr<std::string> EngineImpl::LoadState(const std::string& handle) {
   }
   if (seqs_.count(seq->id)) return absl::AlreadyExistsError(absl::StrCat("sequence '", seq->id, "' already exists"));
   seq->model = slot;
+  // Under which weights the saved K/V was computed is not known here: never shared.
+  seq->cacheable = false;
+  seq->prefix_looked_up = true;
   uint64_t rng_state = 0, n_records = 0;
   if (!r.GetVector(&seq->tokens) || !r.Get(&seq->cached) || !r.Get(&seq->pending_prompt) ||
       !r.Get(&seq->seed) || !r.Get(&rng_state) || !r.Get(&n_records)) {
@@ -200,14 +203,20 @@ absl::StatusOr<std::string> EngineImpl::LoadState(const std::string& handle) {
   if (!r.Get(&n_pages) || !r.Get(&page_bytes) || page_bytes != slot->backend->page_bytes()) {
     return corrupt("pages");
   }
-  RETURN_IF_ERROR(EnsurePagesLocked(seq.get(), seq->cached));
+  if (absl::Status st = EnsurePagesLocked(seq.get(), seq->cached); !st.ok()) {
+    ReleasePagesLocked(slot, &seq->pages);
+    return st;
+  }
   std::vector<uint8_t> page(page_bytes);
   for (uint64_t i = 0; i < n_pages; ++i) {
     if (i >= seq->pages.size() || !r.GetBytes(page.data(), page_bytes)) {
-      for (int32_t p : seq->pages) slot->free_pages.push_back(p);
+      ReleasePagesLocked(slot, &seq->pages);
       return corrupt("page data");
     }
-    RETURN_IF_ERROR(slot->backend->WritePage(seq->pages[i], page.data()));
+    if (absl::Status st = slot->backend->WritePage(seq->pages[i], page.data()); !st.ok()) {
+      ReleasePagesLocked(slot, &seq->pages);
+      return st;
+    }
   }
   std::string id = seq->id;
   seqs_[id] = std::move(seq);

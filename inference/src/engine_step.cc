@@ -58,8 +58,20 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_
     int32_t budget = static_cast<int32_t>(options_.max_step_tokens);
     for (Sequence* seq : live) {
       if (plan.size() >= options_.max_batch || budget <= 0) break;
+      if (!seq->prefix_looked_up) {
+        if (absl::Status s = UsePrefixCacheLocked(seq); !s.ok()) {
+          ApplyPendingLocked(&pending_, out, false);
+          FinishLocked(seq, FinishReason::kError, std::string(s.message()), out);
+          continue;
+        }
+      }
       const int32_t uncached = static_cast<int32_t>(seq->tokens.size()) - seq->cached;
-      const int32_t rows = std::min(uncached, budget);
+      // While other sequences run, a long prompt goes in chunks of prefill_chunk_tokens so that
+      // no step (and no other sequence's next token) waits on a whole long prefill.
+      const int32_t chunk = live.size() > 1 && options_.prefill_chunk_tokens > 0
+                                ? static_cast<int32_t>(options_.prefill_chunk_tokens)
+                                : budget;
+      const int32_t rows = std::min({uncached, budget, std::max<int32_t>(1, chunk)});
       if (rows <= 0) continue;
       if (absl::Status s = EnsurePagesLocked(seq, seq->cached + rows); !s.ok()) {
         ApplyPendingLocked(&pending_, out, false);
@@ -156,6 +168,7 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_
     stats_.prefill_tokens += static_cast<uint64_t>(prefill);
     stats_.decode_tokens += static_cast<uint64_t>(p.rows - prefill);
     seq->cached += p.rows;
+    RegisterBlocksLocked(seq, /*freeing=*/false);
     if (p.logit_index < 0) continue;
     TokenRecord rec = std::move(sampled[pi]);
     rec.policy_version = version;
@@ -264,7 +277,7 @@ absl::StatusOr<ScoreResult> EngineImpl::Score(const std::string& model,
     }
   }
   std::lock_guard<std::mutex> l(mu_);
-  for (int32_t p : scratch.pages) slot->free_pages.push_back(p);
+  ReleasePagesLocked(slot, &scratch.pages);
   if (!status.ok()) return status;
   stats_.prefill_tokens += static_cast<uint64_t>(n);
   return res;

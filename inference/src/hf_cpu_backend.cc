@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "attend_row.h"
 #include "backend.h"
+#include "blocked_attention.h"
 #include "hf_ops.h"
 #include "thread_pool.h"
 
@@ -95,7 +95,7 @@ class HfCpuBackend final : public ModelBackend {
   void Rope(float* v, int n_heads, int stride, int offset, int pos) const;
   // Projects xn into per-row q [H, kd], and writes each row's K [KVH, kd] and V [KVH, vd].
   void Project(const StepInput& in, int layer, const float* xn, int T, std::vector<float>* q);
-  void Attention(const StepInput& in, int layer, const float* q, float* o);
+  void Attention(const std::vector<AttnSegment>& segments, int layer, const float* q, float* o);
 
   std::shared_ptr<const HfWeights> w_;
   const HfConfig& c_;
@@ -191,26 +191,23 @@ void HfCpuBackend::Project(const StepInput& in, int layer, const float* xn, int 
   }
 }
 
-void HfCpuBackend::Attention(const StepInput& in, int layer, const float* q, float* o) {
-  const int T = static_cast<int>(in.tokens.size());
-  const int H = c_.num_heads, kd = c_.k_head_dim(), vd = c_.v_dim(), group = H / c_.kv_heads();
-  const int window = c_.sliding_window;
-  const float scale = static_cast<float>(c_.attention_scale());
-  auto job_fn = [&](int job) {
-    const int r = job / H, h = job % H, kvh = h / group;
-    const int pos = in.positions[r];
-    const std::vector<int32_t>& table = in.seq_pages[in.row_seq[r]];
-    const int lo = window > 0 ? std::max(0, pos - window + 1) : 0;
-    const float* qv = q + (static_cast<size_t>(r) * H + h) * kd;
-    float* ov = o + (static_cast<size_t>(r) * H + h) * vd;
-    AttendRow(qv, kd, vd, lo, pos, scale,
-              [&](int j, int kv) { return KvAt(table, j, layer, kv) + kvh * (kv == 0 ? kd : vd); }, ov);
-  };
-  if (pool_ != nullptr) {
-    pool_->ParallelFor(T * H, job_fn);
-  } else {
-    for (int j = 0; j < T * H; ++j) job_fn(j);
-  }
+void HfCpuBackend::Attention(const std::vector<AttnSegment>& segments, int layer, const float* q, float* o) {
+  AttnShape shape;
+  shape.heads = c_.num_heads;
+  shape.kv_heads = c_.kv_heads();
+  shape.k_dim = c_.k_head_dim();
+  shape.v_dim = c_.v_dim();
+  shape.scale = static_cast<float>(c_.attention_scale());
+  shape.window = c_.sliding_window;
+  KvPageLayout lay;
+  lay.page_tokens = static_cast<int>(page_tokens_);
+  lay.k_base = static_cast<size_t>(layer) * page_tokens_ * (kdim_ + vdim_);
+  lay.v_base = lay.k_base + static_cast<size_t>(page_tokens_) * kdim_;
+  lay.k_stride = kdim_;
+  lay.v_stride = vdim_;
+  lay.k_head = shape.k_dim;
+  lay.v_head = shape.v_dim;
+  BlockedAttention(shape, lay, segments, q, o, pool_);
 }
 
 absl::Status HfCpuBackend::Forward(const StepInput& in, StepOutput* out) {
@@ -242,12 +239,14 @@ absl::Status HfCpuBackend::Forward(const StepInput& in, StepOutput* out) {
   for (int r = 0; r < T; ++r) {
     std::memcpy(&x[static_cast<size_t>(r) * Hd], &w_->embed[static_cast<size_t>(in.tokens[r]) * Hd], Hd * sizeof(float));
   }
+  const std::vector<AttnSegment> segments =
+      SegmentRows(in.row_seq, in.positions, in.seq_pages, [&](int32_t p) -> const float* { return Page(p); });
   int m = 0;
   for (int l = 0; l < c_.num_layers; ++l) {
     const HfLayerWeights& L = w_->layers[l];
     for (int r = 0; r < T; ++r) HfRmsNorm(&x[r * Hd], L.attn_norm.data(), &xn[r * Hd], Hd, c_.rms_norm_eps);
     Project(in, l, xn.data(), T, &q);
-    Attention(in, l, q.data(), o.data());
+    Attention(segments, l, q.data(), o.data());
     HfApply(L.o, o.data(), T, x.data(), /*accumulate=*/true);
     for (int r = 0; r < T; ++r) HfRmsNorm(&x[r * Hd], L.ffn_norm.data(), &xn[r * Hd], Hd, c_.rms_norm_eps);
     if (c_.moe_layer[l]) {

@@ -74,7 +74,9 @@ inline size_t ExpectSegmentIsOneEngineSequence(const v1::Segment& seg, const Rec
       for (size_t i = 1; i < group.size(); ++i) {
         EXPECT_EQ(group[i].call.sequence_id, group.front().outcome.sequence_id);
       }
-      for (const auto& c : group) EXPECT_EQ(c.outcome.prefilled_tokens, c.call.new_tokens.size());
+      // At most the call's new tokens: a new sequence may take its prompt's leading blocks from
+      // the engine's prefix cache (an earlier session with the same system prompt).
+      for (const auto& c : group) EXPECT_LE(c.outcome.prefilled_tokens, c.call.new_tokens.size());
       break;
     }
   }

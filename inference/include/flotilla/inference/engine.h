@@ -54,7 +54,7 @@ struct GenerateUpdate {
   std::string sequence_id;
   std::vector<TokenRecord> tokens;
   FinishReason finish = FinishReason::kRunning;
-  uint32_t prefilled_tokens = 0;  // tokens run through prefill for this call (0 on Resume)
+  uint32_t prefilled_tokens = 0;  // tokens run through prefill for this call (0 on Resume; cache hits excluded)
   std::string error;
 };
 using TokenSink = std::function<void(const GenerateUpdate&)>;
@@ -87,9 +87,11 @@ struct EngineStats {
   uint64_t decode_tokens = 0;
   uint64_t interrupts = 0;           // sequences stopped by Interrupt/InterruptAll
   uint32_t active_sequences = 0;
-  uint32_t kv_pages_used = 0;
+  uint32_t kv_pages_used = 0;        // pages a sequence references
   uint32_t kv_pages_total = 0;
+  uint32_t kv_pages_cached = 0;      // pages kept only for the prefix cache (evictable)
   uint64_t steps = 0;
+  uint64_t prefix_cached_tokens = 0; // prompt tokens whose K/V came from the prefix cache
 };
 
 struct EngineOptions {
@@ -100,6 +102,13 @@ struct EngineOptions {
   uint32_t max_batch = 64;
   std::string state_dir;             // file tier for SaveState; empty: a temp dir
   uint32_t max_step_tokens = 2048;   // rows per step (prefill is chunked to fit)
+  // Prompt rows of one sequence per step while other sequences run (0: up to max_step_tokens),
+  // so a long prompt's prefill does not stall their decoding.
+  uint32_t prefill_chunk_tokens = 512;
+  // Whether a new sequence reuses the K/V pages of a prompt prefix another sequence (kept,
+  // finished or released) computed under the same weights: blocks shared by content,
+  // copy-on-write at the block where prompts diverge, evicted least recently used.
+  bool prefix_cache = true;
   const Clock* clock = nullptr;      // for state TTLs; null: the system clock
   // Whether a step's token records and deliveries of the sequences that go on are made while
   // the next step's forward runs (on a thread of their own) instead of between the two
