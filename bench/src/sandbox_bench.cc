@@ -18,6 +18,7 @@
 #include "flotilla/common/status.h"
 #include "flotilla/sandbox/runtime.h"
 #include "flotilla/sandbox/zygote_main.h"
+#include "sandbox_cycle.h"
 #include "idle_density.h"
 #include "latency_stats.h"
 #include "runc_bundle.h"
@@ -28,22 +29,6 @@ namespace {
 
 constexpr int kWarmup = 5;
 
-// A directory owned for the run: removed with everything in it when the value dies.
-class ScratchDir {
- public:
-  explicit ScratchDir(fs::path path) : path_(std::move(path)) {}
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 std::function<void(int)> Progress(const std::string& what, int n) {
   if (!::isatty(2)) return nullptr;
   return [what, n](int done) {
@@ -51,24 +36,6 @@ std::function<void(int)> Progress(const std::string& what, int n) {
   };
 }
 
-// create -> exec /bin/true -> destroy, the figure the scheduler pays per rollout. Counts the
-// Creates that were handed a sandbox started ahead in `started_ahead`.
-absl::Status SandboxCycle(sandbox::Runtime& runtime, std::atomic<int>* started_ahead) {
-  sandbox::SandboxOptions options;
-  options.policy_name = "default";
-  ASSIGN_OR_RETURN(sandbox::CreateResult created, runtime.Create(options));
-  if (created.started_ahead) started_ahead->fetch_add(1);
-  sandbox::ExecOptions exec;
-  exec.argv = {"/bin/true"};
-  absl::StatusOr<sandbox::ExecResult> result = runtime.Exec(created.id, exec, nullptr);
-  absl::Status destroyed = runtime.Destroy(created.id);
-  RETURN_IF_ERROR(result);
-  if (result->exit_code != 0) {
-    return absl::InternalError(absl::StrCat("/bin/true in ", created.id, " exited ", result->exit_code, " (",
-                                            std::string(sandbox::StopReasonName(result->reason)), ": ", result->detail, ")"));
-  }
-  return destroyed;
-}
 
 // A few unmeasured warm-up cycles, then `n` sequential ones; prints <prefix>.* lines.
 // `after_warmup` (may be null) runs between the two.

@@ -28,6 +28,7 @@
 #include "flotilla/common/unique_fd.h"
 #include "flotilla/sandbox/runtime.h"
 #include "flotilla/sandbox/zygote_main.h"
+#include "sandbox_cycle.h"
 
 namespace flotilla::bench {
 namespace fs = std::filesystem;
@@ -78,21 +79,6 @@ uint64_t RssKib() {
   return 0;
 }
 
-class ScratchDir {
- public:
-  explicit ScratchDir(fs::path path) : path_(std::move(path)) {}
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 // The first error of any loop; the loops stop when one is set.
 class FirstError {
  public:
@@ -113,20 +99,6 @@ class FirstError {
   std::atomic<bool> failed_{false};
 };
 
-absl::Status SandboxCycle(sandbox::Runtime& runtime) {
-  sandbox::SandboxOptions options;
-  options.policy_name = "default";
-  ASSIGN_OR_RETURN(sandbox::CreateResult created, runtime.Create(options));
-  sandbox::ExecOptions exec;
-  exec.argv = {"/bin/true"};
-  absl::StatusOr<sandbox::ExecResult> result = runtime.Exec(created.id, exec, nullptr);
-  absl::Status destroyed = runtime.Destroy(created.id);
-  RETURN_IF_ERROR(result);
-  if (result->exit_code != 0) {
-    return absl::InternalError(absl::StrCat("/bin/true in ", created.id, " exited ", result->exit_code));
-  }
-  return destroyed;
-}
 
 // One chat completion over a fresh connection; `mode` 0: whole answer, 1: streamed to the end,
 // 2: streamed and dropped after the first bytes (a client that goes away mid-stream).
@@ -228,7 +200,7 @@ absl::Status RunSoakBench(const SoakBenchOptions& o) {
     threads.emplace_back([&] {
       while (!stop && !error.failed()) {
         hold_while_paused();
-        absl::Status s = SandboxCycle(*runtime);
+        absl::Status s = SandboxCycle(*runtime, nullptr);
         if (!s.ok()) return error.Set(s);
         ++cycles;
       }
