@@ -61,9 +61,10 @@ const char* const kFamilies[] = {
     "flotilla_engine_prefill_tokens_total", "flotilla_engine_decode_tokens_total", "flotilla_engine_steps_total",
     "flotilla_engine_interrupts_total", "flotilla_engine_batch_size", "flotilla_engine_kv_pages",
     "flotilla_engine_weight_version", "flotilla_engine_step_seconds", "flotilla_engine_weight_swap_stall_seconds",
-    // worker (its session families come with a served model: `run` serves none yet, its
-    // samples go to the engine directly; worker_metrics_test covers them)
-    "flotilla_worker_requests_total", "flotilla_worker_request_seconds",
+    // worker: every RL sample is a worker session; the HTTP server's requests
+    "flotilla_worker_sessions_opened_total", "flotilla_worker_turns_total",
+    "flotilla_worker_tokens_total", "flotilla_worker_turn_seconds", "flotilla_worker_requests_total",
+    "flotilla_worker_request_seconds",
     // node agent
     "flotilla_node_sandboxes", "flotilla_node_sandboxes_created_total", "flotilla_node_sandboxes_destroyed_total",
     "flotilla_node_sandbox_create_failures_total", "flotilla_node_sandbox_crashes_total",
@@ -168,6 +169,7 @@ TEST_F(RunHttpTest, MetricsMoveDashboardDrawsAndTheLogHasOneLinePerStep) {
   // Figures that move while the run trains and its server answers.
   for (const char* key : {"flotilla_engine_decode_tokens_total", "flotilla_engine_prefill_tokens_total",
                           "flotilla_engine_steps_total", "flotilla_engine_step_seconds_count", "flotilla_bridge_step",
+                          "flotilla_worker_sessions_opened_total", "flotilla_worker_turns_total",
                           "flotilla_worker_requests_total{route=\"/metrics\",status=\"200\"}",
                           "flotilla_worker_request_seconds_count{route=\"/metrics\"}"}) {
     EXPECT_GT(b[key], a[key]) << key;
@@ -177,11 +179,13 @@ TEST_F(RunHttpTest, MetricsMoveDashboardDrawsAndTheLogHasOneLinePerStep) {
   EXPECT_EQ(a["flotilla_worker_requests_total{route=\"/metrics\",status=\"200\"}"], 0);
   EXPECT_EQ(b["flotilla_worker_requests_total{route=\"/metrics\",status=\"200\"}"], 1);
   EXPECT_EQ(b["flotilla_worker_requests_total{route=\"/api/fleet\",status=\"200\"}"], 1);
-  // The verifier's sandbox: placed by the scheduler, created by the node agent, live.
+  // Every sample's own sandbox: placed by the scheduler, created by the node agent (best effort),
+  // destroyed after its tests.
   EXPECT_GE(b["flotilla_scheduler_placements_total{unit=\"unit-0\"}"], 1);
-  EXPECT_GE(b["flotilla_node_sandboxes_created_total{class=\"latency_sensitive\"}"], 1);
-  EXPECT_GE(b["flotilla_node_sandboxes{class=\"latency_sensitive\",state=\"running\"}"], 1);
-  EXPECT_GE(b["flotilla_node_sandbox_create_seconds_count{class=\"latency_sensitive\"}"], 1);
+  EXPECT_GT(b["flotilla_node_sandboxes_created_total{class=\"best_effort\"}"],
+            a["flotilla_node_sandboxes_created_total{class=\"best_effort\"}"]);
+  EXPECT_GE(b["flotilla_node_sandboxes_destroyed_total{class=\"best_effort\"}"], 1);
+  EXPECT_GE(b["flotilla_node_sandbox_create_seconds_count{class=\"best_effort\"}"], 1);
   EXPECT_EQ(b["flotilla_node_sandbox_create_failures_total{reason=\"admission\"}"], 0);
 
   // The dashboard of the live run in headless Chromium.
@@ -208,8 +212,8 @@ TEST_F(RunHttpTest, MetricsMoveDashboardDrawsAndTheLogHasOneLinePerStep) {
     EXPECT_GE(std::stoi(m[1]), 3);
     EXPECT_NE(dom.find("<path class=\"line\""), std::string::npos);
     EXPECT_NE(dom.find("data-node=\"embedded\""), std::string::npos) << dom;
-    EXPECT_TRUE(std::regex_search(dom, std::regex("class=\"box running latency-sensitive\" data-sandbox=\"[^\"]+\" "
-                                                  "data-class=\"latency-sensitive\"")))
+    EXPECT_TRUE(std::regex_search(dom, std::regex("class=\"box [a-z]+ best-effort\" data-sandbox=\"[^\"]+\" "
+                                                  "data-class=\"best-effort\"")))
         << dom;
     EXPECT_TRUE(std::regex_search(dom, std::regex("data-trajectory=\"[^\"]+\""))) << dom;
     EXPECT_TRUE(std::regex_search(dom, std::regex("class=\"tok\" data-token-id=\"[0-9]+\" data-logprob=\"-?[0-9.e-]+\"")))

@@ -65,6 +65,7 @@ absl::StatusOr<std::unique_ptr<Experiment>> Experiment::Start(const ExperimentCo
   ro.experiment = config.name;
   ro.system_prompt = config.system_prompt;
   ro.scaffold = config.scaffold;
+  ro.metrics = options.metrics;
   ro.sandbox_policy = config.sandbox_policy;
   ro.max_new_tokens = config.rollout.max_new_tokens;
   ro.max_turns = config.rollout.max_turns;

@@ -32,6 +32,7 @@ RolloutRunner::RolloutRunner(RunnerOptions options, inference::Engine& engine, R
   co.experiment = options_.experiment;
   co.scaffold = options_.scaffold;
   co.experts_per_token = options_.routing_width;
+  co.metrics = options_.metrics;
   chat_ = std::make_unique<worker::ChatService>(generator_.get(), co);
   pool_ = std::make_unique<EpisodePool>(options_.episodes);
 }

@@ -47,6 +47,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "flotilla/common/clock.h"
+#include "flotilla/common/metrics.h"
 #include "flotilla/inference/engine.h"
 #include "flotilla/trainer_bridge/experiment_config.h"
 #include "flotilla/trainer_bridge/experiment_store.h"
@@ -78,6 +79,9 @@ struct RunnerOptions {
   uint32_t episodes = 64;             // pool threads: the controller's max_in_flight
   uint32_t create_attempts = 5;       // tries of a sandbox create the cluster refuses as full
   int32_t routing_width = 0;          // the policy's layers x top_k
+  // The episodes' worker sessions, turns, tokens and tool calls are counted here (borrowed;
+  // must outlive the runner); null: not counted.
+  MetricsRegistry* metrics = nullptr;
   // Per-sample generation length override (benchmark workloads): when set, every model turn of
   // the sample ignores stop tokens and generates exactly this many tokens.
   std::function<uint32_t(uint64_t sample)> forced_length;
