@@ -214,7 +214,10 @@ absl::StatusOr<uint64_t> ParseBytes(std::string_view text) {
   else if (unit == "g" || unit == "gb" || unit == "gi" || unit == "gib") mult = 1024.0 * 1024 * 1024;
   else if (unit == "t" || unit == "tb" || unit == "ti" || unit == "tib") mult = 1024.0 * 1024 * 1024 * 1024;
   else return absl::InvalidArgumentError(absl::StrCat("bad size unit in '", std::string(text), "'"));
-  return static_cast<uint64_t>(n * mult);
+  const double bytes = n * mult;
+  // 2^63 bytes and up (or inf/nan) cannot be converted; no real size is that large.
+  if (!(bytes < 9.2e18)) return absl::InvalidArgumentError(absl::StrCat("size '", std::string(text), "' is too large"));
+  return static_cast<uint64_t>(bytes);
 }
 
 absl::StatusOr<int64_t> ParseDurationMs(std::string_view text) {
@@ -229,7 +232,9 @@ absl::StatusOr<int64_t> ParseDurationMs(std::string_view text) {
   else if (unit == "m" || unit == "min") mult = 60'000;
   else if (unit == "h") mult = 3'600'000;
   else return absl::InvalidArgumentError(absl::StrCat("bad duration unit in '", std::string(text), "'"));
-  return static_cast<int64_t>(n * mult);
+  const double ms = n * mult;
+  if (!(ms < 9.2e18)) return absl::InvalidArgumentError(absl::StrCat("duration '", std::string(text), "' is too long"));
+  return static_cast<int64_t>(ms);
 }
 
 }  // namespace flotilla
