@@ -43,7 +43,10 @@ TEST_F(ResourceAttackTest, ForkBombIsBoundedByThePidsLimit) {
               r.result.reason == StopReason::kTimeout)
       << sandbox::StopReasonName(r.result.reason) << ": " << r.result.detail;
   EXPECT_LT(r.host_wall_ms, 4000 + 1000 + 2000) << "Exec overran its timeout";
-  EXPECT_GT(most, 8u) << "the bomb never ran";
+  // The bomb ran: the cgroup counted forks refused at its pids limit, or the sampler (every
+  // 20 ms) caught its processes (a fast host forks to the limit and collapses between samples).
+  EXPECT_TRUE(r.result.reason == StopReason::kPids || most > 8u)
+      << "the bomb never ran: " << sandbox::StopReasonName(r.result.reason) << ", at most " << most << " processes";
   EXPECT_LE(most, kPidsLimit) << "more processes than the pids limit in the sandbox";
   // Afterwards the sandbox either works again or reports itself full; it never hangs.
   RunOutput after = Exec(id, {"/bin/true"}, 3000);
