@@ -135,6 +135,7 @@ absl::StatusOr<Dockerfile> ParseDockerfile(const std::string& text, const std::s
       break;
     }
     logical = std::string(absl::StripAsciiWhitespace(logical));
+    if (logical.empty()) continue;  // a continuation of nothing ("\\" then blank lines): no instruction
     size_t sp = logical.find_first_of(" \t");
     in.keyword = absl::AsciiStrToUpper(logical.substr(0, sp));
     std::string rest = sp == std::string::npos ? "" : std::string(absl::StripLeadingAsciiWhitespace(logical.substr(sp)));

@@ -48,75 +48,80 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(std::string_v
                                                                    std::string_view config_json,
                                                                    const std::string& source) {
   const std::string file = source.empty() ? "tokenizer.json" : source + "/tokenizer.json";
-  nlohmann::json j = nlohmann::json::parse(tokenizer_json, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError(absl::StrCat(file, ": not a JSON object"));
-  std::unique_ptr<HfTokenizer> t(new HfTokenizer());
-  if (j.contains("truncation") && !j["truncation"].is_null()) {
-    return absl::InvalidArgumentError(absl::StrCat(file, ": truncation is not supported"));
-  }
-  ASSIGN_OR_RETURN(t->normalizer_, hf::Normalizer::FromJson(j.value("normalizer", nlohmann::json()), file + ": normalizer"));
-  ASSIGN_OR_RETURN(t->pre_tokenizer_,
-                   hf::PreTokenizer::FromJson(j.value("pre_tokenizer", nlohmann::json()), file + ": pre_tokenizer"));
-  if (!j.contains("model")) return absl::InvalidArgumentError(absl::StrCat(file, ": model: missing"));
-  ASSIGN_OR_RETURN(t->model_, hf::BpeModel::FromJson(j["model"], file + ": model"));
+  // A member of an unexpected JSON type anywhere below is the file's error, not a crash.
+  try {
+    nlohmann::json j = nlohmann::json::parse(tokenizer_json, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError(absl::StrCat(file, ": not a JSON object"));
+    std::unique_ptr<HfTokenizer> t(new HfTokenizer());
+    if (j.contains("truncation") && !j["truncation"].is_null()) {
+      return absl::InvalidArgumentError(absl::StrCat(file, ": truncation is not supported"));
+    }
+    ASSIGN_OR_RETURN(t->normalizer_, hf::Normalizer::FromJson(j.value("normalizer", nlohmann::json()), file + ": normalizer"));
+    ASSIGN_OR_RETURN(t->pre_tokenizer_,
+                     hf::PreTokenizer::FromJson(j.value("pre_tokenizer", nlohmann::json()), file + ": pre_tokenizer"));
+    if (!j.contains("model")) return absl::InvalidArgumentError(absl::StrCat(file, ": model: missing"));
+    ASSIGN_OR_RETURN(t->model_, hf::BpeModel::FromJson(j["model"], file + ": model"));
 
-  const nlohmann::json decoder = j.value("decoder", nlohmann::json());
-  if (!decoder.is_null()) {
-    const std::string type = decoder.is_object() ? decoder.value("type", "") : "";
-    if (type != "ByteLevel") {
-      return absl::InvalidArgumentError(absl::StrCat(file, ": decoder.type '", type, "' is not supported"));
+    const nlohmann::json decoder = j.value("decoder", nlohmann::json());
+    if (!decoder.is_null()) {
+      const std::string type = decoder.is_object() ? decoder.value("type", "") : "";
+      if (type != "ByteLevel") {
+        return absl::InvalidArgumentError(absl::StrCat(file, ": decoder.type '", type, "' is not supported"));
+      }
+      t->byte_level_decoder_ = true;
     }
-    t->byte_level_decoder_ = true;
-  }
 
-  int32_t max_id = t->model_->max_id();
-  const nlohmann::json added = j.value("added_tokens", nlohmann::json::array());
-  if (!added.is_array()) return absl::InvalidArgumentError(absl::StrCat(file, ": added_tokens: expected an array"));
-  for (size_t i = 0; i < added.size(); ++i) {
-    const auto& a = added[i];
-    const std::string where = absl::StrCat(file, ": added_tokens[", i, "]");
-    if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
-        !a["content"].is_string()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": expected {\"id\": int, \"content\": string, ...}"));
+    int32_t max_id = t->model_->max_id();
+    const nlohmann::json added = j.value("added_tokens", nlohmann::json::array());
+    if (!added.is_array()) return absl::InvalidArgumentError(absl::StrCat(file, ": added_tokens: expected an array"));
+    for (size_t i = 0; i < added.size(); ++i) {
+      const auto& a = added[i];
+      const std::string where = absl::StrCat(file, ": added_tokens[", i, "]");
+      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
+          !a["content"].is_string()) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": expected {\"id\": int, \"content\": string, ...}"));
+      }
+      hf::AddedToken tok;
+      const int64_t id = a["id"].get<int64_t>();
+      if (id < 0 || id > (1 << 30)) return absl::InvalidArgumentError(absl::StrCat(where, ".id: out of range"));
+      tok.id = static_cast<int32_t>(id);
+      tok.content = a["content"].get<std::string>();
+      if (tok.content.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ".content: empty"));
+      ASSIGN_OR_RETURN(tok.special, FlagOf(a, "special", false, where));
+      ASSIGN_OR_RETURN(tok.single_word, FlagOf(a, "single_word", false, where));
+      ASSIGN_OR_RETURN(tok.lstrip, FlagOf(a, "lstrip", false, where));
+      ASSIGN_OR_RETURN(tok.rstrip, FlagOf(a, "rstrip", false, where));
+      ASSIGN_OR_RETURN(tok.normalized, FlagOf(a, "normalized", !tok.special, where));
+      max_id = std::max(max_id, tok.id);
+      t->added_.push_back(std::move(tok));
     }
-    hf::AddedToken tok;
-    const int64_t id = a["id"].get<int64_t>();
-    if (id < 0 || id > (1 << 30)) return absl::InvalidArgumentError(absl::StrCat(where, ".id: out of range"));
-    tok.id = static_cast<int32_t>(id);
-    tok.content = a["content"].get<std::string>();
-    if (tok.content.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ".content: empty"));
-    ASSIGN_OR_RETURN(tok.special, FlagOf(a, "special", false, where));
-    ASSIGN_OR_RETURN(tok.single_word, FlagOf(a, "single_word", false, where));
-    ASSIGN_OR_RETURN(tok.lstrip, FlagOf(a, "lstrip", false, where));
-    ASSIGN_OR_RETURN(tok.rstrip, FlagOf(a, "rstrip", false, where));
-    ASSIGN_OR_RETURN(tok.normalized, FlagOf(a, "normalized", !tok.special, where));
-    max_id = std::max(max_id, tok.id);
-    t->added_.push_back(std::move(tok));
-  }
-  t->vocab_size_ = max_id + 1;
-  t->added_index_.assign(static_cast<size_t>(t->vocab_size_), -1);
-  std::vector<const hf::AddedToken*> raw, norm;
-  std::vector<std::string> raw_pat, norm_pat;
-  for (size_t i = 0; i < t->added_.size(); ++i) {
-    const hf::AddedToken& a = t->added_[i];
-    t->added_index_[static_cast<size_t>(a.id)] = static_cast<int32_t>(i);
-    if (a.normalized) {
-      norm.push_back(&a);
-      norm_pat.push_back(t->normalizer_->Apply(a.content));
-    } else {
-      raw.push_back(&a);
-      raw_pat.push_back(a.content);
+    t->vocab_size_ = max_id + 1;
+    t->added_index_.assign(static_cast<size_t>(t->vocab_size_), -1);
+    std::vector<const hf::AddedToken*> raw, norm;
+    std::vector<std::string> raw_pat, norm_pat;
+    for (size_t i = 0; i < t->added_.size(); ++i) {
+      const hf::AddedToken& a = t->added_[i];
+      t->added_index_[static_cast<size_t>(a.id)] = static_cast<int32_t>(i);
+      if (a.normalized) {
+        norm.push_back(&a);
+        norm_pat.push_back(t->normalizer_->Apply(a.content));
+      } else {
+        raw.push_back(&a);
+        raw_pat.push_back(a.content);
+      }
     }
+    t->raw_matcher_ = std::make_unique<hf::AddedTokenMatcher>();
+    t->raw_matcher_->Build(raw, raw_pat);
+    t->normalized_matcher_ = std::make_unique<hf::AddedTokenMatcher>();
+    t->normalized_matcher_->Build(norm, norm_pat);
+    if (!config_json.empty()) {
+      const std::string cfg = source.empty() ? "tokenizer_config.json" : source + "/tokenizer_config.json";
+      RETURN_IF_ERROR(t->LoadConfig(config_json, cfg));
+    }
+    return t;
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": ", e.what()));
   }
-  t->raw_matcher_ = std::make_unique<hf::AddedTokenMatcher>();
-  t->raw_matcher_->Build(raw, raw_pat);
-  t->normalized_matcher_ = std::make_unique<hf::AddedTokenMatcher>();
-  t->normalized_matcher_->Build(norm, norm_pat);
-  if (!config_json.empty()) {
-    const std::string cfg = source.empty() ? "tokenizer_config.json" : source + "/tokenizer_config.json";
-    RETURN_IF_ERROR(t->LoadConfig(config_json, cfg));
-  }
-  return t;
 }
 
 absl::Status HfTokenizer::LoadConfig(std::string_view config_json, const std::string& file) {

@@ -1,5 +1,6 @@
 #include "test_sandbox.h"
 
+#include "flotilla/common/logging.h"
 #include "flotilla/common/status.h"
 
 namespace flotilla::synth {
@@ -16,7 +17,11 @@ absl::StatusOr<std::unique_ptr<TestSandbox>> TestSandbox::Start(worker::SandboxC
   return std::unique_ptr<TestSandbox>(new TestSandbox(sandboxes, std::move(id)));
 }
 
-TestSandbox::~TestSandbox() { (void)sandboxes_.Destroy(id_); }
+TestSandbox::~TestSandbox() {
+  if (absl::Status destroyed = sandboxes_.Destroy(id_); !destroyed.ok()) {
+    FLOG(warn, "synth: sandbox not destroyed", {{"sandbox", id_}, {"error", std::string(destroyed.message())}});
+  }
+}
 
 absl::StatusOr<ShellRun> TestSandbox::Run(const std::string& script, uint32_t timeout_ms) {
   v1::ExecRequest ex;

@@ -4,7 +4,21 @@
 #include <chrono>
 #include <set>
 
+#include "flotilla/common/logging.h"
+
 namespace flotilla::worker {
+namespace {
+
+// A sequence that ended between being listed and being stopped is NotFound (released) or
+// FailedPrecondition (no longer running): nothing to stop.
+void InterruptIfRunning(inference::Engine& engine, const std::string& sequence_id) {
+  absl::StatusOr<uint32_t> r = engine.Interrupt(sequence_id);
+  if (!r.ok() && !absl::IsNotFound(r.status()) && !absl::IsFailedPrecondition(r.status())) {
+    FLOG(warn, "generation gate: interrupt failed", {{"sequence", sequence_id}, {"error", std::string(r.status().message())}});
+  }
+}
+
+}  // namespace
 
 uint32_t GenerationGate::Pause(inference::Engine& engine, int64_t wait_ms) {
   std::unique_lock<std::mutex> lock(mu_);
@@ -20,7 +34,7 @@ uint32_t GenerationGate::Pause(inference::Engine& engine, int64_t wait_ms) {
   std::set<std::string> interrupted(stopped.begin(), stopped.end());
   // Sequences the engine had not scheduled yet are interrupted one by one.
   for (const std::string& s : running) {
-    if (!interrupted.contains(s)) (void)engine.Interrupt(s);
+    if (!interrupted.contains(s)) InterruptIfRunning(engine, s);
   }
   lock.lock();
   cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [&] {
@@ -70,7 +84,7 @@ void GenerationGate::Shutdown(inference::Engine& engine) {
       if (!c.parked && !c.sequence_id.empty()) running.push_back(c.sequence_id);
     }
   }
-  for (const std::string& s : running) (void)engine.Interrupt(s);
+  for (const std::string& s : running) InterruptIfRunning(engine, s);
 }
 
 GateStats GenerationGate::Stats() const {

@@ -166,7 +166,9 @@ absl::Status RunReference(AgentContext& ctx) {
   // The reference must not stay where the tests could find it (root removes it: the task's
   // user may not own /).
   ASSIGN_OR_RETURN(ExecOutcome rm, RunAsRoot(ctx.sandbox, ctx.sandbox_id, {"rm", "-rf", "/solution"}));
-  (void)rm;
+  if (rm.exit_code != 0) {
+    return absl::InternalError(absl::StrCat("removing /solution after the reference ran: ", rm.output));
+  }
   if (out.exit_code != 0) {
     FLOG(warn, "reference solution failed", {{"task", ctx.task.name}, {"exit", out.exit_code}});
   }
@@ -230,7 +232,11 @@ absl::StatusOr<ScaffoldResult> RunScaffold(ChatService& service, SandboxClient& 
       result.detail = std::string(error.message());
     }
     const int64_t destroy_start = options.clock->NowMicros();
-    (void)sandbox.Destroy(sandbox_id);
+    // A sandbox that cannot be destroyed now is left to its node's cleanup; the run's result
+    // stands, so it is said here rather than returned.
+    if (absl::Status destroyed = sandbox.Destroy(sandbox_id); !destroyed.ok()) {
+      FLOG(warn, "sandbox not destroyed", {{"sandbox", sandbox_id}, {"error", std::string(destroyed.message())}});
+    }
     result.sandbox_destroy_ms = static_cast<double>(options.clock->NowMicros() - destroy_start) / 1000.0;
     std::map<std::string, double> metrics = {{"turns", result.steps},
                                              {"tool_calls", result.commands},
