@@ -139,8 +139,11 @@ class NodeAgentImpl final : public NodeAgent, public v1::NodeAgent::Service {
       usage_ = check_.Apply(usage_, admit);
       admitted_[reservation] = admit;
       starting_.insert(reservation);
+      // A node of one partition gives every sandbox all of its CPUs: pinning would change
+      // nothing and costs cpuset writes per create, so only a node of several pins.
+      const bool pin = rt_->features().cpuset && usage_.partitions_size() > 1;
       for (const auto& p : usage_.partitions()) {
-        if (p.index() == req->numa_partition() && rt_->features().cpuset) {
+        if (p.index() == req->numa_partition() && pin) {
           cpus = p.cpus();
           mems = absl::StrCat(p.numa_node());
         }

@@ -47,7 +47,10 @@ class RunnerEpisodeTest : public ::testing::Test {
   void SetUp() override {
     app::EmbeddedNodeOptions no;
     no.state_dir = dir_.file("sandboxes");
-    no.cgroup_prefix = "flotilla-episode-test-" + std::to_string(::getpid());
+    // A cgroup parent of its own per test: the previous test's runtime may still be taking
+    // its parent down when the next one starts.
+    static int fixture = 0;
+    no.cgroup_prefix = "flotilla-episode-test-" + std::to_string(::getpid()) + "-" + std::to_string(++fixture);
     // The samples' sandboxes are idle while the model writes: charged a tenth of a core each.
     no.admission.default_cpu_millicores = 100;
     no.admission.default_memory_bytes = 256ull << 20;
