@@ -39,9 +39,6 @@ absl::StatusOr<ExecOutcome> RunCommand(AgentContext& ctx, const std::string& com
 // "<returncode>..</returncode><output>..</output>", output cut to the options' limit.
 std::string Observation(const ExecOutcome& out, uint32_t limit);
 
-// The system text of a scaffold's requests: the options' system_prompt, then `own`.
-std::string SystemText(const AgentContext& ctx, const std::string& own);
-
 absl::StatusOr<AgentOutcome> RunSingleTurnAgent(AgentContext& ctx);
 absl::StatusOr<AgentOutcome> RunMiniAgent(AgentContext& ctx);
 absl::StatusOr<AgentOutcome> RunToolAgent(AgentContext& ctx);

@@ -1,20 +1,13 @@
 // The single-turn agent: one reply to the instruction, written into the sandbox for the tests.
-#include "absl/strings/str_cat.h"
 #include "flotilla/common/status.h"
 #include "scaffold_agents.h"
 
 namespace flotilla::worker {
 
-std::string SystemText(const AgentContext& ctx, const std::string& own) {
-  if (ctx.options.system_prompt.empty()) return own;
-  if (own.empty()) return ctx.options.system_prompt;
-  return absl::StrCat(ctx.options.system_prompt, "\n\n", own);
-}
-
 absl::StatusOr<AgentOutcome> RunSingleTurnAgent(AgentContext& ctx) {
   ChatRequest req;
   req.session_id = ctx.session_id;
-  req.system = SystemText(ctx, "");
+  req.system = ctx.options.system_prompt;  // single-turn has no scaffold text of its own
   req.max_tokens = ctx.options.max_tokens;
   req.ignore_stop = ctx.options.exact_tokens;
   req.temperature = ctx.options.temperature;
