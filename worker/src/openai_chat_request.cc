@@ -116,6 +116,8 @@ absl::StatusOr<ChatRequest> ParseChatCompletionsRequest(const std::string& text,
   RETURN_IF_ERROR(ReadBool(body, "logprobs", "logprobs", &req.logprobs));
   RETURN_IF_ERROR(ReadUint(body, "top_logprobs", "top_logprobs", 0, 20, &req.top_logprobs));
   RETURN_IF_ERROR(ReadBool(body, "stream", "stream", &req.stream));
+  // vLLM's extension: generate until max_tokens whatever the model's end tokens.
+  RETURN_IF_ERROR(ReadBool(body, "ignore_eos", "ignore_eos", &req.ignore_stop));
   uint32_t n = 1;
   RETURN_IF_ERROR(ReadUint(body, "n", "n", 1, 1, &n));
   auto so = body.find("stream_options");
