@@ -1,5 +1,6 @@
 #include "flotilla/inference/hf_init.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -90,6 +91,14 @@ absl::Status WriteRandomHfModel(const HfInitOptions& o) {
       o.num_heads % o.num_kv_heads != 0) {
     return absl::InvalidArgumentError("model shape: sizes must be positive and num_heads a multiple of num_kv_heads");
   }
+  for (int32_t l : o.mlp_only_layers) {
+    if (l < 0 || l >= o.num_layers) {
+      return absl::InvalidArgumentError(absl::StrCat("mlp_only_layers: layer ", l, " is not in [0, ", o.num_layers, ")"));
+    }
+  }
+  if (o.tie_word_embeddings && o.end_probability > 0) {
+    return absl::InvalidArgumentError("--end-probability: needs an lm_head of its own (tie_word_embeddings false)");
+  }
   if (moe && (o.num_experts <= 0 || o.top_k <= 0 || o.top_k > o.num_experts)) {
     return absl::InvalidArgumentError("model shape: top_k must be in [1, num_experts]");
   }
@@ -140,14 +149,14 @@ absl::Status WriteRandomHfModel(const HfInitOptions& o) {
   c["max_position_embeddings"] = o.max_position_embeddings;
   c["rope_parameters"] = {{"rope_theta", 1000000.0}, {"rope_type", "default"}};
   c["attention_bias"] = false;
-  c["tie_word_embeddings"] = false;
+  c["tie_word_embeddings"] = o.tie_word_embeddings;
   if (moe) {
     c["num_experts"] = o.num_experts;
     c["num_experts_per_tok"] = o.top_k;
     c["moe_intermediate_size"] = o.moe_intermediate_size;
-    c["norm_topk_prob"] = true;
+    c["norm_topk_prob"] = o.norm_topk_prob;
     c["decoder_sparse_step"] = 1;
-    c["mlp_only_layers"] = nlohmann::ordered_json::array();
+    c["mlp_only_layers"] = o.mlp_only_layers;
   }
   auto eos = tok != nullptr ? tok->eos_id() : std::nullopt;
   c["bos_token_id"] = nullptr;
@@ -163,7 +172,7 @@ absl::Status WriteRandomHfModel(const HfInitOptions& o) {
   const int64_t h = o.hidden_size, hd = o.head_dim;
   const float s = o.init_std;
   t.Normal("model.embed_tokens.weight", {vocab, h}, s);
-  t.Normal("lm_head.weight", {vocab, h}, s);
+  if (!o.tie_word_embeddings) t.Normal("lm_head.weight", {vocab, h}, s);
   t.Normal("model.norm.weight", {h}, 0.1f, 1.0f);
   for (int32_t l = 0; l < o.num_layers; ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
@@ -175,7 +184,7 @@ absl::Status WriteRandomHfModel(const HfInitOptions& o) {
     t.Normal(p + "self_attn.o_proj.weight", {h, o.num_heads * hd}, s);
     t.Normal(p + "self_attn.q_norm.weight", {hd}, 0.1f, 1.0f);
     t.Normal(p + "self_attn.k_norm.weight", {hd}, 0.1f, 1.0f);
-    if (moe) {
+    if (moe && std::find(o.mlp_only_layers.begin(), o.mlp_only_layers.end(), l) == o.mlp_only_layers.end()) {
       t.Normal(p + "mlp.gate.weight", {o.num_experts, h}, s);
       std::vector<std::string> gate_up, down;
       for (int32_t e = 0; e < o.num_experts; ++e) {

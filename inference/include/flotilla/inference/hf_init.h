@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "flotilla/inference/safetensors.h"
@@ -44,6 +45,11 @@ struct HfInitOptions {
   // The experts in transformers 5's fused layout (mlp.experts.gate_up_proj [E, 2I, H],
   // mlp.experts.down_proj [E, H, I]) instead of per expert: the same values either way.
   bool fused_experts = false;
+  // qwen3_moe: layers with a dense MLP (intermediate_size) instead of experts, and whether the
+  // top-k weights are renormalised.
+  std::vector<int32_t> mlp_only_layers;
+  bool norm_topk_prob = true;
+  bool tie_word_embeddings = false;  // no lm_head.weight: the embedding is the output layer
 };
 
 // Errors name the flag or file: an unsupported family, a tokenizer folder without
