@@ -2,16 +2,15 @@
 // with Prometheus /metrics of the agent (sandboxes by state and class, create/destroy latency,
 // failures, crashes, stopped commands) on --metrics-listen.
 #include <atomic>
-#include <cstdio>
 #include <iostream>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "commands.h"
+#include "daemon_metrics.h"
 #include "flotilla/admission/admission_limits.h"
 #include "flotilla/common/config.h"
-#include "flotilla/common/metrics_server.h"
 #include "flotilla/common/shutdown_signals.h"
 #include "flotilla/node/node_agent.h"
 #include "flotilla/sandbox/zygote_main.h"
@@ -29,18 +28,9 @@ struct NodeFlags {
   uint32_t slots = 2500, partitions_per_node = 1;
   std::string default_memory = "1G";
   uint32_t default_cpu_millicores = 1000;
-  std::string metrics_listen, metrics_port_file;
+  DaemonMetricsFlags metrics;
 };
 
-// Written whole or not at all (rename), so a reader never sees a partial number.
-void WritePortFile(const std::string& path, int port) {
-  const std::string tmp = path + ".tmp";
-  FILE* pf = std::fopen(tmp.c_str(), "w");
-  if (pf == nullptr) return;
-  std::fprintf(pf, "%d\n", port);
-  std::fclose(pf);
-  std::rename(tmp.c_str(), path.c_str());
-}
 
 int RunNode(const NodeFlags& f) {
   using namespace flotilla::sandbox;
@@ -82,16 +72,10 @@ int RunNode(const NodeFlags& f) {
     std::cerr << "flotilla node: " << agent.status() << "\n";
     return 1;
   }
-  std::unique_ptr<MetricsServer> metrics_server;
-  if (!f.metrics_listen.empty()) {
-    auto m = MetricsServer::Start(f.metrics_listen, metrics);
-    if (!m.ok()) {
-      std::cerr << "flotilla node: --metrics-listen: " << m.status().message() << "\n";
-      return 2;
-    }
-    metrics_server = std::move(*m);
-    std::cout << "flotilla node: metrics on port " << metrics_server->port() << std::endl;
-    if (!f.metrics_port_file.empty()) WritePortFile(f.metrics_port_file, metrics_server->port());
+  auto metrics_server = ServeDaemonMetrics("flotilla node", f.metrics, metrics);
+  if (!metrics_server.ok()) {
+    std::cerr << "flotilla node: " << metrics_server.status().message() << "\n";
+    return 2;
   }
   auto server = NodeAgentServer::Start(agent->get(), f.listen);
   if (!server.ok()) {
@@ -139,9 +123,7 @@ void AddNodeCommand(CLI::App& app, int* exit_code) {
   node->add_option("--default-cpu-millicores", f->default_cpu_millicores,
                    "CPU charged when a request leaves it 0 (the scheduler's flag of that name must match)")
       ->capture_default_str();
-  node->add_option("--metrics-listen", f->metrics_listen,
-                   "serve Prometheus /metrics on this host:port (port 0: any; empty: off), e.g. 0.0.0.0:7071");
-  node->add_option("--metrics-port-file", f->metrics_port_file, "write the bound metrics port here once serving");
+  AddDaemonMetricsFlags(node, f->metrics, "0.0.0.0:7071");
   node->callback([f, exit_code] {
     if (!f->scheduler.empty() && f->node_id.empty()) {
       std::cerr << "flotilla node: --node-id is required with --scheduler\n";
