@@ -100,7 +100,7 @@ TEST(DaemonMetricsTest, WorkerAndEngineDaemonsServeMetrics) {
     }
     EXPECT_EQ(a["flotilla_worker_requests_total{route=\"/metrics\",status=\"200\"}"], 0);
     EXPECT_EQ(b["flotilla_worker_requests_total{route=\"/metrics\",status=\"200\"}"], 1);
-    EXPECT_EQ(b["flotilla_worker_requests_total{route=\"/v1/chat/completions\",status=\"200\"}"], 1);
+    EXPECT_EQ(b["flotilla_worker_requests_total{route=\"/chat/completions\",status=\"200\"}"], 1);
     EXPECT_GT(b["flotilla_engine_decode_tokens_total"], a["flotilla_engine_decode_tokens_total"]);
   }
 
