@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "commands.h"
+#include "daemon_metrics.h"
 #include "flotilla/app/embedded_node.h"
 #include "flotilla/common/shutdown_signals.h"
 #include "flotilla/inference/engine.h"
@@ -19,8 +20,11 @@
 namespace flotilla::cli {
 namespace {
 
-int Serve(const std::string& experiment, const std::string& listen, int threads) {
+int Serve(const std::string& experiment, const std::string& listen, int threads,
+          const DaemonMetricsFlags& metrics_flags) {
   ShutdownSignals signals;  // before the engine's, sandbox's and gRPC's threads exist
+  // The engine's, the node agent's and the bridge's figures (before them all: they count into it).
+  MetricsRegistry metrics;
   auto cfg = trainer_bridge::LoadExperimentConfig(experiment);
   if (!cfg.ok()) {
     std::cerr << "bridge: " << cfg.status().message() << "\n";
@@ -29,6 +33,7 @@ int Serve(const std::string& experiment, const std::string& listen, int threads)
   inference::EngineOptions eo;
   eo.threads = threads;
   eo.max_batch = std::max<uint32_t>(64, cfg->rollout.max_in_flight);
+  eo.metrics = &metrics;
   auto engine = inference::Engine::Create(eo);
   if (!engine.ok()) {
     std::cerr << "bridge: engine: " << engine.status().message() << "\n";
@@ -41,6 +46,7 @@ int Serve(const std::string& experiment, const std::string& listen, int threads)
   // core and 256 MiB unless it asks for more, so the in-flight bound is admitted.
   no.admission.default_cpu_millicores = 20;
   no.admission.default_memory_bytes = 256ull << 20;
+  no.metrics = &metrics;
   auto sandbox = app::EmbeddedNode::Start(no);
   if (!sandbox.ok()) {
     std::cerr << "bridge: sandbox: " << sandbox.status().message() << "\n";
@@ -48,11 +54,17 @@ int Serve(const std::string& experiment, const std::string& listen, int threads)
   }
   trainer_bridge::ExperimentOptions xo;
   xo.listen = listen;
+  xo.metrics = &metrics;
   worker::SandboxClient sandboxes((*sandbox)->channel());
   auto exp = trainer_bridge::Experiment::Start(*cfg, **engine, &sandboxes, xo);
   if (!exp.ok()) {
     std::cerr << "bridge: " << exp.status().message() << "\n";
     return 1;
+  }
+  auto metrics_server = ServeDaemonMetrics("bridge", metrics_flags, metrics);
+  if (!metrics_server.ok()) {
+    std::cerr << "bridge: " << metrics_server.status().message() << "\n";
+    return 2;
   }
   std::cout << "bridge: listening on " << (*exp)->address() << std::endl;
   signals.Wait();
@@ -129,13 +141,18 @@ void AddBridgeCommand(CLI::App& app, int* exit_code) {
   CLI::App* bridge = app.add_subcommand("bridge", "Run or reconfigure the trainer bridge");
   bridge->require_subcommand(1);
 
-  struct ServeFlags { std::string experiment, listen; int threads = 1; };
+  struct ServeFlags {
+    std::string experiment, listen;
+    int threads = 1;
+    DaemonMetricsFlags metrics;
+  };
   auto sf = std::make_shared<ServeFlags>();
   CLI::App* serve = bridge->add_subcommand("serve", "Serve an experiment's TrainerBridge for an external trainer");
   serve->add_option("experiment", sf->experiment, "experiment YAML")->required();
   serve->add_option("--listen", sf->listen, "address (default: trainer.address)");
   serve->add_option("--engine-threads", sf->threads, "engine CPU threads");
-  serve->callback([sf, exit_code] { *exit_code = Serve(sf->experiment, sf->listen, sf->threads); });
+  AddDaemonMetricsFlags(serve, sf->metrics, "127.0.0.1:7402");
+  serve->callback([sf, exit_code] { *exit_code = Serve(sf->experiment, sf->listen, sf->threads, sf->metrics); });
 
   auto address = std::make_shared<std::string>();
   CLI::App* status = bridge->add_subcommand("status", "Show a running bridge's state");
