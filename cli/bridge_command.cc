@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "commands.h"
+#include "task_environment.h"
 #include "flotilla/app/embedded_node.h"
 #include "flotilla/common/shutdown_signals.h"
 #include "flotilla/inference/engine.h"
@@ -19,7 +20,8 @@
 namespace flotilla::cli {
 namespace {
 
-int Serve(const std::string& experiment, const std::string& listen, int threads) {
+int Serve(const std::string& experiment, const std::string& listen, int threads, const std::string& env_store,
+          const std::string& agents_dir) {
   ShutdownSignals signals;  // before the engine's, sandbox's and gRPC's threads exist
   auto cfg = trainer_bridge::LoadExperimentConfig(experiment);
   if (!cfg.ok()) {
@@ -37,6 +39,7 @@ int Serve(const std::string& experiment, const std::string& listen, int threads)
   app::EmbeddedNodeOptions no;
   no.state_dir = cfg->state_dir + "/sandbox";
   no.cleanup_leftovers = true;
+  no.image_dir = env_store;  // folder tasks' built environments
   // Every sample has a sandbox, idle while the model writes: each is charged a fiftieth of a
   // core and 256 MiB unless it asks for more, so the in-flight bound is admitted.
   no.admission.default_cpu_millicores = 20;
@@ -48,6 +51,10 @@ int Serve(const std::string& experiment, const std::string& listen, int threads)
   }
   trainer_bridge::ExperimentOptions xo;
   xo.listen = listen;
+  if (auto s = SetExperimentEnvironments(*cfg, env_store, agents_dir, &xo); !s.ok()) {
+    std::cerr << "bridge: " << s.message() << "\n";
+    return 2;
+  }
   worker::SandboxClient sandboxes((*sandbox)->channel());
   auto exp = trainer_bridge::Experiment::Start(*cfg, **engine, &sandboxes, xo);
   if (!exp.ok()) {
@@ -129,13 +136,23 @@ void AddBridgeCommand(CLI::App& app, int* exit_code) {
   CLI::App* bridge = app.add_subcommand("bridge", "Run or reconfigure the trainer bridge");
   bridge->require_subcommand(1);
 
-  struct ServeFlags { std::string experiment, listen; int threads = 1; };
+  struct ServeFlags {
+    std::string experiment, listen;
+    int threads = 1;
+    std::string env_store = "/var/lib/flotilla";
+    std::string agents_dir = "var/agents";
+  };
   auto sf = std::make_shared<ServeFlags>();
   CLI::App* serve = bridge->add_subcommand("serve", "Serve an experiment's TrainerBridge for an external trainer");
   serve->add_option("experiment", sf->experiment, "experiment YAML")->required();
   serve->add_option("--listen", sf->listen, "address (default: trainer.address)");
   serve->add_option("--engine-threads", sf->threads, "engine CPU threads");
-  serve->callback([sf, exit_code] { *exit_code = Serve(sf->experiment, sf->listen, sf->threads); });
+  serve->add_option("--env-store", sf->env_store, "where task environments are built (flotilla env)")
+      ->capture_default_str();
+  serve->add_option("--agents-dir", sf->agents_dir, "agent CLIs for scaffold: pi")->capture_default_str();
+  serve->callback([sf, exit_code] {
+    *exit_code = Serve(sf->experiment, sf->listen, sf->threads, sf->env_store, sf->agents_dir);
+  });
 
   auto address = std::make_shared<std::string>();
   CLI::App* status = bridge->add_subcommand("status", "Show a running bridge's state");

@@ -8,6 +8,9 @@
 // samples in flight finish and are stored, the trainer child is terminated, the summary is
 // printed, and the exit status is 130 or 143 (a second signal skips the wait). The unfinished
 // run can be resumed.
+// Task folder datasets run in their built environments (--env-store; the same builds and cache
+// as `flotilla eval`), and `scaffold: pi` runs the CLI from --agents-dir in each sample's
+// sandbox as read-only layers over the task's environment.
 #include <signal.h>
 #include <unistd.h>
 
@@ -27,6 +30,7 @@
 #include "flotilla/app/embedded_platform.h"
 #include "flotilla/merge/merge.h"
 #include "flotilla/trainer_bridge/experiment.h"
+#include "task_environment.h"
 #include "trainer_process.h"
 
 namespace flotilla::cli {
@@ -46,6 +50,8 @@ struct RunFlags {
   std::string listen;
   std::string http;    // the dashboard and /metrics; empty: none
   double minutes = 0;  // 0: the experiment's own limits
+  std::string env_store = "/var/lib/flotilla";
+  std::string agents_dir = "var/agents";
 };
 
 std::vector<std::string> TrainerArgv(const trainer_bridge::ExperimentConfig& cfg, const std::string& address,
@@ -134,6 +140,11 @@ int Run(const RunFlags& f) {
     cfg->policy.init = *merged;
   }
   app::PlatformOptions po;
+  po.image_dir = f.env_store;
+  if (auto s = SetExperimentEnvironments(*cfg, f.env_store, f.agents_dir, &po.experiment_options); !s.ok()) {
+    std::cerr << "run: " << s.message() << "\n";
+    return 2;
+  }
   po.worker.state_dir = cfg->state_dir;
   po.worker.serve_model = false;  // the policy is the trainer's to publish
   po.worker.engine.backend = f.backend;
@@ -269,6 +280,10 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   run->add_option("--listen", flags->listen, "TrainerBridge address (default: trainer.address)");
   run->add_option("--http", flags->http, "serve the dashboard and Prometheus /metrics here (HOST:PORT; port 0: any)");
   run->add_option("--minutes", flags->minutes, "stop RL after this many minutes");
+  run->add_option("--env-store", flags->env_store, "where task environments are built (flotilla env)")
+      ->capture_default_str();
+  run->add_option("--agents-dir", flags->agents_dir, "agent CLIs for scaffold: pi (scripts/test-deps.d/agent-clis.sh)")
+      ->capture_default_str();
   run->callback([flags, exit_code] { *exit_code = Run(*flags); });
 }
 
