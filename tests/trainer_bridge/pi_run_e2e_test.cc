@@ -1,12 +1,14 @@
 // `flotilla run` with `scaffold: pi`: the real pi agent CLI (npm) runs inside each sample's
 // scheduler-placed sandbox (hello-file's built environment with pi and Node.js as read-only
 // layers on top) and reaches the policy only through the worker's wire APIs, forwarded by the
-// sandbox's in-sandbox endpoint; its samples train in a two-step GRPO run from a random-init
+// sandbox's in-sandbox endpoint; its samples train in a one-step GRPO run from a random-init
 // model. Token exactness: what the batch assembler hands the trainer (ExperimentStore::
 // FromTrajectory) is exactly the trajectory's engine token sequence, the loss mask is 1 on the
 // engine's generated tokens only (each with its logprob and policy version) and 0 on everything
-// pi and the template added, and the trainer's own logprobs of the first batch agree with the
-// engine's (behaviour_kl ~ 0: the tokens and their positions are the ones generated). The
+// pi and the template added, every generated token's logprob is what the engine gives it again
+// when it scores the sequence with the published weights of that token's version (so each token
+// and everything before it are the ones the engine generated from, never re-tokenized text), and
+// the trainer's own logprobs of the batch agree with the engine's (behaviour_kl ~ 0). The
 // random model scores 0, so every group has zero reward variance: GRPO gives every token a zero
 // advantage (the step's loss and gradient are exactly 0), and no reward is made up.
 // Needs root and debootstrap (sandboxes, environment builds) and pi with Node.js
@@ -18,10 +20,15 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "flotilla/common/metrics_log.h"
+#include "flotilla/common/status.h"
+#include "flotilla/inference/engine.h"
+#include "flotilla/trainer_bridge/experiment.h"
+#include "flotilla/trainer_bridge/experiment_config.h"
 #include "flotilla/trainer_bridge/experiment_store.h"
 #include "gtest/gtest.h"
 #include "testing/shell.h"
@@ -49,16 +56,17 @@ TEST(PiRunE2eTest, PiSamplesInSandboxesTrainWithTokenExactTrajectories) {
     }
   }
   testing::TempDir dir;
-  // A byte-level policy: pi's system prompt and tool list are a few thousand tokens.
+  // A byte-level policy: pi's system prompt and tool list are about 5,300 tokens; pi compacts
+  // a conversation that comes within 16,384 tokens of the window, so the window is larger.
   std::ofstream(dir.file("experiment.yaml"))
       << "name: pi-rl\nstate_dir: run\nseed: 5\nscaffold: pi\nsandbox_policy: default\n"
       << "policy:\n  model: {vocab_size: 272, n_layers: 2, d_model: 32, n_heads: 2, n_kv_heads: 1, head_dim: 16,\n"
-      << "          n_experts: 4, top_k: 2, n_shared_experts: 1, expert_hidden: 32, max_context: 16384}\n"
+      << "          n_experts: 4, top_k: 2, n_shared_experts: 1, expert_hidden: 32, max_context: 32768}\n"
       << "  init: random\n"
       << "datasets:\n  - {name: hello, source: \"" << src << "/examples/tasks/hello-file\", weight: 1}\n"
-      << "rollout: {group_size: 2, groups_per_step: 1, max_in_flight: 2, staleness: 1, max_new_tokens: 16,\n"
+      << "rollout: {group_size: 2, groups_per_step: 1, max_in_flight: 2, staleness: 0, max_new_tokens: 16,\n"
       << "          length_bias: {enabled: false}}\n"
-      << "trainer: {sft_steps: 0, rl_steps: 2, learning_rate: 0.0003, publish_every: 1}\n";
+      << "trainer: {sft_steps: 0, rl_steps: 1, learning_rate: 0.0003, publish_every: 1}\n";
   const std::string cmd = Env("FLOTILLA_BINARY_DIR", "build") + "/cli/flotilla run --fresh --env-store '" +
                           Env("FLOTILLA_ENV_STORE", "/var/lib/flotilla") + "' --agents-dir '" + agents + "' " +
                           dir.file("experiment.yaml") + " 2>&1";
@@ -70,23 +78,42 @@ TEST(PiRunE2eTest, PiSamplesInSandboxesTrainWithTokenExactTrajectories) {
   ASSERT_TRUE(std::regex_match(last, m, std::regex(R"(^run: reward_start=0.000 reward_end=0.000 steps=([0-9]+) .* )"
                                                    R"(scaffold=pi turns_mean=.* sandboxes=([0-9]+)\n?$)")))
       << out;
-  EXPECT_GE(std::stoi(m[1]), 2);
+  EXPECT_GE(std::stoi(m[1]), 1);
 
   // Trainer steps consumed the pi samples; zero-variance groups train on nothing.
   auto steps = ReadMetricsLog(dir.file("run/metrics.jsonl"));
   ASSERT_TRUE(steps.ok()) << steps.status();
-  ASSERT_GE(steps->size(), 2u) << out;
+  ASSERT_GE(steps->size(), 1u) << out;
   for (const MetricsLogLine& l : *steps) {
     SCOPED_TRACE("step " + std::to_string(l.step));
     EXPECT_EQ(l.values.at("samples"), 2.0);
     EXPECT_GT(l.values.at("response_tokens_mean"), 0.0);
     EXPECT_EQ(l.values.at("reward_mean"), 0.0);
     EXPECT_EQ(l.values.at("zero_variance_group_frac"), 1.0);
-    EXPECT_EQ(l.values.at("loss"), 0.0);
-    EXPECT_EQ(l.values.at("grad_norm"), 0.0);
+    EXPECT_EQ(l.values.at("trainer/loss"), 0.0);
+    EXPECT_EQ(l.values.at("trainer/grad_norm"), 0.0);
   }
   // The first batch was generated by the weights the trainer scores it with.
-  EXPECT_LT(std::abs(steps->front().values.at("behaviour_kl")), 1e-3) << out;
+  EXPECT_LT(std::abs(steps->front().values.at("trainer/behaviour_kl")), 1e-3) << out;
+
+  // The engine that scores the samples again, with the weights the trainer published.
+  auto config = LoadExperimentConfig(dir.file("experiment.yaml"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto model = PolicyModelConfig(*config);
+  ASSERT_TRUE(model.ok()) << model.status();
+  inference::EngineOptions eo;
+  eo.threads = 1;
+  auto engine = inference::Engine::Create(eo);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::set<int64_t> loaded;
+  auto weights = [&](int64_t version) -> absl::StatusOr<std::string> {
+    const std::string name = "v" + std::to_string(version);
+    if (loaded.insert(version).second) {
+      RETURN_IF_ERROR((*engine)->LoadModel(name, *model, dir.file("run/weights/" + name + ".safetensors"), version));
+    }
+    return name;
+  };
+  int rescored = 0;
 
   auto store = ExperimentStore::Open(dir.file("run/trajectories.db"), "pi-rl");
   ASSERT_TRUE(store.ok()) << store.status();
@@ -135,6 +162,26 @@ TEST(PiRunE2eTest, PiSamplesInSandboxesTrainWithTokenExactTrajectories) {
       }
     }
     EXPECT_GT(generated, 0) << "no request of pi reached the engine";
+    // Each generated token scored again by the engine, after exactly the tokens before it.
+    size_t first = 0;
+    while (first < mask.size() && mask[first] == 0) ++first;
+    for (size_t i = first; i < mask.size(); ++i) {
+      if (mask[i] == 0) continue;
+      EXPECT_EQ(versions[i], versions[first]) << "one weight version per sample in this run";
+    }
+    if (first < mask.size()) {
+      auto name = weights(versions[first]);
+      EXPECT_TRUE(name.ok()) << name.status();
+      if (!name.ok()) return absl::OkStatus();
+      auto score = (*engine)->Score(*name, ids, static_cast<uint32_t>(first), 0, false);
+      EXPECT_TRUE(score.ok()) << score.status();
+      if (!score.ok()) return absl::OkStatus();
+      for (size_t i = first; i < mask.size(); ++i) {
+        if (mask[i] == 0) continue;
+        EXPECT_NEAR(score->logprobs[i - first], logprobs[i], 1e-3) << "token " << i << " (id " << ids[i] << ")";
+        rescored += 1;
+      }
+    }
     // What the trainer is handed is exactly that sequence.
     auto sample = ExperimentStore::FromTrajectory(t);
     EXPECT_TRUE(sample.ok()) << sample.status();
@@ -144,7 +191,8 @@ TEST(PiRunE2eTest, PiSamplesInSandboxesTrainWithTokenExactTrajectories) {
     EXPECT_EQ(all, ids);
     const size_t p = sample->prompt.size();
     for (size_t i = 0; i < p; ++i) EXPECT_EQ(mask[i], 0u) << "prompt token " << i;
-    ASSERT_EQ(sample->completion.size(), ids.size() - p);
+    EXPECT_EQ(sample->completion.size(), ids.size() - p);
+    if (sample->completion.size() != ids.size() - p) return absl::OkStatus();
     for (size_t i = 0; i < sample->completion.size(); ++i) {
       EXPECT_EQ(sample->loss_mask[i], mask[p + i]) << "completion token " << i;
       EXPECT_EQ(sample->logprobs[i], logprobs[p + i]) << "completion token " << i;
@@ -154,7 +202,8 @@ TEST(PiRunE2eTest, PiSamplesInSandboxesTrainWithTokenExactTrajectories) {
     return absl::OkStatus();
   }).ok());
   EXPECT_EQ(grouped, figures->samples);
-  EXPECT_GE(grouped, 4);
+  EXPECT_GE(grouped, 2);
+  EXPECT_GT(rescored, 0);
 }
 
 }  // namespace

@@ -70,7 +70,7 @@ TEST_P(ScaffoldRunE2eTest, ShortExperimentStoresMultiTurnTrajectories) {
   ASSERT_GE(steps->size(), 2u) << out;
   for (const MetricsLogLine& l : *steps) {
     EXPECT_EQ(l.values.at("samples"), 2.0) << "step " << l.step;
-    EXPECT_EQ(l.values.count("loss"), 1u) << "step " << l.step;
+    EXPECT_EQ(l.values.count("trainer/loss"), 1u) << "step " << l.step;
   }
   auto store = ExperimentStore::Open(dir.file("run/trajectories.db"), "scaffold-" + scaffold);
   ASSERT_TRUE(store.ok()) << store.status();
