@@ -36,10 +36,17 @@ int Serve(const std::string& experiment, const std::string& listen, int threads,
     std::cerr << "bridge: engine: " << engine.status().message() << "\n";
     return 1;
   }
+  trainer_bridge::ExperimentOptions xo;
+  xo.listen = listen;
+  auto images = SetExperimentEnvironments(*cfg, env_store, agents_dir, &xo);
+  if (!images.ok()) {
+    std::cerr << "bridge: " << images.status().message() << "\n";
+    return 2;
+  }
   app::EmbeddedNodeOptions no;
   no.state_dir = cfg->state_dir + "/sandbox";
+  no.image_dir = *images;  // folder tasks' built environments
   no.cleanup_leftovers = true;
-  no.image_dir = env_store;  // folder tasks' built environments
   // Every sample has a sandbox, idle while the model writes: each is charged a fiftieth of a
   // core and 256 MiB unless it asks for more, so the in-flight bound is admitted.
   no.admission.default_cpu_millicores = 20;
@@ -48,12 +55,6 @@ int Serve(const std::string& experiment, const std::string& listen, int threads,
   if (!sandbox.ok()) {
     std::cerr << "bridge: sandbox: " << sandbox.status().message() << "\n";
     return 1;
-  }
-  trainer_bridge::ExperimentOptions xo;
-  xo.listen = listen;
-  if (auto s = SetExperimentEnvironments(*cfg, env_store, agents_dir, &xo); !s.ok()) {
-    std::cerr << "bridge: " << s.message() << "\n";
-    return 2;
   }
   worker::SandboxClient sandboxes((*sandbox)->channel());
   auto exp = trainer_bridge::Experiment::Start(*cfg, **engine, &sandboxes, xo);

@@ -140,9 +140,10 @@ int Run(const RunFlags& f) {
     cfg->policy.init = *merged;
   }
   app::PlatformOptions po;
-  po.image_dir = f.env_store;
-  if (auto s = SetExperimentEnvironments(*cfg, f.env_store, f.agents_dir, &po.experiment_options); !s.ok()) {
-    std::cerr << "run: " << s.message() << "\n";
+  if (auto images = SetExperimentEnvironments(*cfg, f.env_store, f.agents_dir, &po.experiment_options); images.ok()) {
+    po.image_dir = *images;
+  } else {
+    std::cerr << "run: " << images.status().message() << "\n";
     return 2;
   }
   po.worker.state_dir = cfg->state_dir;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -107,8 +108,13 @@ absl::StatusOr<worker::ExternalAgentSpec> AgentCliSpec(const std::string& agent,
   return spec;
 }
 
-absl::Status SetExperimentEnvironments(const trainer_bridge::ExperimentConfig& config, const std::string& env_store,
-                                       const std::string& agents_dir, trainer_bridge::ExperimentOptions* options) {
+absl::StatusOr<std::string> SetExperimentEnvironments(const trainer_bridge::ExperimentConfig& config,
+                                                      const std::string& env_store, const std::string& agents_dir,
+                                                      trainer_bridge::ExperimentOptions* options) {
+  const bool folders = std::any_of(config.datasets.begin(), config.datasets.end(), [](const auto& d) {
+    return std::filesystem::is_directory(d.source);
+  });
+  if (!folders) return std::string();
   const bool cli = trainer_bridge::IsAgentCliScaffold(config.scaffold);
   if (cli) {
     ASSIGN_OR_RETURN(inference::ModelConfig model, trainer_bridge::PolicyModelConfig(config));
@@ -124,7 +130,7 @@ absl::Status SetExperimentEnvironments(const trainer_bridge::ExperimentConfig& c
     if (cli) RETURN_IF_ERROR(AddAgentLayer(*builder, scaffold, agents, task));
     return absl::OkStatus();
   };
-  return absl::OkStatus();
+  return env_store;
 }
 
 environments::EnvBuilderOptions CliEnvBuilderOptions(const std::string& store_dir) {

@@ -45,10 +45,12 @@ absl::StatusOr<worker::ExternalAgentSpec> AgentCliSpec(const std::string& agent,
 // Sets `options` so that an experiment's folder datasets run in their built environments in
 // `env_store` (the builds of `flotilla eval`, from the cache when unchanged; each task readied
 // as the experiment starts) and, for an agent CLI scaffold (pi), the CLI from `agents_dir` runs
-// in each sample's sandbox as read-only layers over its task's environment. The node must find
-// images in `env_store` (its image_dir). A CLI not installed is NotFound.
-absl::Status SetExperimentEnvironments(const trainer_bridge::ExperimentConfig& config, const std::string& env_store,
-                                       const std::string& agents_dir, trainer_bridge::ExperimentOptions* options);
+// in each sample's sandbox as read-only layers over its task's environment. Returns the image
+// directory the node must use: `env_store`, or "" when no dataset is a task folder (nothing
+// is built). A CLI not installed is NotFound.
+absl::StatusOr<std::string> SetExperimentEnvironments(const trainer_bridge::ExperimentConfig& config,
+                                                      const std::string& env_store, const std::string& agents_dir,
+                                                      trainer_bridge::ExperimentOptions* options);
 
 // Options of a builder over `store_dir` whose runtimes use this CLI's zygote.
 environments::EnvBuilderOptions CliEnvBuilderOptions(const std::string& store_dir);

@@ -105,7 +105,7 @@ TEST(ExperimentConfigTest, ErrorsNameFileLineAndField) {
       {"name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\ntrainer:\n  lr_schedule: cosine\n",
        "x.yaml:6: trainer.lr_schedule: must be 'constant' or 'linear', got 'cosine'"},
       {"name: x\nscaffold: swe\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\n",
-       "x.yaml:2: scaffold: unknown scaffold 'swe' (single-turn, mini or terminal)"},
+       "x.yaml:2: scaffold: unknown scaffold 'swe' (single-turn, mini, terminal or pi)"},
   };
   for (const auto& c : cases) {
     auto r = ParseExperimentConfig(c.yaml, "x.yaml", "");
