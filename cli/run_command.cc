@@ -11,6 +11,9 @@
 // printed, and the exit status is 130 or 143 (a second signal skips the wait). The unfinished
 // run can be resumed. When the trainer ends on its own, the samples in flight are stored the
 // same way, so every dispatched sample has a record (summary: dispatched_samples).
+// Task folder datasets run in their built environments (--env-store; the same builds and cache
+// as `flotilla eval`), and `scaffold: pi` runs the CLI from --agents-dir in each sample's
+// sandbox as read-only layers over the task's environment.
 #include <signal.h>
 #include <unistd.h>
 
@@ -30,6 +33,7 @@
 #include "flotilla/app/embedded_platform.h"
 #include "flotilla/merge/merge.h"
 #include "flotilla/trainer_bridge/experiment.h"
+#include "task_environment.h"
 #include "trainer_process.h"
 
 namespace flotilla::cli {
@@ -50,6 +54,8 @@ struct RunFlags {
   std::string http;    // the dashboard and /metrics; empty: none
   std::string scheduler;  // an external `flotilla scheduler`; empty: the embedded one
   double minutes = 0;  // 0: the experiment's own limits
+  std::string env_store = "/var/lib/flotilla";
+  std::string agents_dir = "var/agents";
 };
 
 std::vector<std::string> TrainerArgv(const trainer_bridge::ExperimentConfig& cfg, const std::string& address,
@@ -138,6 +144,12 @@ int Run(const RunFlags& f) {
     cfg->policy.init = *merged;
   }
   app::PlatformOptions po;
+  if (auto images = SetExperimentEnvironments(*cfg, f.env_store, f.agents_dir, &po.experiment_options); images.ok()) {
+    po.image_dir = *images;
+  } else {
+    std::cerr << "run: " << images.status().message() << "\n";
+    return 2;
+  }
   po.worker.state_dir = cfg->state_dir;
   po.worker.serve_model = false;  // the policy is the trainer's to publish
   po.worker.engine.backend = f.backend;
@@ -288,6 +300,10 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   run->add_option("--scheduler", flags->scheduler,
                   "place every sample's sandbox through this `flotilla scheduler` (HOST:PORT) and its "
                   "`flotilla node` agents instead of the embedded scheduler and node");
+  run->add_option("--env-store", flags->env_store, "where task environments are built (flotilla env)")
+      ->capture_default_str();
+  run->add_option("--agents-dir", flags->agents_dir, "agent CLIs for scaffold: pi (scripts/test-deps.d/agent-clis.sh)")
+      ->capture_default_str();
   run->callback([flags, exit_code] { *exit_code = Run(*flags); });
 }
 
