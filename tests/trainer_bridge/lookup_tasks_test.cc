@@ -175,8 +175,8 @@ TEST(LookupTasksTest, TheAgenticExampleEpisodeFitsItsContext) {
   ASSERT_EQ(ex->size(), 2u);  // 2 turns, the first a tool call
   EXPECT_EQ((*ex)[0].prompt.size(), 99u);
   EXPECT_EQ((*ex)[0].target.size(), 32u);
-  EXPECT_EQ((*ex)[1].prompt.size(), 180u);
-  EXPECT_EQ((*ex)[1].target.size(), 84u);
+  EXPECT_EQ((*ex)[1].prompt.size(), 181u);
+  EXPECT_EQ((*ex)[1].target.size(), 83u);
   const size_t episode = (*ex)[1].prompt.size() + (*ex)[1].target.size();
   EXPECT_EQ(episode, 264u);
   const size_t max_context = nlohmann::json::parse(cfg->policy.model_json)["max_context"].get<size_t>();
