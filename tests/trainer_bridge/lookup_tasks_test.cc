@@ -3,11 +3,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <set>
 #include <string>
 
 #include "absl/strings/numbers.h"
+#include "flotilla/trainer_bridge/experiment_config.h"
 #include "flotilla/trainer_bridge/task_source.h"
+#include "flotilla/worker/scaffold_transcript.h"
+#include "nlohmann/json.hpp"
 
 namespace flotilla::trainer_bridge {
 namespace {
@@ -148,6 +152,37 @@ TEST(LookupTasksTest, BadParametersNameTheSourceAndParameter) {
     EXPECT_THAT(std::string(s.status().message()), ::testing::HasSubstr("source '" + c.source + "'"));
     EXPECT_THAT(std::string(s.status().message()), ::testing::HasSubstr(c.says));
   }
+}
+
+// The agentic main job's sizes: its reference episode (what the SFT warm start trains on, and what
+// a model that solves the task generates) in the tokens the worker records, with the scaffold
+// texts the experiment sets; the context holds it with room for a wrong turn.
+TEST(LookupTasksTest, TheAgenticExampleEpisodeFitsItsContext) {
+  const char* src = std::getenv("FLOTILLA_SOURCE_DIR");
+  auto cfg = LoadExperimentConfig(std::string(src == nullptr ? "." : src) + "/examples/agentic-grpo/experiment.yaml");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->scaffold, "mini");
+  ASSERT_EQ(cfg->datasets.size(), 1u);
+  auto tasks = Open(cfg->datasets[0].source, 3);
+  ASSERT_TRUE(tasks);
+  worker::ScaffoldOptions o;  // the fields RolloutRunner::EpisodeOptions takes from the experiment
+  o.scaffold = cfg->scaffold;
+  o.system_prompt = cfg->system_prompt;
+  o.system_template = cfg->system_template;
+  o.instance_template = cfg->instance_template;
+  auto ex = worker::ReferenceTurnExamples(SandboxTaskOf(tasks->Next()), o);
+  ASSERT_TRUE(ex.ok()) << ex.status();
+  ASSERT_EQ(ex->size(), 2u);  // 2 turns, the first a tool call
+  EXPECT_EQ((*ex)[0].prompt.size(), 99u);
+  EXPECT_EQ((*ex)[0].target.size(), 32u);
+  EXPECT_EQ((*ex)[1].prompt.size(), 181u);
+  EXPECT_EQ((*ex)[1].target.size(), 83u);
+  const size_t episode = (*ex)[1].prompt.size() + (*ex)[1].target.size();
+  EXPECT_EQ(episode, 264u);
+  const size_t max_context = nlohmann::json::parse(cfg->policy.model_json)["max_context"].get<size_t>();
+  EXPECT_EQ(max_context, 512u);
+  EXPECT_GE(cfg->rollout.max_new_tokens, (*ex)[1].target.size());
+  EXPECT_LE(episode + cfg->rollout.max_new_tokens, max_context);
 }
 
 }  // namespace

@@ -86,6 +86,20 @@ TEST(ExperimentConfigTest, ParsesUpdatesPerStep) {
   EXPECT_EQ(c->trainer.minibatches, 8u);
 }
 
+TEST(ExperimentConfigTest, ParsesScaffoldTemplates) {
+  auto c = ParseExperimentConfig(std::string(kDatasets) +
+                                     "scaffold: mini\nsystem_template: \"One ```bash block.\"\n"
+                                     "instance_template: \"{{task}}\"\n",
+                                 "x.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->system_template, "One ```bash block.");
+  EXPECT_EQ(c->instance_template, "{{task}}");
+  auto plain = ParseExperimentConfig(std::string(kDatasets) + "scaffold: mini\n", "x.yaml", "");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->system_template, "");
+  EXPECT_EQ(plain->instance_template, "");
+}
+
 TEST(ExperimentConfigTest, ErrorsNameFileLineAndField) {
   struct Case {
     std::string yaml;
@@ -106,6 +120,14 @@ TEST(ExperimentConfigTest, ErrorsNameFileLineAndField) {
        "x.yaml:6: trainer.lr_schedule: must be 'constant' or 'linear', got 'cosine'"},
       {"name: x\nscaffold: swe\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\n",
        "x.yaml:2: scaffold: unknown scaffold 'swe' (single-turn, mini, terminal or pi)"},
+      {std::string(kDatasets) + "system_template: Be brief.\n",
+       "x.yaml:5: system_template: the single-turn scaffold has no text of its own (use system_prompt)"},
+      {std::string(kDatasets) + "scaffold: mini\ninstance_template: Solve it.\n",
+       "x.yaml:6: instance_template: must contain {{task}}, where the task's instruction goes"},
+      {std::string(kDatasets) + "scaffold: mini\nsystem_template: \"\"\n",
+       "x.yaml:6: system_template: must not be empty (leave it out for the scaffold's own text)"},
+      {std::string(kDatasets) + "scaffold: pi\nsystem_template: Be brief.\n",
+       "x.yaml:6: system_template: pi writes its own texts; only mini and terminal take one"},
   };
   for (const auto& c : cases) {
     auto r = ParseExperimentConfig(c.yaml, "x.yaml", "");

@@ -8,6 +8,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.environ.get("FLOTILLA_SOURCE_DIR", "."), "trainer_bridge", "python"))
 
+from flotilla_trainer.tokenizer import PAD  # noqa: E402
 from flotilla_trainer.losses import grpo_loss, opd_loss, sft_loss, token_logprobs  # noqa: E402
 
 
@@ -78,6 +79,39 @@ class SftLossTest(unittest.TestCase):
         self.assertAlmostEqual(loss.item(), -math.log(0.9), places=6)
         self.assertEqual(acc, 1.0)
         self.assertAlmostEqual(token_logprobs(logits, targets)[0, 0].item(), math.log(0.5), places=6)
+
+
+class PackExamplesTest(unittest.TestCase):
+    class Ex:
+        def __init__(self, prompt, target):
+            self.prompt, self.target = prompt, target
+
+    def test_turns_of_one_episode_share_a_sequence_with_the_same_loss(self):
+        from flotilla_trainer.batching import from_examples, pack_examples
+        # Episode 1: turn 1 = [1,2] -> [3]; turn 2 = [1,2,3,4] -> [5,6]. Episode 2: one turn.
+        ex = [self.Ex([1, 2], [3]), self.Ex([1, 2, 3, 4], [5, 6]), self.Ex([7], [8, 9])]
+        self.assertEqual(pack_examples(ex), [([1, 2, 3, 4, 5, 6], [2, 4, 5]), ([7, 8, 9], [1, 2])])
+        t = from_examples(ex)
+        self.assertEqual(t.ids.tolist(), [[1, 2, 3, 4, 5], [7, 8, PAD, PAD, PAD]])
+        self.assertEqual(t.targets.tolist(), [[2, 3, 4, 5, 6], [8, 9, PAD, PAD, PAD]])
+        self.assertEqual(t.mask.tolist(), [[0, 1, 0, 1, 1], [1, 1, 0, 0, 0]])
+        # Same loss as the examples one by one: every target token scored once, from the same context.
+        torch.manual_seed(0)
+        table = torch.randn(PAD + 1, PAD + 1)
+        logits = lambda ids: table[ids] + 0.1 * torch.cumsum(table[ids], dim=1)  # causal
+        packed, _ = sft_loss(logits(t.ids), t.targets, t.mask)
+        total, count = 0.0, 0
+        for e in ex:
+            one = from_examples([e])
+            lp = torch.log_softmax(logits(one.ids), -1).gather(-1, one.targets.unsqueeze(-1)).squeeze(-1)
+            total += -(lp * one.mask).sum().item()
+            count += int(one.mask.sum().item())
+        self.assertAlmostEqual(packed.item(), total / count, places=5)
+
+    def test_unrelated_examples_stay_apart(self):
+        from flotilla_trainer.batching import pack_examples
+        ex = [self.Ex([1, 2], [3]), self.Ex([1, 5, 3], [4]), self.Ex([1], [2])]
+        self.assertEqual([len(s) for s, _ in pack_examples(ex)], [3, 4, 2])
 
 
 if __name__ == "__main__":

@@ -145,6 +145,40 @@ TEST(ScaffoldTranscriptTest, AnExperimentsSystemPromptGoesBeforeTheScaffolds) {
   EXPECT_EQ(opening->tools.size(), 2u);
 }
 
+TEST(ScaffoldTranscriptTest, TemplatesReplaceTheScaffoldsOwnTexts) {
+  ScaffoldOptions mini = With("mini");
+  mini.system_template = "One ```bash block per reply.";
+  mini.instance_template = "Task: {{task}} ({{task}})";
+  auto c = ReferenceConversation(LookupLike(), mini);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)[0].content, "One ```bash block per reply.");
+  EXPECT_EQ((*c)[1].content,
+            "Task: Write the number in /app/data/a.txt to /app/answer.txt. (Write the number in /app/data/a.txt to "
+            "/app/answer.txt.)");
+  // The replies and observations are the scaffold's protocol, not its text: unchanged.
+  auto own = ReferenceConversation(LookupLike(), With("mini"));
+  ASSERT_TRUE(own.ok());
+  EXPECT_EQ((*own)[1].content, "Please solve this task:\n\nWrite the number in /app/data/a.txt to /app/answer.txt.");
+  for (size_t i = 2; i < 5; ++i) EXPECT_EQ((*c)[i].content, (*own)[i].content);
+  // An experiment's system_prompt still goes first; terminal keeps its tools.
+  mini.system_prompt = "Be brief.";
+  auto opening = ScaffoldOpening(LookupLike(), mini);
+  ASSERT_TRUE(opening.ok());
+  EXPECT_EQ(opening->system, "Be brief.\n\nOne ```bash block per reply.");
+  ScaffoldOptions terminal = With("terminal");
+  terminal.system_template = "Use bash, then submit.";
+  auto t = ScaffoldOpening(LookupLike(), terminal);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->system, "Use bash, then submit.");
+  EXPECT_EQ(t->messages[0].content, "Write the number in /app/data/a.txt to /app/answer.txt.");
+  EXPECT_EQ(t->tools.size(), 2u);
+  // The instruction must have a place.
+  mini.instance_template = "Solve it.";
+  auto bad = ScaffoldOpening(LookupLike(), mini);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(), "instance_template: must contain {{task}}");
+}
+
 TEST(ScaffoldTranscriptTest, LongOutputsAreCutAsTheScaffoldCutsThem) {
   TerminalTask t = LookupLike();
   t.reference_steps[0].output = std::string(30, 'x');

@@ -64,6 +64,8 @@ absl::StatusOr<std::unique_ptr<Experiment>> Experiment::Start(const ExperimentCo
   ro.model = options.model_name;
   ro.experiment = config.name;
   ro.system_prompt = config.system_prompt;
+  ro.system_template = config.system_template;
+  ro.instance_template = config.instance_template;
   ro.scaffold = config.scaffold;
   ro.metrics = options.metrics;
   ro.sandbox_policy = config.sandbox_policy;

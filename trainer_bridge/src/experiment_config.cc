@@ -165,7 +165,7 @@ absl::StatusOr<ExperimentConfig> ParseExperimentConfig(const std::string& text, 
   ASSIGN_OR_RETURN(ConfigNode root, ParseConfig(text, name));
   if (!root.is_map()) return root.Error("expected a map");
   RETURN_IF_ERROR(root.CheckKeys({"name", "state_dir", "scaffold", "sandbox_policy", "system_prompt",
-                                  "seed", "policy", "datasets", "rollout", "effort", "teachers", "trainer"}));
+                                  "system_template", "instance_template", "seed", "policy", "datasets", "rollout", "effort", "teachers", "trainer"}));
   ExperimentConfig cfg;
   cfg.file = name;
   ASSIGN_OR_RETURN(cfg.name, root["name"].AsString());
@@ -182,6 +182,22 @@ absl::StatusOr<ExperimentConfig> ParseExperimentConfig(const std::string& text, 
   }
   ASSIGN_OR_RETURN(cfg.sandbox_policy, root["sandbox_policy"].AsString("default"));
   ASSIGN_OR_RETURN(cfg.system_prompt, root["system_prompt"].AsString(""));
+  // The multi-turn scaffolds' own texts, replaced (worker::ScaffoldOptions).
+  for (const char* key : {"system_template", "instance_template"}) {
+    ASSIGN_OR_RETURN(std::string text, root[key].AsString(""));
+    if (!root[key].present()) continue;
+    if (cfg.scaffold == "single-turn") {
+      return root[key].Error("the single-turn scaffold has no text of its own (use system_prompt)");
+    }
+    if (IsAgentCliScaffold(cfg.scaffold)) {
+      return root[key].Error(absl::StrCat(cfg.scaffold, " writes its own texts; only mini and terminal take one"));
+    }
+    if (text.empty()) return root[key].Error("must not be empty (leave it out for the scaffold's own text)");
+    if (std::string(key) == "instance_template" && text.find("{{task}}") == std::string::npos) {
+      return root[key].Error("must contain {{task}}, where the task's instruction goes");
+    }
+    (std::string(key) == "system_template" ? cfg.system_template : cfg.instance_template) = std::move(text);
+  }
   ASSIGN_OR_RETURN(int64_t seed, root["seed"].AsInt(1));
   cfg.seed = static_cast<uint64_t>(seed);
 

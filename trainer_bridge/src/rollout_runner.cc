@@ -68,6 +68,8 @@ worker::ScaffoldOptions RolloutRunner::EpisodeOptions(uint32_t effort) const {
   so.scaffold = options_.scaffold;
   so.agent = "model";
   so.system_prompt = SystemText(effort);
+  so.system_template = options_.system_template;
+  so.instance_template = options_.instance_template;
   so.max_steps = options_.max_turns;
   so.max_tokens = options_.max_new_tokens;
   so.temperature = options_.temperature;

@@ -2,6 +2,7 @@
 #include "flotilla/worker/scaffold_transcript.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "flotilla/common/status.h"
 #include "flotilla/inference/chat_template.h"
 #include "flotilla/worker/chat_service.h"
@@ -10,6 +11,8 @@
 
 namespace flotilla::worker {
 namespace {
+
+constexpr char kTaskPlaceholder[] = "{{task}}";
 
 constexpr char kMiniSystem[] =
     "You are a helpful assistant that can interact with a computer shell to solve programming "
@@ -44,16 +47,23 @@ absl::StatusOr<ChatRequest> ScaffoldOpening(const TerminalTask& task, const Scaf
   ChatMessage user;
   user.role = ChatMessage::Role::kUser;
   std::string own;
+  std::string instance;
   if (scaffold == "mini") {
     own = kMiniSystem;
-    user.content = absl::StrCat("Please solve this task:\n\n", task.instruction);
+    instance = "Please solve this task:\n\n{{task}}";
   } else if (scaffold == "terminal") {
     own = kTerminalSystem;
     req.tools = TerminalTools();
-    user.content = task.instruction;
+    instance = "{{task}}";
   } else {
     return absl::InvalidArgumentError(absl::StrCat("scaffold: unknown '", scaffold, "' (built in: mini, terminal)"));
   }
+  if (!options.system_template.empty()) own = options.system_template;
+  if (!options.instance_template.empty()) instance = options.instance_template;
+  if (instance.find(kTaskPlaceholder) == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("instance_template: must contain ", kTaskPlaceholder));
+  }
+  user.content = absl::StrReplaceAll(instance, {{kTaskPlaceholder, task.instruction}});
   req.system = options.system_prompt.empty() ? own : absl::StrCat(options.system_prompt, "\n\n", own);
   req.messages.push_back(std::move(user));
   return req;

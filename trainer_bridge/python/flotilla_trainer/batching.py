@@ -87,19 +87,38 @@ def from_batch(batch, n_layers, top_k):
     return Tensors(ids, targets, mask, behaviour, advantage, routing, teacher, versions)
 
 
+def pack_examples(examples):
+    """[(ids, loss_positions)]: consecutive examples where one's prompt + target is the start of
+    the next one's prompt (the turns of one multi-turn episode, in order) share one sequence,
+    and the loss covers every target's tokens. The causal model gives each token the same
+    logits either way, so the loss is the one the unpacked examples give, on fewer tokens."""
+    packed = []
+    for e in examples:
+        prompt, target = list(e.prompt), list(e.target)
+        if packed:
+            ids, loss_at = packed[-1]
+            if len(prompt) >= len(ids) and prompt[:len(ids)] == ids:
+                loss_at.extend(range(len(prompt), len(prompt) + len(target)))
+                packed[-1] = (prompt + target, loss_at)
+                continue
+        packed.append((prompt + target, list(range(len(prompt), len(prompt) + len(target)))))
+    return packed
+
+
 def from_examples(examples):
-    """SFT: prompt + target; the loss covers the target tokens."""
-    seqs = [(list(e.prompt), list(e.target)) for e in examples]
-    T = max(len(p) + len(t) for p, t in seqs) - 1
+    """SFT: prompt + target; the loss covers the target tokens (the turns of one episode packed
+    into one sequence, pack_examples)."""
+    seqs = pack_examples(examples)
+    T = max(len(ids) for ids, _ in seqs) - 1
     B = len(seqs)
     ids = torch.full((B, T), PAD, dtype=torch.long)
     targets = torch.full((B, T), PAD, dtype=torch.long)
     mask = torch.zeros(B, T)
-    for b, (p, t) in enumerate(seqs):
-        full = torch.tensor(p + t, dtype=torch.long)
+    for b, (seq, loss_at) in enumerate(seqs):
+        full = torch.tensor(seq, dtype=torch.long)
         n = len(full)
         ids[b, :n - 1] = full[:-1]
         targets[b, :n - 1] = full[1:]
-        mask[b, len(p) - 1:n - 1] = 1.0
+        mask[b, torch.tensor(loss_at, dtype=torch.long) - 1] = 1.0
     z = torch.zeros(B, T)
     return Tensors(ids, targets, mask, z, z, None)

@@ -99,6 +99,10 @@ struct ExperimentConfig {
   std::string scaffold = "single-turn";
   std::string sandbox_policy = "default";
   std::string system_prompt;
+  // mini, terminal: replace the scaffold's own system text / first user turn ("{{task}}" is the
+  // instruction); empty: the scaffold's own (worker::ScaffoldOptions).
+  std::string system_template;
+  std::string instance_template;
   uint64_t seed = 1;
   PolicyConfig policy;
   std::vector<DatasetConfig> datasets;

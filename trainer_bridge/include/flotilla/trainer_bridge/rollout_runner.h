@@ -75,6 +75,8 @@ struct RunnerOptions {
   std::string model;                  // engine model name of the policy
   std::string experiment;
   std::string system_prompt;
+  std::string system_template;        // mini, terminal: replace the scaffold's own texts
+  std::string instance_template;
   std::string scaffold = "single-turn";
   std::string sandbox_policy = "default";
   uint32_t max_new_tokens = 64;       // per model turn

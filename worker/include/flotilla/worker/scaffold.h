@@ -53,6 +53,11 @@ struct ScaffoldOptions {
   bool exact_tokens = false;         // every turn generates exactly max_tokens (benchmarks)
   // single-turn: the system text; mini, terminal: put before the scaffold's own system text.
   std::string system_prompt;
+  // mini, terminal: the scaffold's own texts, replaced (as mini-swe-agent's config replaces
+  // them); empty: the built-in ones. instance_template is the first user turn, in which "{{task}}"
+  // stands for the task's instruction (it must appear: a template without it is an error).
+  std::string system_template;
+  std::string instance_template;
   // The session (and trajectory) id; empty: chosen by the ChatService.
   std::string session_id;
   // Trajectory header fields the caller sets (dataset, group, effort, metrics); the run fills

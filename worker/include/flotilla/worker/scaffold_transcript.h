@@ -30,8 +30,10 @@
 namespace flotilla::worker {
 
 // The request the first turn of scaffold options.scaffold sends: its system text (after
-// options.system_prompt and a blank line, when that is set), its tools and the task's user turn. Sampling fields and the
-// session are left at their defaults. InvalidArgument for a scaffold other than mini or terminal.
+// options.system_prompt and a blank line, when that is set), its tools and the task's user turn;
+// options.system_template and options.instance_template replace the scaffold's own texts when
+// set. Sampling fields and the session are left at their defaults. InvalidArgument for a
+// scaffold other than mini or terminal, or an instance_template without "{{task}}".
 absl::StatusOr<ChatRequest> ScaffoldOpening(const TerminalTask& task, const ScaffoldOptions& options);
 
 // The conversation (system turn first, as ChatService::PromptMessages gives it) recorded when the
