@@ -208,6 +208,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
   ::epoll_ctl(rt->epoll_.get(), EPOLL_CTL_ADD, rt->wake_.get(), &ev);
   rt->monitor_ = std::thread([raw] { raw->MonitorLoop(); });
   if (options.prepare_ahead) rt->preparer_ = std::thread([raw] { raw->PreparerLoop(); });
+  if (options.warm_pool_size > 0) rt->recycler_ = std::thread([raw] { raw->RecyclerLoop(); });
   return std::unique_ptr<Runtime>(std::move(rt));
 }
 
@@ -215,6 +216,7 @@ RuntimeImpl::~RuntimeImpl() {
   // The preparer goes first (a sandbox it is starting needs the zygote), then the zygote: the
   // spawner thread reaps it while the sandboxes are torn down here.
   std::vector<std::shared_ptr<Sandbox>> ahead = StopPreparer();
+  for (std::shared_ptr<Sandbox>& sb : StopRecycler()) ahead.push_back(std::move(sb));
   {
     std::lock_guard<std::mutex> lock(spawn_mu_);
     zygote_closing_ = true;
@@ -320,8 +322,10 @@ absl::StatusOr<std::shared_ptr<Sandbox>> RuntimeImpl::FindRunning(const std::str
 
 absl::StatusOr<CreateResult> RuntimeImpl::Create(const SandboxOptions& options) {
   Stopwatch watch;
-  std::shared_ptr<Sandbox> sb = options.id.empty() ? TakeStartedAhead(options) : nullptr;
-  const bool started_ahead = sb != nullptr;
+  std::shared_ptr<Sandbox> sb = TakeWarm(options);
+  const bool reused = sb != nullptr;
+  if (sb == nullptr && options.id.empty()) sb = TakeStartedAhead(options);
+  const bool started_ahead = sb != nullptr && !reused;
   if (sb == nullptr) {
     // A runtime-chosen id takes the cgroups made ahead for it, when there are some.
     std::string id = options.id;
@@ -359,6 +363,7 @@ absl::StatusOr<CreateResult> RuntimeImpl::Create(const SandboxOptions& options) 
   result.core_scheduling = features_.core_scheduling;
   if (!features_.core_scheduling) result.enforcers_inactive.push_back("core-scheduling: not supported by this kernel");
   result.started_ahead = started_ahead;
+  result.reused = reused;
   result.create_ms = watch.ElapsedMillis();
   Emit(MakeEvent(sb->id, SandboxEvent::Kind::kCreated));
   return result;
@@ -407,7 +412,7 @@ absl::StatusOr<std::shared_ptr<Sandbox>> RuntimeImpl::Build(const SandboxOptions
   return sb;
 }
 
-absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image) {
+absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image, bool attach) {
   // Every sandbox mounts its layers on the same two directories, each in its own mount
   // namespace: nothing per sandbox (or per runtime) is created on the host's filesystem.
   const std::string& rw = layer_dir_;
@@ -537,7 +542,7 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image) {
   sb.pidfd = std::move(spawned.pidfd);
   child_end.Reset();
   // While init sets itself up: it runs no command before it reports ready.
-  RETURN_IF_ERROR(sb.enforcement->AttachToCgroup(sb.cgroup->unified_dir()));
+  if (attach) RETURN_IF_ERROR(sb.enforcement->AttachToCgroup(sb.cgroup->unified_dir()));
   RETURN_IF_ERROR(WaitReady(sb));
   if (options_.prepare_ahead) PrepareNext();
   sb.layer_fd_in_init = spawned.layer_fd_in_init;
@@ -563,7 +568,7 @@ absl::Status RuntimeImpl::WaitReady(Sandbox& sb) {
   return absl::Status(err.code(), "sandbox set-up failed: " + text);
 }
 
-void RuntimeImpl::Teardown(Sandbox& sb) {
+void RuntimeImpl::KillAndWait(Sandbox& sb) {
   if (sb.pidfd.valid() && sb.execution_class == ExecutionClass::kBestEffort) {
     // init's exit takes its namespaces down (mount tree, pid namespace): at normal priority,
     // not behind every other runnable task as SCHED_IDLE would. Only while init is unreaped,
@@ -585,6 +590,10 @@ void RuntimeImpl::Teardown(Sandbox& sb) {
     while (::poll(&exited, 1, 10000) < 0 && errno == EINTR) {
     }
   }
+}
+
+void RuntimeImpl::Teardown(Sandbox& sb) {
+  KillAndWait(sb);
   sb.enforcement.reset();
   if (sb.cgroup) {
     absl::Status s = sb.cgroup->Remove();
@@ -618,7 +627,8 @@ absl::Status RuntimeImpl::Destroy(const std::string& id) {
     sandboxes_.erase(it);
   }
   sb->destroying = true;
-  Teardown(*sb);
+  // One that ended cleanly goes back to the warm pool (reset there), any other is torn down.
+  if (!ReturnToPool(sb)) Teardown(*sb);
   Emit(MakeEvent(id, SandboxEvent::Kind::kDestroyed, StopReason::kDestroyed));
   return absl::OkStatus();
 }
