@@ -21,6 +21,7 @@ struct NodeFlags {
   std::string scheduler, node_id, advertise;
   double memory_overcommit = 1.0, memory_warning = 0.9, cpu_warning = 0.95;
   uint32_t slots = 2500, partitions_per_node = 1;
+  uint32_t warm_pool = 512;
 };
 
 int RunNode(const NodeFlags& f) {
@@ -33,6 +34,7 @@ int RunNode(const NodeFlags& f) {
   // (or `flotilla`, where that could not be built) is the zygote that sandbox inits are
   // copies of.
   ro.zygote_binary = SiblingZygoteExecutable();
+  ro.warm_pool_size = f.warm_pool;
   auto rt = Runtime::Open(ro);
   if (!rt.ok()) {
     std::cerr << "flotilla node: " << rt.status() << "\n";
@@ -90,6 +92,9 @@ void AddNodeCommand(CLI::App& app, int* exit_code) {
   node->add_option("--cpu-warning", f->cpu_warning, "Admission threshold of CPU use (0..1]");
   node->add_option("--slots", f->slots, "Sandboxes the node holds");
   node->add_option("--partitions-per-node", f->partitions_per_node, "Sub-NUMA partitions per NUMA node");
+  node->add_option("--warm-pool", f->warm_pool,
+                   "Sandboxes that ended cleanly kept reset for reuse by the next Create with the same options (0: off)")
+      ->capture_default_str();
   node->callback([f, exit_code] {
     if (!f->scheduler.empty() && f->node_id.empty()) {
       std::cerr << "flotilla node: --node-id is required with --scheduler\n";

@@ -208,7 +208,11 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
   ::epoll_ctl(rt->epoll_.get(), EPOLL_CTL_ADD, rt->wake_.get(), &ev);
   rt->monitor_ = std::thread([raw] { raw->MonitorLoop(); });
   if (options.prepare_ahead) rt->preparer_ = std::thread([raw] { raw->PreparerLoop(); });
-  if (options.warm_pool_size > 0) rt->recycler_ = std::thread([raw] { raw->RecyclerLoop(); });
+  if (options.warm_pool_size > 0) {
+    // Resets overlap: most of one is waiting for the old init's exit to take its mount tree
+    // and namespaces down (RCU grace periods), and only the clone is one at a time (the zygote).
+    for (int i = 0; i < 4; ++i) rt->recyclers_.emplace_back([raw] { raw->RecyclerLoop(); });
+  }
   return std::unique_ptr<Runtime>(std::move(rt));
 }
 
@@ -462,7 +466,10 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image, bool at
   plan.root_dir = root;
   plan.cgroup_procs = sb.cgroup->procs_files();
   plan.hostname = sb.id.substr(0, 63);
-  plan.sched_idle = sb.execution_class == ExecutionClass::kBestEffort;
+  // A best-effort init is moved to SCHED_IDLE from outside once it is ready (below), not by
+  // itself during set-up: on a loaded host an idle-class init would wait behind every runnable
+  // task before it could report ready, and the Create with it. No command can run before.
+  plan.sched_idle = false;
   plan.core_sched = features_.core_scheduling;
   plan.keep_caps = DefaultKeptCapabilities();
   using K = InitStep::Kind;
@@ -544,6 +551,10 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image, bool at
   // While init sets itself up: it runs no command before it reports ready.
   if (attach) RETURN_IF_ERROR(sb.enforcement->AttachToCgroup(sb.cgroup->unified_dir()));
   RETURN_IF_ERROR(WaitReady(sb));
+  if (sb.execution_class == ExecutionClass::kBestEffort) {
+    struct sched_param idle {};
+    if (::sched_setscheduler(sb.pid, SCHED_IDLE, &idle) != 0) return ErrnoStatus("SCHED_IDLE for the sandbox's init");
+  }
   if (options_.prepare_ahead) PrepareNext();
   sb.layer_fd_in_init = spawned.layer_fd_in_init;
   sb.layer.Reset();

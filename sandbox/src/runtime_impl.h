@@ -6,7 +6,7 @@
 // and starts a new one when it dies; a monitor thread reaps inits (pidfds in epoll), enforces
 // sandbox wall-clock limits and reports crashes; with prepare_ahead, a preparer thread makes
 // the next sandbox's cgroups, and with start_ahead it starts the next sandbox (start_ahead.cc);
-// with warm_pool_size, a recycler thread resets the sandboxes Destroy returned (warm_pool.cc).
+// with warm_pool_size, recycler threads reset the sandboxes Destroy returned (warm_pool.cc).
 // Locks: mu_ guards the sandbox map; each Sandbox guards its own state; watch_mu_ guards
 // subscribers (held while a callback runs, so unsubscribing waits for it); zygote_mu_ is taken
 // before spawn_mu_, never after; spare_mu_ guards what is made ahead and pool_mu_ the warm
@@ -227,11 +227,11 @@ class RuntimeImpl final : public Runtime {
   std::vector<std::shared_ptr<Sandbox>> returned_;  // destroyed cleanly, waiting for their reset
   std::vector<std::shared_ptr<Sandbox>> warm_;      // reset and ready, oldest first
   std::vector<std::shared_ptr<Sandbox>> evicted_;   // reset, pushed out by a full pool: torn down
-  size_t resetting_ = 0;                            // taken by the recycler, not yet in warm_
-  SandboxOptions resetting_for_;                    // the options of that one (resetting_ == 1)
+  std::vector<SandboxOptions> resetting_for_;       // the options of those being reset now
   size_t promised_ = 0;                             // Creates waiting for a reset to end
+  std::vector<SandboxOptions> wanted_;              // one more to start for each (a Create found none)
   bool pool_stop_ = false;
-  std::thread recycler_;
+  std::vector<std::thread> recyclers_;
 
   // Monitor.
   UniqueFd epoll_;

@@ -4,7 +4,7 @@
 // compiled policy) and replaces everything a sample could have touched: every process (init
 // included) is killed, which takes its pid, mount, network, IPC and UTS namespaces and its
 // writable layer with it, and a new init starts in the same cgroup over a fresh writable layer,
-// applying the policy to itself again. One recycler thread resets, one sandbox at a time.
+// applying the policy to itself again. Four recycler threads reset, their waits overlapping.
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -60,7 +60,7 @@ bool RuntimeImpl::ReturnToPool(const std::shared_ptr<Sandbox>& sb) {
   {
     std::lock_guard<std::mutex> lock(pool_mu_);
     if (pool_stop_) return false;
-    if (returned_.size() + resetting_ + warm_.size() >= options_.warm_pool_size) {
+    if (returned_.size() + resetting_for_.size() + warm_.size() >= options_.warm_pool_size) {
       // Full: the longest idle reset sandbox makes room (its options may not be asked for any
       // more), torn down by the recycler; with none idle, this one is torn down by the caller.
       if (warm_.empty()) return false;
@@ -127,23 +127,35 @@ std::shared_ptr<Sandbox> RuntimeImpl::TakeWarm(const SandboxOptions& options) {
     std::unique_lock<std::mutex> lock(pool_mu_);
     auto same = [&](const std::shared_ptr<Sandbox>& w) { return SameSandbox(w->options, options); };
     auto it = std::find_if(warm_.begin(), warm_.end(), same);
-    // One being reset for these options is ready sooner than a new one would be started
+    // One being reset for these options now is ready sooner than a new one would be started
     // (a reset is a start without the cgroup and the enforcers): as many Creates wait as there
-    // are such sandboxes queued or being reset, any other starts its own.
+    // are such resets under way, any other starts its own (one queued behind a burst of
+    // returns would wait for every reset before it, one after the other).
     if (it == warm_.end()) {
-      const size_t coming = static_cast<size_t>(std::count_if(returned_.begin(), returned_.end(), same)) +
-                            (resetting_ > 0 && SameSandbox(resetting_for_, options) ? 1 : 0);
+      const size_t coming = static_cast<size_t>(std::count_if(resetting_for_.begin(), resetting_for_.end(),
+                                                              [&](const SandboxOptions& r) { return SameSandbox(r, options); }));
       if (coming > promised_) {
         ++promised_;
         pool_cv_.wait_for(lock, std::chrono::seconds(10), [&] {
           return pool_stop_ || std::any_of(warm_.begin(), warm_.end(), same) ||
-                 (resetting_ == 0 && std::none_of(returned_.begin(), returned_.end(), same));
+                 std::none_of(resetting_for_.begin(), resetting_for_.end(),
+                              [&](const SandboxOptions& r) { return SameSandbox(r, options); });
         });
         --promised_;
         it = std::find_if(warm_.begin(), warm_.end(), same);
       }
     }
-    if (it == warm_.end()) return nullptr;
+    if (it == warm_.end()) {
+      // None was ready: the pool grows by one for these options (within its size), so that it
+      // comes to hold as many as the Creates that overlap with the resets need.
+      if (returned_.size() + resetting_for_.size() + warm_.size() + wanted_.size() < options_.warm_pool_size) {
+        wanted_.push_back(options);
+        wanted_.back().id.clear();
+        wanted_.back().labels.clear();
+        pool_cv_.notify_all();
+      }
+      return nullptr;
+    }
     sb = std::move(*it);
     warm_.erase(it);
   }
@@ -184,7 +196,7 @@ std::shared_ptr<Sandbox> RuntimeImpl::TakeWarm(const SandboxOptions& options) {
 void RuntimeImpl::RecyclerLoop() {
   std::unique_lock<std::mutex> lock(pool_mu_);
   for (;;) {
-    pool_cv_.wait(lock, [&] { return pool_stop_ || !returned_.empty() || !evicted_.empty(); });
+    pool_cv_.wait(lock, [&] { return pool_stop_ || !returned_.empty() || !evicted_.empty() || !wanted_.empty(); });
     if (pool_stop_) return;
     if (!evicted_.empty()) {
       std::vector<std::shared_ptr<Sandbox>> evicted = std::move(evicted_);
@@ -194,22 +206,29 @@ void RuntimeImpl::RecyclerLoop() {
       lock.lock();
       continue;
     }
-    std::shared_ptr<Sandbox> old = std::move(returned_.front());
-    returned_.erase(returned_.begin());
-    ++resetting_;
-    resetting_for_ = old->options;
+    // A sandbox given back is reset first; else one more is started for options a Create found
+    // none ready for.
+    std::shared_ptr<Sandbox> old;
+    SandboxOptions options;
+    if (!returned_.empty()) {
+      old = std::move(returned_.front());
+      returned_.erase(returned_.begin());
+      options = old->options;
+    } else {
+      options = std::move(wanted_.front());
+      wanted_.erase(wanted_.begin());
+    }
+    resetting_for_.push_back(options);
     lock.unlock();
-    absl::StatusOr<std::shared_ptr<Sandbox>> fresh = Reset(std::move(old));
+    absl::StatusOr<std::shared_ptr<Sandbox>> fresh =
+        old != nullptr ? Reset(std::move(old)) : Build(options, NewId("sbx"), nullptr);
     if (!fresh.ok()) FLOG(warn, "warm pool: reset failed", {{"error", std::string(fresh.status().message())}});
     lock.lock();
-    --resetting_;
+    resetting_for_.erase(std::find_if(resetting_for_.begin(), resetting_for_.end(),
+                                      [&](const SandboxOptions& r) { return SameSandbox(r, options); }));
     if (fresh.ok()) {
-      if (pool_stop_) {
-        // Closing: the runtime tears it down with the rest.
-        returned_.push_back(std::move(*fresh));
-        return;
-      }
-      warm_.push_back(std::move(*fresh));
+      // Closing: the runtime tears it down with the rest.
+      (pool_stop_ ? returned_ : warm_).push_back(std::move(*fresh));
     }
     pool_cv_.notify_all();
   }
@@ -221,7 +240,8 @@ std::vector<std::shared_ptr<Sandbox>> RuntimeImpl::StopRecycler() {
     pool_stop_ = true;
   }
   pool_cv_.notify_all();
-  if (recycler_.joinable()) recycler_.join();
+  for (std::thread& t : recyclers_) t.join();
+  recyclers_.clear();
   std::lock_guard<std::mutex> lock(pool_mu_);
   std::vector<std::shared_ptr<Sandbox>> pooled = std::move(returned_);
   for (auto* list : {&warm_, &evicted_}) {
