@@ -112,15 +112,16 @@ double ReusedSandboxes(MetricsRegistry& metrics) {
 
 // Admission sized for the in-flight bound: every sample holds a sandbox while it waits for the
 // model, so the node must admit `in_flight` of them at once. A sample's sandbox runs one short
-// test script and otherwise idles: it is charged its share of nine tenths of the cores (at most
-// a hundredth of a core) and of half the host's memory (at most 64 MiB), so the bound fits
-// under the node's warning thresholds whatever the host.
+// test script and otherwise idles: it is charged its share of half the cores (at most a
+// hundredth of a core) and of an eighth of the host's memory (at most 64 MiB), so the bound
+// fits under the node's warning thresholds, and under the placement engines' prediction of
+// them while the bound fills (which adds the usage trend), whatever the host.
 void SizeAdmission(uint32_t in_flight, admission::AdmissionConfig* a) {
   const uint64_t cores = std::max(1u, std::thread::hardware_concurrency());
   const uint64_t memory = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   const uint64_t n = std::max<uint64_t>(1, in_flight);
-  a->default_cpu_millicores = static_cast<uint32_t>(std::clamp<uint64_t>(cores * 900 / n, 1, 10));
-  a->default_memory_bytes = std::clamp<uint64_t>(memory / 2 / n, 1ull << 20, 64ull << 20);
+  a->default_cpu_millicores = static_cast<uint32_t>(std::clamp<uint64_t>(cores * 500 / n, 1, 10));
+  a->default_memory_bytes = std::clamp<uint64_t>(memory / 8 / n, 1ull << 20, 64ull << 20);
 }
 
 ModeResult RunMode(const RolloutBenchOptions& o, inference::Engine& engine, worker::SandboxClient& sandboxes,

@@ -211,7 +211,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
   if (options.warm_pool_size > 0) {
     // Resets overlap: most of one is waiting for the old init's exit to take its mount tree
     // and namespaces down (RCU grace periods), and only the clone is one at a time (the zygote).
-    for (int i = 0; i < 4; ++i) rt->recyclers_.emplace_back([raw] { raw->RecyclerLoop(); });
+    for (int i = 0; i < 4; ++i) rt->recyclers_.emplace_back([raw, i] { raw->RecyclerLoop(i == 0); });
   }
   return std::unique_ptr<Runtime>(std::move(rt));
 }

@@ -139,7 +139,8 @@ class RuntimeImpl final : public Runtime {
   // A reset sandbox for `options`, reserved under the id it will have (options.id or its own)
   // in creating_; null when the pool holds none for these options.
   std::shared_ptr<Sandbox> TakeWarm(const SandboxOptions& options);
-  void RecyclerLoop();
+  // `grows`: starts the sandboxes wanted_ asks for before resetting returned ones.
+  void RecyclerLoop(bool grows);
   // Stops the recycler; returns every pooled sandbox (queued or reset) for the caller to tear down.
   std::vector<std::shared_ptr<Sandbox>> StopRecycler();
   // Has the zygote clone an init that runs `plan` (on the calling thread; a zygote that died

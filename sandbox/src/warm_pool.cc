@@ -4,7 +4,8 @@
 // compiled policy) and replaces everything a sample could have touched: every process (init
 // included) is killed, which takes its pid, mount, network, IPC and UTS namespaces and its
 // writable layer with it, and a new init starts in the same cgroup over a fresh writable layer,
-// applying the policy to itself again. Four recycler threads reset, their waits overlapping.
+// applying the policy to itself again. Four recycler threads reset, their waits overlapping;
+// one of them first grows the pool when Creates found none ready.
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -25,6 +26,9 @@
 
 namespace flotilla::sandbox {
 namespace {
+
+// Sandboxes started at once to grow the pool (each is a whole start: cgroups, enforcers).
+constexpr size_t kMaxWanted = 4;
 
 // Sets the hostname of the UTS namespace of process `pid` (host root: the namespace is owned
 // by the host's user namespace). On a thread of its own, which ends in that namespace.
@@ -127,35 +131,38 @@ std::shared_ptr<Sandbox> RuntimeImpl::TakeWarm(const SandboxOptions& options) {
     std::unique_lock<std::mutex> lock(pool_mu_);
     auto same = [&](const std::shared_ptr<Sandbox>& w) { return SameSandbox(w->options, options); };
     auto it = std::find_if(warm_.begin(), warm_.end(), same);
-    // One being reset for these options now is ready sooner than a new one would be started
-    // (a reset is a start without the cgroup and the enforcers): as many Creates wait as there
-    // are such resets under way, any other starts its own (one queued behind a burst of
-    // returns would wait for every reset before it, one after the other).
+    if (it == warm_.end() &&
+        returned_.size() + resetting_for_.size() + warm_.size() + wanted_.size() < options_.warm_pool_size &&
+        wanted_.size() < kMaxWanted) {
+      // None was ready: the pool grows by one for these options (within its size), so that it
+      // comes to hold more than the Creates that overlap with the resets need, and a Create
+      // then finds one ready instead of waiting for a reset.
+      wanted_.push_back(options);
+      wanted_.back().id.clear();
+      wanted_.back().labels.clear();
+      pool_cv_.notify_all();
+    }
+    // One given back for these options is ready sooner than a new one would be started: a
+    // reset is a start without making the cgroups and attaching the enforcers, which on a
+    // loaded host cost several resets' time, and four run at once. As many Creates wait as
+    // there are such sandboxes queued or being reset; any other starts its own.
     if (it == warm_.end()) {
-      const size_t coming = static_cast<size_t>(std::count_if(resetting_for_.begin(), resetting_for_.end(),
+      const size_t coming = static_cast<size_t>(std::count_if(returned_.begin(), returned_.end(), same)) +
+                            static_cast<size_t>(std::count_if(resetting_for_.begin(), resetting_for_.end(),
                                                               [&](const SandboxOptions& r) { return SameSandbox(r, options); }));
       if (coming > promised_) {
         ++promised_;
         pool_cv_.wait_for(lock, std::chrono::seconds(10), [&] {
           return pool_stop_ || std::any_of(warm_.begin(), warm_.end(), same) ||
-                 std::none_of(resetting_for_.begin(), resetting_for_.end(),
-                              [&](const SandboxOptions& r) { return SameSandbox(r, options); });
+                 (std::none_of(returned_.begin(), returned_.end(), same) &&
+                  std::none_of(resetting_for_.begin(), resetting_for_.end(),
+                               [&](const SandboxOptions& r) { return SameSandbox(r, options); }));
         });
         --promised_;
         it = std::find_if(warm_.begin(), warm_.end(), same);
       }
     }
-    if (it == warm_.end()) {
-      // None was ready: the pool grows by one for these options (within its size), so that it
-      // comes to hold as many as the Creates that overlap with the resets need.
-      if (returned_.size() + resetting_for_.size() + warm_.size() + wanted_.size() < options_.warm_pool_size) {
-        wanted_.push_back(options);
-        wanted_.back().id.clear();
-        wanted_.back().labels.clear();
-        pool_cv_.notify_all();
-      }
-      return nullptr;
-    }
+    if (it == warm_.end()) return nullptr;
     sb = std::move(*it);
     warm_.erase(it);
   }
@@ -193,7 +200,7 @@ std::shared_ptr<Sandbox> RuntimeImpl::TakeWarm(const SandboxOptions& options) {
   return sb;
 }
 
-void RuntimeImpl::RecyclerLoop() {
+void RuntimeImpl::RecyclerLoop(bool grows) {
   std::unique_lock<std::mutex> lock(pool_mu_);
   for (;;) {
     pool_cv_.wait(lock, [&] { return pool_stop_ || !returned_.empty() || !evicted_.empty() || !wanted_.empty(); });
@@ -206,11 +213,12 @@ void RuntimeImpl::RecyclerLoop() {
       lock.lock();
       continue;
     }
-    // A sandbox given back is reset first; else one more is started for options a Create found
-    // none ready for.
+    // A sandbox given back is reset first, except by the recycler that grows the pool: it
+    // starts one more for options a Create found none ready for first (were growth behind the
+    // returns, a pool that Creates keep waiting on would never grow).
     std::shared_ptr<Sandbox> old;
     SandboxOptions options;
-    if (!returned_.empty()) {
+    if (!returned_.empty() && (!grows || wanted_.empty())) {
       old = std::move(returned_.front());
       returned_.erase(returned_.begin());
       options = old->options;
