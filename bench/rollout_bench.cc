@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -100,7 +101,28 @@ struct ModeResult {
   double sandbox_ms = 0;          // create + destroy, summed over samples
   double episode_ms = 0;          // wall time of the samples that had a sandbox, summed
   uint64_t failed = 0;            // samples that ended failed (a full cluster, the stop)
+  uint64_t reused = 0;            // samples' sandboxes handed from the node's warm pool
 };
+
+// Sandbox creates the embedded node answered with a reset sandbox of its warm pool.
+double ReusedSandboxes(MetricsRegistry& metrics) {
+  return metrics.GetCounter("flotilla_node_sandboxes_reused_total", "", {{"class", "best_effort"}}).value() +
+         metrics.GetCounter("flotilla_node_sandboxes_reused_total", "", {{"class", "latency_sensitive"}}).value();
+}
+
+// Admission sized for the in-flight bound: every sample holds a sandbox while it waits for the
+// model, so the node must admit `in_flight` of them at once. A sample's sandbox runs one short
+// test script and otherwise idles: it is charged its share of half the cores (at most a
+// hundredth of a core) and of an eighth of the host's memory (at most 64 MiB), so the bound
+// fits under the node's warning thresholds, and under the placement engines' prediction of
+// them while the bound fills (which adds the usage trend), whatever the host.
+void SizeAdmission(uint32_t in_flight, admission::AdmissionConfig* a) {
+  const uint64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const uint64_t memory = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t n = std::max<uint64_t>(1, in_flight);
+  a->default_cpu_millicores = static_cast<uint32_t>(std::clamp<uint64_t>(cores * 500 / n, 1, 10));
+  a->default_memory_bytes = std::clamp<uint64_t>(memory / 8 / n, 1ull << 20, 64ull << 20);
+}
 
 ModeResult RunMode(const RolloutBenchOptions& o, inference::Engine& engine, worker::SandboxClient& sandboxes,
                    const std::string& weights, uint32_t eta, double train_s) {
@@ -322,9 +344,8 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
   app::PlatformOptions po;
   po.worker.state_dir = dir + "/state";
   po.worker.serve_model = false;
-  // Samples' sandboxes idle while the model writes: a hundredth of a core is charged for each
-  // (no quota is set), so the in-flight bound fits a 2-core machine's admission.
-  po.admission.default_cpu_millicores = 10;
+  // Samples' sandboxes idle while the model writes: the node admits the whole in-flight bound.
+  SizeAdmission(o.prompts_per_step * o.group_size, &po.admission);
   inference::EngineOptions& eo = po.worker.engine;
   eo.backend = o.backend;
   eo.threads = o.threads;
@@ -377,8 +398,13 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
     if (o.work_dir.empty()) std::filesystem::remove_all(dir, ec);
     return code;
   }
+  MetricsRegistry& registry = (*platform)->metrics();
+  const double reused0 = ReusedSandboxes(registry);
   ModeResult sync = RunMode(o, engine, (*platform)->sandboxes(), weights, 0, train_s);
+  const double reused1 = ReusedSandboxes(registry);
   ModeResult async = RunMode(o, engine, (*platform)->sandboxes(), weights, o.eta, train_s);
+  sync.reused = static_cast<uint64_t>(reused1 - reused0);
+  async.reused = static_cast<uint64_t>(ReusedSandboxes(registry) - reused1);
   auto idle = [](const ModeResult& m) { return m.seconds > 0 ? 1.0 - m.trainer_busy_s / m.seconds : 0.0; };
   std::cout << absl::StrFormat("rollout.backend=%s\nrollout.model_params=%d\n", o.backend, model.parameter_count());
   std::cout << absl::StrFormat("rollout.steps=%d\nrollout.prompts_per_step=%d\nrollout.group_size=%d\n", o.steps,
@@ -395,16 +421,19 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
   std::cout << absl::StrFormat("rollout.switch_stage_ms=%.2f\n", async.stage_ms_mean);
   std::cout << absl::StrFormat("rollout.weight_load_ms=%.2f\n", load_ms);
   std::cout << absl::StrFormat("rollout.prefill_tokens_on_resume=%d\n", async.prefill_on_resume + sync.prefill_on_resume);
-  // Every sample is a worker episode in a sandbox the scheduler placed: what creating and
-  // destroying it costs against the sample's whole wall time.
+  // Every sample is a worker episode in a sandbox the scheduler placed: what acquiring and
+  // releasing it (a create and a destroy, or a reset sandbox of the node's warm pool handed
+  // over and given back) costs against the sample's whole wall time, as the sample saw it.
   const double episode_ms = sync.episode_ms + async.episode_ms;
   std::cout << absl::StrFormat("rollout.samples=%d\nrollout.sandboxes=%d\nrollout.failed_samples=%d\n",
                                sync.samples + async.samples, sync.sandboxes + async.sandboxes, sync.failed + async.failed);
+  std::cout << absl::StrFormat("rollout.sandboxes_reused=%d\n", sync.reused + async.reused);
   std::cout << absl::StrFormat("rollout.sandbox_ms_per_sample=%.2f\n",
                                (sync.sandbox_ms + async.sandbox_ms) / std::max<double>(1, sync.sandboxes + async.sandboxes));
   std::cout << absl::StrFormat("rollout.sandbox_overhead_frac=%.4f\n",
                                episode_ms > 0 ? (sync.sandbox_ms + async.sandbox_ms) / episode_ms : 0.0);
   (*platform)->Stop();
+  platform->reset();  // its node's sandboxes (pooled ones too) go before their state dir
   std::error_code ec;
   if (o.work_dir.empty()) std::filesystem::remove_all(dir, ec);
   return 0;

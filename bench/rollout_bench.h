@@ -12,8 +12,10 @@
 //
 // Prints name=value lines: rollout.async_vs_sync, rollout.trainer_idle_fraction.{async,sync},
 // rollout.switch_stall_ms (with rollout.weight_load_ms, the part of it spent reading the new
-// weights), rollout.sandbox_overhead_frac (sandbox create + destroy time over the samples'
-// wall time), and the raw timings.
+// weights), rollout.sandbox_overhead_frac (what acquiring and releasing the samples' sandboxes
+// took, create + destroy or a warm-pool hand-over and give-back, over the samples' wall time),
+// rollout.sandboxes_reused (creates the node answered from its warm pool), and the raw timings.
+// The node's admission is sized for the in-flight bound (prompts_per_step x group_size).
 //
 // With metrics_overhead it instead runs the asynchronous mode alternately without and with
 // observability (the engine's figures in a MetricsRegistry, served with the dashboard by the

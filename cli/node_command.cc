@@ -29,8 +29,8 @@ struct NodeFlags {
   std::string default_memory = "1G";
   uint32_t default_cpu_millicores = 1000;
   DaemonMetricsFlags metrics;
+  uint32_t warm_pool = 512;
 };
-
 
 int RunNode(const NodeFlags& f) {
   using namespace flotilla::sandbox;
@@ -42,6 +42,7 @@ int RunNode(const NodeFlags& f) {
   // (or `flotilla`, where that could not be built) is the zygote that sandbox inits are
   // copies of.
   ro.zygote_binary = SiblingZygoteExecutable();
+  ro.warm_pool_size = f.warm_pool;
   auto rt = Runtime::Open(ro);
   if (!rt.ok()) {
     std::cerr << "flotilla node: " << rt.status() << "\n";
@@ -124,6 +125,9 @@ void AddNodeCommand(CLI::App& app, int* exit_code) {
                    "CPU charged when a request leaves it 0 (the scheduler's flag of that name must match)")
       ->capture_default_str();
   AddDaemonMetricsFlags(node, f->metrics, "0.0.0.0:7071");
+  node->add_option("--warm-pool", f->warm_pool,
+                   "Sandboxes that ended cleanly kept reset for reuse by the next Create with the same options (0: off)")
+      ->capture_default_str();
   node->callback([f, exit_code] {
     if (!f->scheduler.empty() && f->node_id.empty()) {
       std::cerr << "flotilla node: --node-id is required with --scheduler\n";

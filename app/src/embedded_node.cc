@@ -39,6 +39,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedNode>> EmbeddedNode::Start(const Embedded
                          ? o.cgroup_prefix
                          : absl::StrFormat("flotilla-x%08x", static_cast<uint32_t>(std::hash<std::string>{}(state)));
   ro.cleanup_leftovers = o.cleanup_leftovers;
+  ro.warm_pool_size = o.warm_pool_size;
   ASSIGN_OR_RETURN(std::unique_ptr<sandbox::Runtime> runtime, sandbox::Runtime::Open(ro));
   std::unique_ptr<EmbeddedNode> node(new EmbeddedNode());
   node::NodeAgentOptions ao;

@@ -181,7 +181,7 @@ class NodeAgentImpl final : public NodeAgent, public v1::NodeAgent::Service {
       CountFailure("runtime");
       return ToGrpc(created.status());
     }
-    if (metrics_ != nullptr) metrics_->Created(req->execution_class(), SecondsSince(start));
+    if (metrics_ != nullptr) metrics_->Created(req->execution_class(), SecondsSince(start), created->reused);
     if (listener) listener(now);
     resp->set_sandbox_id(created->id);
     for (const std::string& s : created->enforcers_active) resp->add_enforcers_active(s);

@@ -19,6 +19,8 @@ NodeMetrics::NodeMetrics(MetricsRegistry& r)
   for (v1::ExecutionClass c : {v1::LATENCY_SENSITIVE, v1::BEST_EFFORT}) {
     r.GetCounter("flotilla_node_sandboxes_created_total", "Sandboxes the node created", {{"class", ClassLabel(c)}});
     r.GetCounter("flotilla_node_sandboxes_destroyed_total", "Sandboxes the node destroyed", {{"class", ClassLabel(c)}});
+    r.GetCounter("flotilla_node_sandboxes_reused_total", "Sandbox creates handed a reset sandbox of the warm pool",
+                 {{"class", ClassLabel(c)}});
     r.GetHistogram("flotilla_node_sandbox_create_seconds", "Sandbox create latency on the node", LatencyBounds(),
                    {{"class", ClassLabel(c)}});
   }
@@ -28,8 +30,9 @@ NodeMetrics::NodeMetrics(MetricsRegistry& r)
   r.GetCounter("flotilla_node_exec_stops_total", "Commands the runtime stopped, by reason", {{"reason", "timeout"}});
 }
 
-void NodeMetrics::Created(v1::ExecutionClass c, double seconds) {
+void NodeMetrics::Created(v1::ExecutionClass c, double seconds, bool reused) {
   registry_.GetCounter("flotilla_node_sandboxes_created_total", "", {{"class", ClassLabel(c)}}).Add();
+  if (reused) registry_.GetCounter("flotilla_node_sandboxes_reused_total", "", {{"class", ClassLabel(c)}}).Add();
   registry_.GetHistogram("flotilla_node_sandbox_create_seconds", "", LatencyBounds(), {{"class", ClassLabel(c)}})
       .Observe(seconds);
 }

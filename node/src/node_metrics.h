@@ -2,6 +2,8 @@
 //
 //   flotilla_node_sandboxes_created_total{class}           sandboxes created
 //   flotilla_node_sandboxes_destroyed_total{class}         sandboxes destroyed
+//   flotilla_node_sandboxes_reused_total{class}            creates handed a reset sandbox of the
+//                                                          warm pool (counted in created too)
 //   flotilla_node_sandbox_create_failures_total{reason}    creates refused or failed: admission
 //                                                          (over the warning threshold),
 //                                                          invalid_request, runtime
@@ -32,7 +34,7 @@ std::string ClassLabel(v1::ExecutionClass c);
 class NodeMetrics {
  public:
   explicit NodeMetrics(MetricsRegistry& registry);
-  void Created(v1::ExecutionClass c, double seconds);
+  void Created(v1::ExecutionClass c, double seconds, bool reused);
   void Destroyed(v1::ExecutionClass c, double seconds);
   void CreateFailed(std::string_view reason);
   void Crashed(std::string_view reason);

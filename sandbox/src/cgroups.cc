@@ -327,6 +327,14 @@ CgroupCounters SandboxCgroup::Counters() const {
   return c;
 }
 
+bool SandboxCgroup::Empty() const {
+  for (const std::string& procs : procs_files_) {
+    auto pids = ReadSmallFile(procs);
+    if (!pids.ok() || !absl::StripAsciiWhitespace(*pids).empty()) return false;
+  }
+  return true;
+}
+
 absl::Status SandboxCgroup::Freeze(bool frozen) {
   if (pure_v2_) {
     RETURN_IF_ERROR(WriteSmallFile(freezer_dir_ + "/cgroup.freeze", frozen ? "1" : "0"));

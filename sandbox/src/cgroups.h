@@ -109,6 +109,8 @@ class SandboxCgroup {
   const std::string& unified_dir() const { return unified_dir_; }
 
   [[nodiscard]] CgroupCounters Counters() const;
+  // Whether no process is in the cgroup in any hierarchy (false when one cannot be read).
+  [[nodiscard]] bool Empty() const;
   absl::Status Freeze(bool frozen);
   // SIGKILLs every process in the cgroup (thawing first). Returns how many were signalled.
   int KillAll();

@@ -40,6 +40,10 @@ class SandboxEnforcement {
   virtual absl::Status AttachToCgroup(const std::string& cgroup_v2_dir) = 0;
   // After init reported ready: takes the seccomp listener init installed.
   virtual absl::Status AfterStart() = 0;
+  // Before a new init starts in the same sandbox (the warm pool's reset, under `sandbox_id`):
+  // a fresh channel for its seccomp listener, the old one's watch dropped. The BPF programs
+  // stay attached to the cgroup; AddChildHooks then AfterStart follow as for a first start.
+  virtual absl::Status Rearm(const std::string& sandbox_id) = 0;
   // Denials counted so far by every enforcer (seccomp calls, network connects).
   [[nodiscard]] virtual uint64_t Violations() const = 0;
   virtual const std::vector<std::string>& active() const = 0;

@@ -159,6 +159,20 @@ class PoliciesSandboxEnforcement final : public SandboxEnforcement {
     return absl::OkStatus();
   }
 
+  absl::Status Rearm(const std::string& sandbox_id) override {
+    id_ = sandbox_id;
+    seccomp_watch_.reset();
+    listener_parent_.Reset();
+    listener_child_.Reset();
+    if (program_ && program_->uses_notify()) {
+      int sv[2];
+      if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return ErrnoStatus("socketpair");
+      listener_parent_.Reset(sv[0]);
+      listener_child_.Reset(sv[1]);
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status AttachToCgroup(const std::string& cgroup_v2_dir) override {
     std::string why_not;
     pol::NetworkEnforcer* network = host_->Network(&why_not);

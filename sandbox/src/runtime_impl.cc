@@ -208,6 +208,11 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
   ::epoll_ctl(rt->epoll_.get(), EPOLL_CTL_ADD, rt->wake_.get(), &ev);
   rt->monitor_ = std::thread([raw] { raw->MonitorLoop(); });
   if (options.prepare_ahead) rt->preparer_ = std::thread([raw] { raw->PreparerLoop(); });
+  if (options.warm_pool_size > 0) {
+    // Resets overlap: most of one is waiting for the old init's exit to take its mount tree
+    // and namespaces down (RCU grace periods), and only the clone is one at a time (the zygote).
+    for (int i = 0; i < 4; ++i) rt->recyclers_.emplace_back([raw, i] { raw->RecyclerLoop(i == 0); });
+  }
   return std::unique_ptr<Runtime>(std::move(rt));
 }
 
@@ -215,6 +220,7 @@ RuntimeImpl::~RuntimeImpl() {
   // The preparer goes first (a sandbox it is starting needs the zygote), then the zygote: the
   // spawner thread reaps it while the sandboxes are torn down here.
   std::vector<std::shared_ptr<Sandbox>> ahead = StopPreparer();
+  for (std::shared_ptr<Sandbox>& sb : StopRecycler()) ahead.push_back(std::move(sb));
   {
     std::lock_guard<std::mutex> lock(spawn_mu_);
     zygote_closing_ = true;
@@ -320,8 +326,10 @@ absl::StatusOr<std::shared_ptr<Sandbox>> RuntimeImpl::FindRunning(const std::str
 
 absl::StatusOr<CreateResult> RuntimeImpl::Create(const SandboxOptions& options) {
   Stopwatch watch;
-  std::shared_ptr<Sandbox> sb = options.id.empty() ? TakeStartedAhead(options) : nullptr;
-  const bool started_ahead = sb != nullptr;
+  std::shared_ptr<Sandbox> sb = TakeWarm(options);
+  const bool reused = sb != nullptr;
+  if (sb == nullptr && options.id.empty()) sb = TakeStartedAhead(options);
+  const bool started_ahead = sb != nullptr && !reused;
   if (sb == nullptr) {
     // A runtime-chosen id takes the cgroups made ahead for it, when there are some.
     std::string id = options.id;
@@ -359,6 +367,7 @@ absl::StatusOr<CreateResult> RuntimeImpl::Create(const SandboxOptions& options) 
   result.core_scheduling = features_.core_scheduling;
   if (!features_.core_scheduling) result.enforcers_inactive.push_back("core-scheduling: not supported by this kernel");
   result.started_ahead = started_ahead;
+  result.reused = reused;
   result.create_ms = watch.ElapsedMillis();
   Emit(MakeEvent(sb->id, SandboxEvent::Kind::kCreated));
   return result;
@@ -407,7 +416,7 @@ absl::StatusOr<std::shared_ptr<Sandbox>> RuntimeImpl::Build(const SandboxOptions
   return sb;
 }
 
-absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image) {
+absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image, bool attach) {
   // Every sandbox mounts its layers on the same two directories, each in its own mount
   // namespace: nothing per sandbox (or per runtime) is created on the host's filesystem.
   const std::string& rw = layer_dir_;
@@ -457,7 +466,10 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image) {
   plan.root_dir = root;
   plan.cgroup_procs = sb.cgroup->procs_files();
   plan.hostname = sb.id.substr(0, 63);
-  plan.sched_idle = sb.execution_class == ExecutionClass::kBestEffort;
+  // A best-effort init is moved to SCHED_IDLE from outside once it is ready (below), not by
+  // itself during set-up: on a loaded host an idle-class init would wait behind every runnable
+  // task before it could report ready, and the Create with it. No command can run before.
+  plan.sched_idle = false;
   plan.core_sched = features_.core_scheduling;
   plan.keep_caps = DefaultKeptCapabilities();
   using K = InitStep::Kind;
@@ -537,8 +549,12 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image) {
   sb.pidfd = std::move(spawned.pidfd);
   child_end.Reset();
   // While init sets itself up: it runs no command before it reports ready.
-  RETURN_IF_ERROR(sb.enforcement->AttachToCgroup(sb.cgroup->unified_dir()));
+  if (attach) RETURN_IF_ERROR(sb.enforcement->AttachToCgroup(sb.cgroup->unified_dir()));
   RETURN_IF_ERROR(WaitReady(sb));
+  if (sb.execution_class == ExecutionClass::kBestEffort) {
+    struct sched_param idle {};
+    if (::sched_setscheduler(sb.pid, SCHED_IDLE, &idle) != 0) return ErrnoStatus("SCHED_IDLE for the sandbox's init");
+  }
   if (options_.prepare_ahead) PrepareNext();
   sb.layer_fd_in_init = spawned.layer_fd_in_init;
   sb.layer.Reset();
@@ -563,7 +579,7 @@ absl::Status RuntimeImpl::WaitReady(Sandbox& sb) {
   return absl::Status(err.code(), "sandbox set-up failed: " + text);
 }
 
-void RuntimeImpl::Teardown(Sandbox& sb) {
+void RuntimeImpl::KillAndWait(Sandbox& sb) {
   if (sb.pidfd.valid() && sb.execution_class == ExecutionClass::kBestEffort) {
     // init's exit takes its namespaces down (mount tree, pid namespace): at normal priority,
     // not behind every other runnable task as SCHED_IDLE would. Only while init is unreaped,
@@ -585,6 +601,10 @@ void RuntimeImpl::Teardown(Sandbox& sb) {
     while (::poll(&exited, 1, 10000) < 0 && errno == EINTR) {
     }
   }
+}
+
+void RuntimeImpl::Teardown(Sandbox& sb) {
+  KillAndWait(sb);
   sb.enforcement.reset();
   if (sb.cgroup) {
     absl::Status s = sb.cgroup->Remove();
@@ -618,7 +638,8 @@ absl::Status RuntimeImpl::Destroy(const std::string& id) {
     sandboxes_.erase(it);
   }
   sb->destroying = true;
-  Teardown(*sb);
+  // One that ended cleanly goes back to the warm pool (reset there), any other is torn down.
+  if (!ReturnToPool(sb)) Teardown(*sb);
   Emit(MakeEvent(id, SandboxEvent::Kind::kDestroyed, StopReason::kDestroyed));
   return absl::OkStatus();
 }

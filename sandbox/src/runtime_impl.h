@@ -5,11 +5,12 @@
 // (each init's parent-death signal is tied to that thread, which lives as long as the runtime)
 // and starts a new one when it dies; a monitor thread reaps inits (pidfds in epoll), enforces
 // sandbox wall-clock limits and reports crashes; with prepare_ahead, a preparer thread makes
-// the next sandbox's cgroups, and with start_ahead it starts the next sandbox (start_ahead.cc).
+// the next sandbox's cgroups, and with start_ahead it starts the next sandbox (start_ahead.cc);
+// with warm_pool_size, recycler threads reset the sandboxes Destroy returned (warm_pool.cc).
 // Locks: mu_ guards the sandbox map; each Sandbox guards its own state; watch_mu_ guards
 // subscribers (held while a callback runs, so unsubscribing waits for it); zygote_mu_ is taken
-// before spawn_mu_, never after; spare_mu_ guards what is made ahead, and is never held while
-// taking another.
+// before spawn_mu_, never after; spare_mu_ guards what is made ahead and pool_mu_ the warm
+// pool, and neither is held while taking another.
 #pragma once
 
 #include <sys/types.h>
@@ -73,6 +74,9 @@ struct Sandbox {
   std::string death_detail;
 };
 
+// Whether a sandbox made for `a` is the one `b` asks for: every option but the id and labels.
+bool SameSandbox(const SandboxOptions& a, const SandboxOptions& b);
+
 inline SandboxEvent MakeEvent(const std::string& id, SandboxEvent::Kind kind, StopReason reason = StopReason::kNone,
                               std::string detail = "") {
   SandboxEvent e;
@@ -116,9 +120,29 @@ class RuntimeImpl final : public Runtime {
   // part is torn down on error. Not registered yet.
   absl::StatusOr<std::shared_ptr<Sandbox>> Build(const SandboxOptions& options, const std::string& id,
                                                  std::unique_ptr<SandboxCgroup> cgroup);
-  absl::Status Start(Sandbox& sb, const ResolvedImage& image);
+  // Starts sb's init. `attach`: attaches the enforcement's BPF programs to its cgroup (false
+  // for a warm-pool reset, whose cgroup keeps them).
+  absl::Status Start(Sandbox& sb, const ResolvedImage& image, bool attach = true);
   absl::Status WaitReady(Sandbox& sb);
   void Teardown(Sandbox& sb);
+  // Kills every process of sb (init first) and waits until its init has exited.
+  void KillAndWait(Sandbox& sb);
+
+  // The warm pool (warm_pool.cc). Whether Destroy may return `sb` to the pool (it ended cleanly).
+  bool Reusable(Sandbox& sb) const;
+  // Kills sb's processes and queues it for the recycler; false (nothing done) when the pool is
+  // off or full or sb did not end cleanly: the caller tears it down.
+  bool ReturnToPool(const std::shared_ptr<Sandbox>& sb);
+  // The next sandbox of `old`'s shell: a new init in old's cgroup under its enforcement, over a
+  // fresh writable layer, not registered. Tears down what it cannot reuse.
+  absl::StatusOr<std::shared_ptr<Sandbox>> Reset(std::shared_ptr<Sandbox> old);
+  // A reset sandbox for `options`, reserved under the id it will have (options.id or its own)
+  // in creating_; null when the pool holds none for these options.
+  std::shared_ptr<Sandbox> TakeWarm(const SandboxOptions& options);
+  // `grows`: starts the sandboxes wanted_ asks for before resetting returned ones.
+  void RecyclerLoop(bool grows);
+  // Stops the recycler; returns every pooled sandbox (queued or reset) for the caller to tear down.
+  std::vector<std::shared_ptr<Sandbox>> StopRecycler();
   // Has the zygote clone an init that runs `plan` (on the calling thread; a zygote that died
   // is replaced by the spawner thread, and this call fails).
   absl::StatusOr<Zygote::Spawned> Spawn(const InitPlan& plan);
@@ -197,6 +221,18 @@ class RuntimeImpl final : public Runtime {
   bool ahead_making_ = false;
   bool ahead_promised_ = false;  // a Create waits for the one being started
   std::thread preparer_;
+
+  // The warm pool (RuntimeOptions::warm_pool_size). All guarded by pool_mu_.
+  std::mutex pool_mu_;
+  std::condition_variable pool_cv_;
+  std::vector<std::shared_ptr<Sandbox>> returned_;  // destroyed cleanly, waiting for their reset
+  std::vector<std::shared_ptr<Sandbox>> warm_;      // reset and ready, oldest first
+  std::vector<std::shared_ptr<Sandbox>> evicted_;   // reset, pushed out by a full pool: torn down
+  std::vector<SandboxOptions> resetting_for_;       // the options of those being reset now
+  size_t promised_ = 0;                             // Creates waiting for a reset to end
+  std::vector<SandboxOptions> wanted_;              // one more to start for each (a Create found none)
+  bool pool_stop_ = false;
+  std::vector<std::thread> recyclers_;
 
   // Monitor.
   UniqueFd epoll_;

@@ -19,7 +19,8 @@ bool SameLimits(const ResourceLimits& a, const ResourceLimits& b) {
          a.timeout_ms == b.timeout_ms && a.cpus == b.cpus && a.mems == b.mems;
 }
 
-// Whether a sandbox made for `a` is the one `b` asks for: every option but the id and labels.
+}  // namespace
+
 bool SameSandbox(const SandboxOptions& a, const SandboxOptions& b) {
   if (a.image != b.image || a.policy_yaml != b.policy_yaml || a.policy_name != b.policy_name ||
       !SameLimits(a.resources, b.resources) || a.execution_class != b.execution_class ||
@@ -31,8 +32,6 @@ bool SameSandbox(const SandboxOptions& a, const SandboxOptions& b) {
   }
   return true;
 }
-
-}  // namespace
 
 void RuntimeImpl::MakeSpareCgroup() {
   std::string id = NewId("sbx");

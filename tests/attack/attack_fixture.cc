@@ -82,7 +82,9 @@ std::vector<sandbox::SandboxEvent> EventLog::Snapshot() {
   return events_;
 }
 
-void AttackTest::SetUpTestSuite() {
+void AttackTest::SetUpTestSuite() { OpenSuiteRuntime(0); }
+
+void AttackTest::OpenSuiteRuntime(uint32_t warm_pool_size) {
   state_dir_ = std::make_unique<testing::TempDir>();
   cgroup_prefix_ = "flotilla-attack" + std::to_string(::getpid());
   sandbox::RuntimeOptions options;
@@ -91,6 +93,7 @@ void AttackTest::SetUpTestSuite() {
   options.default_memory_bytes = kMemoryLimit;
   options.default_pids = kPidsLimit;
   options.default_disk_bytes = kDiskLimit;
+  options.warm_pool_size = warm_pool_size;
   auto rt = sandbox::Runtime::Open(options);
   if (rt.ok()) {
     runtime_ = std::move(*rt);

@@ -75,6 +75,9 @@ class AttackTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite();
   static void TearDownTestSuite();
+  // What SetUpTestSuite does, with the runtime's warm pool of that size (0: off, the suite's
+  // default); a fixture testing the pool calls it from its own SetUpTestSuite.
+  static void OpenSuiteRuntime(uint32_t warm_pool_size);
   void SetUp() override;
   void TearDown() override;
 

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "attack_fixture.h"
+#include "flotilla/common/ids.h"
 #include "host_probe.h"
 
 namespace flotilla::attack {
@@ -169,6 +170,107 @@ TEST_F(AttackTest, NoProcessOrResourceIsLeftAfterDestroy) {
   RunOutput after = Exec(id, {"/bin/true"});
   EXPECT_FALSE(after.exec_ok);
   EXPECT_NE(after.error.find("NOT_FOUND"), std::string::npos) << after.error;
+}
+
+// The warm pool: a sandbox that ended cleanly is reset and handed to the next Create with the
+// same options. The suite's runtime keeps a pool of one.
+class WarmPoolAttackTest : public AttackTest {
+ protected:
+  static void SetUpTestSuite() { OpenSuiteRuntime(1); }
+};
+
+TEST_F(WarmPoolAttackTest, ReusedSandboxSeesNothingOfThePreviousSample) {
+  // Options of its own: no sandbox of another test is pooled for them.
+  sandbox::SandboxOptions options = SmallOptions();
+  options.resources.pids = kPidsLimit - 1;
+  options.labels = {{"sample", "first"}};
+  std::string first = NewSandbox(options);
+  ASSERT_FALSE(first.empty());
+  ASSERT_NO_FATAL_FAILURE(InstallHelper(first));
+  InsideView before;
+  ASSERT_TRUE(VerifyIsolated(first, &before));
+  // The first sample leaves what it can: files in every writable place, a changed system file,
+  // a daemon, an environment for later shells, a shared-memory file and a listening socket.
+  const std::string secret = NewId("secret");
+  RunOutput dirty = Attack(first, "for d in /root /tmp /var/tmp /dev/shm /app; do mkdir -p $d && echo " + secret +
+                                      " > $d/left-behind || exit 1; done\n"
+                                      "echo 'leaked:x:0:0::/root:/bin/sh' >> /etc/passwd || exit 1\n"
+                                      "echo 'export LEAKED=" + secret + "' >> /etc/profile || exit 1\n"
+                                      "echo LEAKED=" + secret + " >> /etc/environment || exit 1\n"
+                                      "rm -f /usr/bin/true\n"  // a removed binary must come back
+                                      "exec " + std::string(kHelperPath) + " daemon 600");
+  ASSERT_TRUE(dirty.exec_ok) << dirty.error;
+  ASSERT_EQ(LinesStartingWith(dirty.out, "daemon pid=").size(), 1u) << dirty.out << dirty.err;
+  const std::vector<pid_t> first_processes = ProcessesInPidNamespace(before.pid_ns);
+  ASSERT_GE(first_processes.size(), 2u) << "init and the daemon";
+  ASSERT_FALSE(CgroupDirsNamed(first).empty()) << "a sandbox of its own cgroups";
+
+  ASSERT_TRUE(DestroySandbox(first).ok());
+  EXPECT_TRUE(absl::IsNotFound(runtime().Info(first).status()));
+  sandbox::CreateResult created;
+  options.labels = {{"sample", "second"}};
+  std::string second = NewSandbox(options, &created);
+  ASSERT_FALSE(second.empty());
+  ASSERT_TRUE(created.reused) << "the second Create was not handed the first sandbox, reset";
+  EXPECT_NE(second, first);
+  // The same shell: the first sandbox's cgroups hold the second's init, and no cgroup was made.
+  EXPECT_EQ(CgroupDirsNamed(second), std::vector<std::string>{});
+  EXPECT_EQ(ProcessesInCgroupsNamed("." + first).size(), 1u) << "only the new init";
+  // Nothing of the first sample's processes or namespaces is left.
+  EXPECT_EQ(ProcessesInPidNamespace(before.pid_ns), std::vector<pid_t>{}) << "a process of the first sample survived";
+  for (pid_t pid : first_processes) EXPECT_NE(::kill(pid, 0), 0) << "pid " << pid << " still exists";
+  InsideView after;
+  ASSERT_TRUE(VerifyIsolated(second, &after));
+  EXPECT_NE(after.pid_ns, before.pid_ns);
+  EXPECT_NE(after.mnt_ns, before.mnt_ns);
+  EXPECT_NE(after.net_ns, before.net_ns);
+  // Seen from inside: no file, no process but init and this shell, no environment, its own name.
+  RunOutput look = Exec(second, {"/bin/sh", "-lc",
+                                 "for d in /root /tmp /var/tmp /dev/shm /app; do test -e $d/left-behind && echo file $d; done\n"
+                                 "grep -c leaked /etc/passwd\n"
+                                 "grep -l LEAKED /etc/profile /etc/environment\n"
+                                 "echo env=${LEAKED:-none}\n"
+                                 "test -x /usr/bin/true && echo true-present\n"
+                                 "for p in /proc/[0-9]*; do echo proc $(cat $p/comm); done\n"
+                                 "echo host=$(cat /proc/sys/kernel/hostname)"});
+  ASSERT_TRUE(look.exec_ok) << look.error;
+  EXPECT_EQ(LinesStartingWith(look.out, "file "), std::vector<std::string>{}) << look.out;
+  EXPECT_EQ(LinesStartingWith(look.out, "0"), std::vector<std::string>{"0"}) << look.out;
+  EXPECT_EQ(LinesStartingWith(look.out, "/etc/"), std::vector<std::string>{}) << look.out;
+  EXPECT_EQ(LinesStartingWith(look.out, "env="), std::vector<std::string>{"env=none"}) << look.out;
+  EXPECT_EQ(LinesStartingWith(look.out, "true-present"), std::vector<std::string>{"true-present"}) << look.out;
+  EXPECT_EQ(LinesStartingWith(look.out, "host="), std::vector<std::string>{"host=" + second}) << look.out;
+  // The glob is expanded before the loop runs: init and this shell.
+  EXPECT_EQ(LinesStartingWith(look.out, "proc "), (std::vector<std::string>{"proc flotilla-init", "proc sh"}))
+      << look.out;
+}
+
+// A sample that ended badly never hands its sandbox on: it is torn down (cgroups and all).
+TEST_F(WarmPoolAttackTest, SandboxThatOomedOrWasDeniedIsNotReused) {
+  struct Case {
+    const char* name;
+    std::string script;
+    sandbox::StopReason reason;
+  };
+  const Case cases[] = {
+      {"oom", "x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo ${#x}", sandbox::StopReason::kOom},
+      {"policy", std::string(kHelperPath) + " mount; exit 1", sandbox::StopReason::kPolicy},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    sandbox::SandboxOptions options = SmallOptions();
+    options.resources.pids = kPidsLimit - 2;  // no sandbox of another test is pooled for these
+    std::string id = NewSandbox(options);
+    ASSERT_FALSE(id.empty());
+    ASSERT_NO_FATAL_FAILURE(InstallHelper(id));
+    RunOutput r = Attack(id, c.script, 30000);
+    ASSERT_TRUE(r.exec_ok) << r.error;
+    ASSERT_EQ(r.result.reason, c.reason) << r.out << r.err << r.result.detail;
+    ASSERT_FALSE(CgroupDirsNamed(id).empty()) << "a sandbox of its own cgroups";
+    ASSERT_TRUE(DestroySandbox(id).ok());
+    EXPECT_EQ(CgroupDirsNamed(id), std::vector<std::string>{}) << "kept for reuse";
+    EXPECT_EQ(ProcessesInCgroupsNamed("." + id), std::vector<pid_t>{});
+  }
 }
 
 }  // namespace
