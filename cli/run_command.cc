@@ -27,6 +27,7 @@
 #include "flotilla/app/embedded_platform.h"
 #include "flotilla/merge/merge.h"
 #include "flotilla/trainer_bridge/experiment.h"
+#include "task_environment.h"
 #include "trainer_process.h"
 
 namespace flotilla::cli {
@@ -46,7 +47,27 @@ struct RunFlags {
   std::string listen;
   std::string http;    // the dashboard and /metrics; empty: none
   double minutes = 0;  // 0: the experiment's own limits
+  std::string env_store = "/var/lib/flotilla";  // where task folders' environments are built
 };
+
+// Whether a dataset of the experiment is a task folder (or a folder of them) with a task that
+// has its own environment (environment/Dockerfile or, 1.x, Dockerfile).
+bool HasTaskEnvironments(const trainer_bridge::ExperimentConfig& cfg) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  auto has = [&](const fs::path& d) {
+    return fs::exists(d / "environment" / "Dockerfile", ec) ||
+           (fs::exists(d / "task.yaml", ec) && fs::exists(d / "Dockerfile", ec));
+  };
+  for (const auto& d : cfg.datasets) {
+    if (!fs::is_directory(d.source, ec)) continue;
+    if (has(d.source)) return true;
+    for (const auto& e : fs::directory_iterator(d.source, ec)) {
+      if (e.is_directory(ec) && has(e.path())) return true;
+    }
+  }
+  return false;
+}
 
 std::vector<std::string> TrainerArgv(const trainer_bridge::ExperimentConfig& cfg, const std::string& address,
                                      const RunFlags& f) {
@@ -147,6 +168,17 @@ int Run(const RunFlags& f) {
   po.experiment = &*cfg;
   po.experiment_options.listen = f.listen;
   po.worker.http_address = f.http;
+  // A task folder's tasks with their own environments run in it, built (or taken from the
+  // build cache) as `flotilla eval` builds them, before the first sample is dispatched.
+  std::unique_ptr<environments::EnvBuilder> builder;
+  if (HasTaskEnvironments(*cfg)) {
+    builder = std::make_unique<environments::EnvBuilder>(CliEnvBuilderOptions(f.env_store));
+    po.image_dir = f.env_store;
+    po.experiment_options.prepare_task = [b = builder.get()](worker::TerminalTask* task) {
+      std::cerr << "run: task " << task->name << ": building its environment\n";
+      return PrepareTaskEnvironment(*b, task, nullptr);
+    };
+  }
   auto platform = app::EmbeddedPlatform::Start(po);
   if (!platform.ok()) {
     std::cerr << "run: " << platform.status().message() << "\n";
@@ -269,6 +301,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   run->add_option("--listen", flags->listen, "TrainerBridge address (default: trainer.address)");
   run->add_option("--http", flags->http, "serve the dashboard and Prometheus /metrics here (HOST:PORT; port 0: any)");
   run->add_option("--minutes", flags->minutes, "stop RL after this many minutes");
+  run->add_option("--env-store", flags->env_store, "where task folders' environments are built (flotilla env)")
+      ->capture_default_str();
   run->callback([flags, exit_code] { *exit_code = Run(*flags); });
 }
 

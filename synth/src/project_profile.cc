@@ -196,11 +196,12 @@ absl::StatusOr<ProjectProfile> DetectProject(const std::string& repo_dir) {
   }
   if (!c_src.empty() && (has_makefile_am_tests || has_makefile_check)) {
     p.language = "c";
-    p.packages = {"build-essential", "git"};
+    // One package set for every C project (autotools included even where unused), so the
+    // environments of all C projects share their installed layers.
+    p.packages = {"build-essential", "git", "autoconf", "automake", "libtool", "pkgconf"};
     if (has_configure_ac && has_makefile_am_tests) {
       p.runner = "automake";
       p.reasons.push_back("configure.ac and a Makefile.am with TESTS: automake's harness prints PASS:/FAIL: per test");
-      p.packages.insert(p.packages.end(), {"autoconf", "automake", "libtool", "pkgconf"});
       p.build_script = "cd /app && (test -x configure || autoreconf -fi) && ./configure -q && make -j2";
     } else {
       p.runner = "make-check";

@@ -51,7 +51,7 @@ absl::StatusOr<std::unique_ptr<Experiment>> Experiment::Start(const ExperimentCo
   for (size_t i = 0; i < config.datasets.size(); ++i) {
     // A restart continues with a fresh task stream (different seed), not a replay.
     uint64_t seed = config.seed * 1'000'003 + i * 7919 + stored.groups_dispatched;
-    auto src = TaskSource::Open(config.datasets[i].source, seed);
+    auto src = TaskSource::Open(config.datasets[i].source, seed, options.prepare_task);
     if (!src.ok()) return Annotate(src.status(), absl::StrCat(config.file, ": datasets[", i, "].source"));
     tasks[config.datasets[i].name] = std::move(*src);
   }

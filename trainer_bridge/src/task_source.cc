@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "flotilla/common/status.h"
 #include "lookup_tasks.h"
 #include "nlohmann/json.hpp"
 
@@ -92,7 +93,7 @@ bool IsTaskFolder(const std::filesystem::path& dir) {
 }
 
 // A task folder, or a folder of them (in name order), as tasks carrying their TerminalTask.
-absl::StatusOr<std::vector<Task>> FolderTasks(const std::string& source) {
+absl::StatusOr<std::vector<Task>> FolderTasks(const std::string& source, const TaskPreparer& prepare) {
   namespace fs = std::filesystem;
   std::vector<fs::path> dirs;
   if (IsTaskFolder(source)) {
@@ -111,6 +112,7 @@ absl::StatusOr<std::vector<Task>> FolderTasks(const std::string& source) {
   for (const fs::path& d : dirs) {
     auto t = worker::LoadTerminalTask(fs::absolute(d).string());
     if (!t.ok()) return t.status();
+    if (prepare) RETURN_IF_ERROR(prepare(&*t));
     Task task{t->name, "terminal", t->instruction, "", {}};
     task.terminal = std::move(*t);
     tasks.push_back(std::move(task));
@@ -130,7 +132,8 @@ absl::StatusOr<std::map<std::string, std::string>> Params(const std::string& sou
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TaskSource>> TaskSource::Open(const std::string& source, uint64_t seed) {
+absl::StatusOr<std::unique_ptr<TaskSource>> TaskSource::Open(const std::string& source, uint64_t seed,
+                                                             const TaskPreparer& prepare) {
   if (source.starts_with("builtin:")) {
     std::string rest = source.substr(8);
     std::string family = rest.substr(0, rest.find('?'));
@@ -176,7 +179,7 @@ absl::StatusOr<std::unique_ptr<TaskSource>> TaskSource::Open(const std::string& 
     return absl::InvalidArgumentError(absl::StrCat("source '", source, "': unknown builtin family '", family, "'"));
   }
   if (std::filesystem::is_directory(source)) {
-    auto tasks = FolderTasks(source);
+    auto tasks = FolderTasks(source, prepare);
     if (!tasks.ok()) return tasks.status();
     return std::unique_ptr<TaskSource>(new FileSource(std::move(*tasks), "terminal", seed));
   }

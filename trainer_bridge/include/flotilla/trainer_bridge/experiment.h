@@ -25,6 +25,7 @@
 #include "flotilla/trainer_bridge/experiment_config.h"
 #include "flotilla/trainer_bridge/rollout_controller.h"
 #include "flotilla/trainer_bridge/rollout_runner.h"
+#include "flotilla/trainer_bridge/task_source.h"
 #include "flotilla/trainer_bridge/teacher_registry.h"
 #include "flotilla/common/metrics.h"
 #include "flotilla/trainer_bridge/trainer_service.h"
@@ -43,6 +44,9 @@ struct ExperimentOptions {
   // Where the bridge's figures go (flotilla_bridge_*); null: none. Must outlive the experiment.
   // Whatever this is, every trainer step also appends a line to <state_dir>/metrics.jsonl.
   MetricsRegistry* metrics = nullptr;
+  // Applied to every task of a dataset whose source is a task folder (TaskSource::Open): the
+  // CLI builds the task's environment/Dockerfile there. Empty: tasks run as loaded.
+  TaskPreparer prepare_task;
 };
 
 struct RunSummary {

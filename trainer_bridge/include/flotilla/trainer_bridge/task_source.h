@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -60,11 +61,17 @@ struct Task {
 // are blanks and surrounding blanks are trimmed; it is never evaluated.
 worker::TerminalTask SandboxTaskOf(const Task& task);
 
+// Readies a folder task before it is first handed out (the CLI builds its environment/Dockerfile
+// and points the task at the image); an error fails the source's Open, naming the task.
+using TaskPreparer = std::function<absl::Status(worker::TerminalTask*)>;
+
 class TaskSource {
  public:
   virtual ~TaskSource() = default;
-  // `source` as in the file comment; `seed` makes the order reproducible.
-  static absl::StatusOr<std::unique_ptr<TaskSource>> Open(const std::string& source, uint64_t seed);
+  // `source` as in the file comment; `seed` makes the order reproducible. `prepare` (may be
+  // empty) is applied to every task of a task folder, once, at Open.
+  static absl::StatusOr<std::unique_ptr<TaskSource>> Open(const std::string& source, uint64_t seed,
+                                                          const TaskPreparer& prepare = nullptr);
   virtual Task Next() = 0;
   [[nodiscard]] virtual std::string family() const = 0;
 };
