@@ -1,8 +1,8 @@
 // `flotilla synth` end to end on a small project (tests/synth/testdata/tally: five functions,
-// ten pytest tests; the figures of real Debian source packages are in bench/RESULTS.md). Two
-// tasks are synthesized; `flotilla eval` scores each 1 with the oracle and 0 with nop; the
+// ten pytest tests; the figures of real Debian source packages are in bench/RESULTS.md). One
+// task is synthesized; `flotilla eval` scores it 1 with the oracle and 0 with nop; the
 // synthesizer's hackability probes (deleting or editing the tests, replacing the runner, leaks)
-// passed for each; a rerun resumes without trying anything again; `flotilla run` trains on the
+// passed; a rerun resumes without trying anything again; `flotilla run` trains on the
 // task folder (each sample a mini episode in the task's own built environment). Bad input ends
 // with a report of what was tried: a tree without tests, a build that fails, a project where no
 // mutation validates. Needs root and the environment store's base image; skips visibly otherwise.
@@ -98,7 +98,7 @@ class SynthE2eTest : public ::testing::Test {
     if (dir_ == nullptr) {
       dir_ = new testing::TempDir();
       Ran s = Exec(*dir_, "synth", SynthArgv(Env("FLOTILLA_SOURCE_DIR", ".") + "/tests/synth/testdata/tally",
-                                              dir_->file("tasks"), 2, 12));
+                                              dir_->file("tasks"), 1, 8));
       synth_ = s;
     }
     return dir_->file("tasks");
@@ -115,9 +115,9 @@ TEST_F(SynthE2eTest, TasksPassOracleFailNopResistAndResume) {
   std::string tasks = Tasks();
   ASSERT_EQ(synth_.status, 0) << synth_.out;
   EXPECT_NE(synth_.out.find("environment: base run 1: 10 passed, 0 failed, 0 skipped"), std::string::npos) << synth_.out;
-  EXPECT_NE(synth_.out.find(" valid=2 "), std::string::npos) << synth_.out;
+  EXPECT_NE(synth_.out.find(" valid=1 "), std::string::npos) << synth_.out;
   std::vector<fs::path> folders = TaskFolders(tasks);
-  ASSERT_EQ(folders.size(), 2u);
+  ASSERT_EQ(folders.size(), 1u);
   for (const fs::path& f : folders) {
     std::string toml = Read(f / "task.toml");
     EXPECT_NE(toml.find("package = \"tally\""), std::string::npos) << toml;
@@ -133,36 +133,38 @@ TEST_F(SynthE2eTest, TasksPassOracleFailNopResistAndResume) {
   ASSERT_EQ(stats.status, 0) << stats.out;
   EXPECT_NE(stats.out.find("seconds_per_valid_task="), std::string::npos) << stats.out;
 
-  for (const auto& [agent, passed] : {std::pair<std::string, std::string>{"oracle", "2"}, {"nop", "0"}}) {
+  for (const auto& [agent, passed] : {std::pair<std::string, std::string>{"oracle", "1"}, {"nop", "0"}}) {
     Ran ev = Exec(*dir_, "eval-" + agent, {bin_, "eval", "--tasks", tasks, "--state-dir", dir_->file("state-" + agent),
                                            "--harness", "mini", "--agent", agent, "--env-store", store_});
     ASSERT_EQ(ev.status, 0) << ev.out;
-    EXPECT_NE(ev.out.find("eval: harness=mini tasks=2 passed=" + passed), std::string::npos) << agent << "\n" << ev.out;
+    EXPECT_NE(ev.out.find("eval: harness=mini tasks=1 passed=" + passed), std::string::npos) << agent << "\n" << ev.out;
   }
 
-  // A rerun resumes: nothing is tried again, the same two tasks are reported.
+  // A rerun resumes: nothing is tried again, the same task is reported.
   Ran again = Exec(*dir_, "synth-again",
-                   SynthArgv(Env("FLOTILLA_SOURCE_DIR", ".") + "/tests/synth/testdata/tally", tasks, 2, 12));
+                   SynthArgv(Env("FLOTILLA_SOURCE_DIR", ".") + "/tests/synth/testdata/tally", tasks, 1, 8));
   ASSERT_EQ(again.status, 0) << again.out;
   EXPECT_NE(again.out.find("environment: resumed"), std::string::npos) << again.out;
   EXPECT_EQ(again.out.find("synth: validate ["), std::string::npos) << again.out;
-  EXPECT_NE(again.out.find(" valid=2 "), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find(" valid=1 "), std::string::npos) << again.out;
 }
 
 // The one RL path over a synthesized task folder: a short GRPO run from a random-init policy
-// whose every sample is a mini episode in the task's own environment, verified by its tests.
+// whose every sample is a mini episode in the task's own environment, verified by its tests. One
+// sample at a time (groups of one): a synthesized task asks for a whole CPU, and the machine may
+// have two.
 TEST_F(SynthE2eTest, ShortExperimentTrainsOnTheSynthesizedFolder) {
   std::string tasks = Tasks();
   ASSERT_EQ(synth_.status, 0) << synth_.out;
   std::vector<fs::path> folders = TaskFolders(tasks);
-  ASSERT_EQ(folders.size(), 2u);
+  ASSERT_EQ(folders.size(), 1u);
   Write(dir_->file("rl/experiment.yaml"),
         "name: synth-rl\nstate_dir: run\nseed: 5\nscaffold: mini\nsandbox_policy: no-network\n"
         "policy:\n  model: {vocab_size: 272, n_layers: 2, d_model: 32, n_heads: 2, n_kv_heads: 1, head_dim: 16,\n"
         "          n_experts: 4, top_k: 2, n_shared_experts: 1, expert_hidden: 32, max_context: 2048}\n"
         "  init: random\n"
         "datasets:\n  - {name: synth, source: \"" + tasks + "\", weight: 1}\n"
-        "rollout: {group_size: 2, groups_per_step: 1, max_in_flight: 2, staleness: 1, max_new_tokens: 16,\n"
+        "rollout: {group_size: 1, groups_per_step: 2, max_in_flight: 1, staleness: 1, max_new_tokens: 16,\n"
         "          max_turns: 2, length_bias: {enabled: false}}\n"
         "trainer: {sft_steps: 0, rl_steps: 1, learning_rate: 0.0003, publish_every: 1}\n");
   Ran run = Exec(*dir_, "run", {bin_, "run", "--fresh", dir_->file("rl/experiment.yaml"), "--env-store", store_});
@@ -187,7 +189,7 @@ TEST_F(SynthE2eTest, ShortExperimentTrainsOnTheSynthesizedFolder) {
   ASSERT_TRUE((*store)->trajectories().ForEach(q, [&](const v1::Trajectory& t) -> absl::Status {
     if (t.group_id().empty()) return absl::OkStatus();
     ++seen;
-    EXPECT_TRUE(t.task() == folders[0].filename().string() || t.task() == folders[1].filename().string()) << t.task();
+    EXPECT_EQ(t.task(), folders[0].filename().string());
     // A random policy does not fix the bug: the task's hidden tests score it 0.
     EXPECT_EQ(t.reward(), 0.0) << t.id();
     return absl::OkStatus();
