@@ -8,7 +8,10 @@
 // TASKS_DIR resumes from its synth.db. Exit status: 0 at least one valid task, 1 none (the
 // reasons are printed and kept in TASKS_DIR/REPORT.txt), 2 bad arguments.
 #include <filesystem>
+#include <functional>
 #include <iostream>
+
+#include "absl/strings/str_format.h"
 
 #include "commands.h"
 #include "flotilla/app/embedded_platform.h"
@@ -35,7 +38,11 @@ int Synthesize(SynthFlags& f) {
   po.worker.serve_model = false;
   po.worker.state_dir = (std::filesystem::path(f.options.out) / ".work" / "platform").string();
   po.worker.engine.threads = 1;
-  po.sandbox_state_dir = f.env_store + "/synth-sandboxes";
+  // One sandbox state folder per output folder: the platform clears leftovers in its folder on
+  // start, so two syntheses (into different folders) running at once must not share one.
+  const std::string out_abs = std::filesystem::absolute(f.options.out).lexically_normal().string();
+  po.sandbox_state_dir =
+      absl::StrFormat("%s/synth-sandboxes/%016x", f.env_store, std::hash<std::string>{}(out_abs));
   po.image_dir = f.env_store;
   auto platform = app::EmbeddedPlatform::Start(po);
   if (!platform.ok()) {

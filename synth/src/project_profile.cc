@@ -8,6 +8,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/ascii.h"
 
 namespace flotilla::synth {
 namespace {
@@ -42,9 +45,78 @@ bool IsPythonTest(const fs::path& rel) {
   return false;
 }
 
-constexpr const char* kPythonTestScript =
-    "cd /app && env -i PATH=/usr/bin:/bin HOME=/root LANG=C.UTF-8 COLUMNS=400 python3 -B -s -m pytest -rA -q "
-    "-p no:cacheprovider --confcutdir=/app --color=no 2>&1";
+// `python_path`: "" or a folder under /app that holds the importable packages (a src layout).
+std::string PythonTestScript(const std::string& python_path) {
+  return absl::StrCat("cd /app && env -i PATH=/usr/bin:/bin HOME=/root LANG=C.UTF-8 COLUMNS=400 ",
+                      python_path.empty() ? "" : absl::StrCat("PYTHONPATH=/app/", python_path, " "),
+                      "python3 -B -s -m pytest -rA -q -p no:cacheprovider --confcutdir=/app --color=no 2>&1");
+}
+
+// Build-time packages that only make documentation or Debian packaging, never needed to run tests.
+bool DocumentationOrPackaging(const std::string& pkg) {
+  for (const char* part : {"sphinx", "docutils", "-doc", "theme", "debhelper", "dh-", "python3-all"}) {
+    if (absl::StrContains(pkg, part)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::string> DebianBuildDepends(const std::string& repo_dir) {
+  std::string control = ReadHead(fs::path(repo_dir) / "debian" / "control");
+  // The source stanza is the first paragraph; a field continues on lines starting with blanks.
+  control = control.substr(0, control.find("\n\n"));
+  std::vector<std::string> out;
+  std::string field;
+  auto take = [&](const std::string& value) {
+    for (absl::string_view dep : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
+      // "a (>= 1) [amd64] <!nocheck> | b": the first alternative, its bare name.
+      dep = absl::StripAsciiWhitespace(dep.substr(0, dep.find('|')));
+      size_t end = dep.find_first_of(" (\t[<:");
+      std::string name(dep.substr(0, end));
+      if (!name.empty() && std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+    }
+  };
+  std::string value;
+  for (absl::string_view line : absl::StrSplit(control, '\n')) {
+    bool continued = !line.empty() && (line[0] == ' ' || line[0] == '\t');
+    if (!continued) {
+      if (absl::StartsWith(field, "Build-Depends")) take(value);
+      size_t colon = line.find(':');
+      field = colon == absl::string_view::npos ? "" : std::string(line.substr(0, colon));
+      value = colon == absl::string_view::npos ? "" : std::string(line.substr(colon + 1));
+    } else {
+      absl::StrAppend(&value, ",", line);
+    }
+  }
+  if (absl::StartsWith(field, "Build-Depends")) take(value);
+  return out;
+}
+
+namespace {
+
+// The Debian packages a project's tests need beyond the language's own: its Debian build
+// dependencies of the language's kind (python3-* for Python, lib*-dev for C), less the ones that
+// only build documentation or packaging.
+std::vector<std::string> ExtraPackages(const std::string& repo_dir, const std::string& language) {
+  std::vector<std::string> extra;
+  for (const std::string& d : DebianBuildDepends(repo_dir)) {
+    bool kind = language == "python" ? absl::StartsWith(d, "python3-")
+                                     : absl::StartsWith(d, "lib") && absl::EndsWith(d, "-dev");
+    if (kind && !DocumentationOrPackaging(d)) extra.push_back(d);
+  }
+  return extra;
+}
+
+void AddExtraPackages(const std::string& repo_dir, ProjectProfile& p) {
+  std::vector<std::string> extra = ExtraPackages(repo_dir, p.language);
+  for (const std::string& e : extra) {
+    if (std::find(p.packages.begin(), p.packages.end(), e) == p.packages.end()) p.packages.push_back(e);
+  }
+  if (!extra.empty()) {
+    p.reasons.push_back(absl::StrCat("debian/control's Build-Depends for the tests: ", absl::StrJoin(extra, " ")));
+  }
+}
 
 }  // namespace
 
@@ -107,21 +179,29 @@ absl::StatusOr<ProjectProfile> DetectProject(const std::string& repo_dir) {
         "pytest runs both pytest-style and unittest-style tests and reports each test by id (-rA), so it is the "
         "runner either way");
     p.packages = {"python3", "python3-pytest", "git"};
-    p.test_script = kPythonTestScript;
+    // A src layout (src/<package>/) is importable from the tree only with src on the path.
+    std::string python_path;
+    for (const std::string& f : py_src) {
+      if (absl::StartsWith(f, "src/")) python_path = "src";
+    }
+    if (!python_path.empty()) p.reasons.push_back("Python sources under src/: the tests run with PYTHONPATH=/app/src");
+    p.test_script = PythonTestScript(python_path);
     p.source_files = py_src;
     p.test_files = py_tests;
     for (const char* cfg : {"pytest.ini", "setup.cfg", "tox.ini", "pyproject.toml"}) {
       if (fs::exists(fs::path(repo_dir) / cfg, ec)) p.test_files.push_back(cfg);
     }
+    AddExtraPackages(repo_dir, p);
     return p;
   }
   if (!c_src.empty() && (has_makefile_am_tests || has_makefile_check)) {
     p.language = "c";
-    p.packages = {"build-essential", "git"};
+    // One package set for every C project (autotools included even where unused), so the
+    // environments of all C projects share their installed layers.
+    p.packages = {"build-essential", "git", "autoconf", "automake", "libtool", "pkgconf"};
     if (has_configure_ac && has_makefile_am_tests) {
       p.runner = "automake";
       p.reasons.push_back("configure.ac and a Makefile.am with TESTS: automake's harness prints PASS:/FAIL: per test");
-      p.packages.insert(p.packages.end(), {"autoconf", "automake", "libtool", "pkgconf"});
       p.build_script = "cd /app && (test -x configure || autoreconf -fi) && ./configure -q && make -j2";
     } else {
       p.runner = "make-check";
@@ -136,6 +216,7 @@ absl::StatusOr<ProjectProfile> DetectProject(const std::string& repo_dir) {
                           "'FAIL: make-check'; fi";
     p.source_files = c_src;
     p.test_files = harness;
+    AddExtraPackages(repo_dir, p);
     return p;
   }
   std::vector<std::string> seen;

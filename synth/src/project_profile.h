@@ -24,6 +24,11 @@ struct ProjectProfile {
 // supported language with a test suite is found.
 absl::StatusOr<ProjectProfile> DetectProject(const std::string& repo_dir);
 
+// The package names of debian/control's Build-Depends, Build-Depends-Indep and
+// Build-Depends-Arch (first alternative, no versions or qualifiers), in order; none when the
+// tree has no debian/control.
+std::vector<std::string> DebianBuildDepends(const std::string& repo_dir);
+
 // The environment's Dockerfile: Debian packages only, the repository copied to /app.
 std::string ProjectDockerfile(const ProjectProfile& p, bool with_git_base);
 

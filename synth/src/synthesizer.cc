@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -135,6 +136,8 @@ class Run {
   absl::Status Refuse(const std::string& stage, const absl::Status& why);
 
   absl::Status EnvironmentStage();
+  absl::Status SaveHiddenTests();
+  std::string HiddenDir() const { return (fs::path(o_.out) / ".work" / "hidden").string(); }
   absl::Status SourcesStage();
   absl::Status ValidateOne(CandidateRow& c);
   absl::Status WriteAndProbe(CandidateRow& c, int index);
@@ -160,6 +163,24 @@ absl::Status Run::Refuse(const std::string& stage, const absl::Status& why) {
   auto ds = state_->Decisions();
   if (ds.ok()) {
     for (const DecisionRow& d : *ds) r << d.stage << ": " << d.subject << ": " << d.decision << " (" << d.reason << ")\n";
+  }
+  // What was tried: every candidate's outcome, grouped by its reason, with an example each.
+  auto cs = state_->Candidates();
+  if (cs.ok()) {
+    std::map<std::string, std::pair<int, std::string>> by_reason;
+    int tried = 0;
+    for (const CandidateRow& c : *cs) {
+      if (c.state == "generated") continue;
+      ++tried;
+      auto& [n, example] = by_reason[absl::StrCat(c.state, ": ", c.reason.substr(0, 160))];
+      if (n++ == 0) example = absl::StrCat(c.kind, " ", c.file, ":", c.line);
+    }
+    if (tried > 0) {
+      r << "candidates tried: " << tried << " of " << cs->size() << " generated\n";
+      for (const auto& [reason, n_example] : by_reason) {
+        r << "  " << n_example.first << " x " << reason << " (e.g. " << n_example.second << ")\n";
+      }
+    }
   }
   std::ofstream(fs::path(o_.out) / "REPORT.txt") << r.str();
   return why;
@@ -211,7 +232,7 @@ absl::Status Run::EnvironmentStage() {
   if (done) {
     ASSIGN_OR_RETURN(baseline_, Baseline::FromJson(*done));
     Say(absl::StrCat("synth: environment: resumed (", baseline_.stable.size(), " tests in the baseline)"));
-    return absl::OkStatus();
+    return SaveHiddenTests();
   }
   // Three runs at the base state: a test whose outcome changes is flaky and never used.
   std::vector<TestReport> runs;
@@ -269,12 +290,35 @@ absl::Status Run::EnvironmentStage() {
   ASSIGN_OR_RETURN(ShellRun h, sandbox_->Run(absl::StrCat("cd /app && sha256sum ", absl::StrJoin(quoted, " ")), 60000));
   if (h.exit_code != 0) return Refuse("environment", absl::InternalError("hashing the test files: " + h.output));
   baseline_.hidden_sha256 = h.output;
+  RETURN_IF_ERROR(SaveHiddenTests());
   ASSIGN_OR_RETURN(ShellRun f, sandbox_->Run(RunnerFingerprintScript(), 120000));
   baseline_.runner_sha256 = std::string(absl::StripAsciiWhitespace(f.output));
   ASSIGN_OR_RETURN(ShellRun b, sandbox_->Run("find /app -name .git -prune -o \\( -name '*.py' -o -name '*.pth' \\) "
                                              "-print | sed 's|^/app/||' | sort", 60000));
   baseline_.base_files = b.output;
   return state_->CompleteStage("environment", baseline_.ToJson(), Since(t0));
+}
+
+// The test files as the built base environment has them (hashed in the baseline), kept under
+// .work/hidden for every task's tests/hidden/; done once per output folder.
+absl::Status Run::SaveHiddenTests() {
+  fs::path dir = HiddenDir();
+  std::error_code ec;
+  if (fs::exists(dir / ".complete", ec)) return absl::OkStatus();
+  fs::remove_all(dir, ec);
+  for (const std::string& t : profile_.test_files) {
+    auto content = sandbox_->Get("/app/" + t);
+    if (!content.ok()) {
+      return Refuse("environment", absl::InternalError(absl::StrCat("reading ", t, " from the base environment: ",
+                                                                    content.status().message())));
+    }
+    fs::create_directories((dir / t).parent_path(), ec);
+    std::ofstream(dir / t, std::ios::binary) << *content;
+    // The repository's mode (an executable configure stays executable).
+    fs::permissions(dir / t, fs::status(fs::path(o_.repo) / t, ec).permissions(), ec);
+  }
+  std::ofstream(dir / ".complete") << "";
+  return absl::OkStatus();
 }
 
 absl::Status Run::SourcesStage() {
@@ -421,6 +465,7 @@ absl::Status Run::WriteAndProbe(CandidateRow& c, int index) {
   spec.runner_sha256 = baseline_.runner_sha256;
   spec.base_files = baseline_.base_files;
   spec.debs_dir = debs_dir_;
+  spec.hidden_dir = HiddenDir();
   spec.timings["validate_seconds"] = c.seconds;
   spec.timings["suite_seconds"] = baseline_.seconds;
   fs::path dir = fs::path(o_.out) / spec.name;

@@ -143,7 +143,7 @@ absl::Status WriteTask(const std::string& dir_s, const std::string& repo_dir, co
   RETURN_IF_ERROR(LinkDebs(spec.debs_dir, (dir / "environment" / "debs").string()));
 
   for (const std::string& t : p.test_files) {
-    fs::path src = fs::path(repo_dir) / t;
+    fs::path src = fs::path(spec.hidden_dir.empty() ? repo_dir : spec.hidden_dir) / t;
     if (!fs::is_regular_file(src, ec)) continue;
     fs::create_directories((dir / "tests" / "hidden" / t).parent_path(), ec);
     fs::copy_file(src, dir / "tests" / "hidden" / t, fs::copy_options::overwrite_existing, ec);

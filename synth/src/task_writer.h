@@ -37,6 +37,10 @@ struct TaskSpec {
   std::string base_files;       // the tree's Python files at the base, one a line (python only)
   std::map<std::string, double> timings;
   std::string debs_dir;         // the environment's .debs (deb_cache.h), linked into environment/debs/
+  // The test files as the built base environment has them (a build may regenerate some, e.g.
+  // automake's Makefile.in): tests/hidden/ is copied from here, so the hashes match. Empty: from
+  // the repository.
+  std::string hidden_dir;
 };
 
 // A shell command printing one hash of the packages' files (dpkg -V), Python startup hooks
@@ -55,7 +59,7 @@ absl::Status CopyRepoTree(const std::string& from, const std::string& to);
 
 // Writes the folder `dir` (created; an existing one is replaced). `repo_dir` is the original
 // tree: copied to environment/repo/ with the task's file broken; its test files go to
-// tests/hidden/.
+// tests/hidden/ (from spec.hidden_dir when set).
 absl::Status WriteTask(const std::string& dir, const std::string& repo_dir, const ProjectProfile& p,
                        const TaskSpec& spec);
 

@@ -145,6 +145,26 @@ TEST(ProjectProfileTest, DetectsAutomakeC) {
             (std::vector<std::string>{"Makefile.am", "configure.ac", "tests/Makefile.am", "tests/t1.c"}));
 }
 
+TEST(ProjectProfileTest, SrcLayoutRunsWithSrcOnThePathAndGetsDebianTestDependencies) {
+  testing::TempDir d;
+  Write(d.file("src/pkg/__init__.py"), "");
+  Write(d.file("tests/test_pkg.py"), "def test_f(): pass\n");
+  Write(d.file("debian/control"),
+        "Source: pkg\nBuild-Depends:\n debhelper-compat (= 13),\n dh-python,\n python3-all,\n"
+        " python3-markupsafe (>= 2.0),\n python3-sphinx,\n python3-pytest <!nocheck>,\n"
+        "Build-Depends-Indep: python3-babel | python3-other, libfoo-dev\n\n"
+        "Package: python3-pkg\nDepends: python3-notabuilddep\n");
+  EXPECT_EQ(DebianBuildDepends(d.path()),
+            (std::vector<std::string>{"debhelper-compat", "dh-python", "python3-all", "python3-markupsafe",
+                                      "python3-sphinx", "python3-pytest", "python3-babel", "libfoo-dev"}));
+  auto p = DetectProject(d.path());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->packages, (std::vector<std::string>{"python3", "python3-pytest", "git", "python3-markupsafe",
+                                                   "python3-babel"}));
+  EXPECT_NE(p->test_script.find("PYTHONPATH=/app/src python3 -B -s -m pytest"), std::string::npos) << p->test_script;
+  EXPECT_EQ(DebianBuildDepends(d.file("missing")), std::vector<std::string>{});
+}
+
 TEST(ProjectProfileTest, RefusesATreeWithoutTests) {
   testing::TempDir d;
   Write(d.file("pkg/core.py"), "def f(): return 1\n");
