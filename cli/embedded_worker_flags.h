@@ -32,7 +32,8 @@ inline void AddEmbeddedWorkerFlags(CLI::App* sub, app::EmbeddedWorkerOptions& op
                   "with -m http(s)://.../v1 (an external OpenAI-compatible endpoint): its model name "
                   "(default: the first one GET /models lists)");
   sub->add_option("--api-key-env", opts.api_key_env,
-                  "with -m http(s)://...: the environment variable holding the endpoint's API key");
+                  "with -m http(s)://...: the environment variable holding the endpoint's API key (default: "
+                  "OPENAI_API_KEY; ANTHROPIC_API_KEY for anthropic+http(s)://...)");
   sub->add_option("--state-dir", opts.state_dir, "where the default model and stores live");
   sub->add_option("--db", opts.db_path, "trajectory store (SQLite); default: <state-dir>/trajectories.db");
   sub->add_option("--experiment", opts.experiment, "experiment name written into trajectories");

@@ -262,6 +262,10 @@ int RunEvalJob(EvalJobFlags f) {
   if (bar.tty()) bar.Finish();
   eval::JobShape shape{.tasks = {}, .agents = f.agents, .model = served[0], .models = {}, .attempts = f.attempts};
   if (several) {
+    // A model none of whose trials ran (or were found) stands under its label.
+    for (size_t m = 0; m < models.size(); ++m) {
+      if (served[m].empty()) served[m] = models[m].label;
+    }
     shape.models = served;
     shape.model = absl::StrJoin(served, ", ");
   }
