@@ -19,9 +19,6 @@ int RunGpuBench(bool) {
   return 0;
 }
 #else
-namespace {
-
-// Device-to-device copy bandwidth (bytes read + written per second), median of 10.
 double MeasureCopyBandwidth() {
   const size_t bytes = size_t{4} << 30;
   void *a = nullptr, *b = nullptr;
@@ -45,6 +42,8 @@ double MeasureCopyBandwidth() {
   cudaFree(b);
   return 2.0 * bytes / (ms[ms.size() / 2] * 1e-3);
 }
+
+namespace {
 
 // Decode through the engine at batch 1, 64, 256; prints each batch's figures and returns the
 // roofline fraction at 256 (0 when the engine could not be set up).

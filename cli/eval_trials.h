@@ -50,9 +50,6 @@ struct JobProgress {
 // Writes `j` to `path` whole (a temporary file renamed over it).
 absl::Status WriteJsonFile(const std::filesystem::path& path, const nlohmann::json& j);
 
-// True for the agent CLIs (worker::AgentCliNames()).
-bool IsAgentCli(const std::string& agent);
-
 // Runs the trials of model `model` still without a result (and those of the agents that use no
 // model when `model` is 0) on a platform started with `worker`, `f.concurrency` at a time, until
 // done or `stop` arrives; sets each trial's result and writes it. Returns the model's served name.

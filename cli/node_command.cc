@@ -1,4 +1,6 @@
-// `flotilla node`: the node agent daemon (NodeAgent gRPC service over this host's runtime).
+// `flotilla node`: the node agent daemon (NodeAgent gRPC service over this host's runtime),
+// with Prometheus /metrics of the agent (sandboxes by state and class, create/destroy latency,
+// failures, crashes, stopped commands) on --metrics-listen.
 #include <atomic>
 #include <iostream>
 #include <thread>
@@ -6,6 +8,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "commands.h"
+#include "daemon_metrics.h"
+#include "flotilla/admission/admission_limits.h"
+#include "flotilla/common/config.h"
 #include "flotilla/common/shutdown_signals.h"
 #include "flotilla/node/node_agent.h"
 #include "flotilla/sandbox/zygote_main.h"
@@ -21,7 +26,11 @@ struct NodeFlags {
   std::string scheduler, node_id, advertise;
   double memory_overcommit = 1.0, memory_warning = 0.9, cpu_warning = 0.95;
   uint32_t slots = 2500, partitions_per_node = 1;
+  std::string default_memory = "1G";
+  uint32_t default_cpu_millicores = 1000;
+  DaemonMetricsFlags metrics;
 };
+
 
 int RunNode(const NodeFlags& f) {
   using namespace flotilla::sandbox;
@@ -43,12 +52,30 @@ int RunNode(const NodeFlags& f) {
   ao.admission.memory_overcommit = f.memory_overcommit;
   ao.admission.memory_warning = f.memory_warning;
   ao.admission.cpu_warning = f.cpu_warning;
+  auto default_memory = ParseBytes(f.default_memory);
+  if (!default_memory.ok()) {
+    std::cerr << "flotilla node: --default-memory: " << default_memory.status().message() << "\n";
+    return 2;
+  }
+  ao.admission.default_memory_bytes = *default_memory;
+  ao.admission.default_cpu_millicores = f.default_cpu_millicores;
+  if (absl::Status s = admission::AdmissionLimits::Validate(ao.admission); !s.ok()) {
+    std::cerr << "flotilla node: admission: " << s.message() << "\n";
+    return 2;
+  }
   ao.slots_capacity = f.slots;
   ao.partitions_per_node = f.partitions_per_node;
+  MetricsRegistry metrics;  // before the agent: its collector is removed before this goes
+  ao.metrics = &metrics;
   auto agent = NodeAgent::Create(std::move(*rt), ao);
   if (!agent.ok()) {
     std::cerr << "flotilla node: " << agent.status() << "\n";
     return 1;
+  }
+  auto metrics_server = ServeDaemonMetrics("flotilla node", f.metrics, metrics);
+  if (!metrics_server.ok()) {
+    std::cerr << "flotilla node: " << metrics_server.status().message() << "\n";
+    return 2;
   }
   auto server = NodeAgentServer::Start(agent->get(), f.listen);
   if (!server.ok()) {
@@ -90,6 +117,13 @@ void AddNodeCommand(CLI::App& app, int* exit_code) {
   node->add_option("--cpu-warning", f->cpu_warning, "Admission threshold of CPU use (0..1]");
   node->add_option("--slots", f->slots, "Sandboxes the node holds");
   node->add_option("--partitions-per-node", f->partitions_per_node, "Sub-NUMA partitions per NUMA node");
+  node->add_option("--default-memory", f->default_memory,
+                   "Memory charged when a request leaves it 0 (the scheduler's --default-memory must match)")
+      ->capture_default_str();
+  node->add_option("--default-cpu-millicores", f->default_cpu_millicores,
+                   "CPU charged when a request leaves it 0 (the scheduler's flag of that name must match)")
+      ->capture_default_str();
+  AddDaemonMetricsFlags(node, f->metrics, "0.0.0.0:7071");
   node->callback([f, exit_code] {
     if (!f->scheduler.empty() && f->node_id.empty()) {
       std::cerr << "flotilla node: --node-id is required with --scheduler\n";

@@ -1,13 +1,19 @@
 // `flotilla run EXPERIMENT.yaml`: a whole RL experiment on the embedded default (app::
 // EmbeddedPlatform: the scheduler and its in-process node agent, the engine, the one
 // trajectory store, rollout controller and TrainerBridge in this process; every sample a
-// worker episode in its own sandbox placed by the scheduler), plus the Python trainer as a
+// worker episode in its own sandbox placed by the scheduler; with --scheduler ADDR that
+// scheduler is a `flotilla scheduler` placing on its `flotilla node` agents, the same code
+// with a remote endpoint), plus the Python trainer as a
 // child, with a live progress line and a final summary whose last line is
 //   run: reward_start=A reward_end=B steps=N minutes=M scaffold=NAME turns_mean=T tool_calls_mean=C sandboxes=S
 // SIGINT or SIGTERM stops it in order: dispatch stops and no further batch goes to the trainer,
 // samples in flight finish and are stored, the trainer child is terminated, the summary is
 // printed, and the exit status is 130 or 143 (a second signal skips the wait). The unfinished
-// run can be resumed.
+// run can be resumed. When the trainer ends on its own, the samples in flight are stored the
+// same way, so every dispatched sample has a record (summary: dispatched_samples).
+// Task folder datasets run in their built environments (--env-store; the same builds and cache
+// as `flotilla eval`), and `scaffold: pi` runs the CLI from --agents-dir in each sample's
+// sandbox as read-only layers over the task's environment.
 #include <signal.h>
 #include <unistd.h>
 
@@ -27,6 +33,7 @@
 #include "flotilla/app/embedded_platform.h"
 #include "flotilla/merge/merge.h"
 #include "flotilla/trainer_bridge/experiment.h"
+#include "task_environment.h"
 #include "trainer_process.h"
 
 namespace flotilla::cli {
@@ -45,7 +52,10 @@ struct RunFlags {
   int trainer_threads = 1;
   std::string listen;
   std::string http;    // the dashboard and /metrics; empty: none
+  std::string scheduler;  // an external `flotilla scheduler`; empty: the embedded one
   double minutes = 0;  // 0: the experiment's own limits
+  std::string env_store = "/var/lib/flotilla";
+  std::string agents_dir = "var/agents";
 };
 
 std::vector<std::string> TrainerArgv(const trainer_bridge::ExperimentConfig& cfg, const std::string& address,
@@ -134,6 +144,12 @@ int Run(const RunFlags& f) {
     cfg->policy.init = *merged;
   }
   app::PlatformOptions po;
+  if (auto images = SetExperimentEnvironments(*cfg, f.env_store, f.agents_dir, &po.experiment_options); images.ok()) {
+    po.image_dir = *images;
+  } else {
+    std::cerr << "run: " << images.status().message() << "\n";
+    return 2;
+  }
   po.worker.state_dir = cfg->state_dir;
   po.worker.serve_model = false;  // the policy is the trainer's to publish
   po.worker.engine.backend = f.backend;
@@ -144,6 +160,7 @@ int Run(const RunFlags& f) {
   // script): a sandbox that asks for no CPU quota is charged a fiftieth of a core, so that the
   // whole in-flight bound is admitted on a small machine (the charge limits nothing at run time).
   po.admission.default_cpu_millicores = 20;
+  po.scheduler_address = f.scheduler;
   po.experiment = &*cfg;
   po.experiment_options.listen = f.listen;
   po.worker.http_address = f.http;
@@ -217,6 +234,14 @@ int Run(const RunFlags& f) {
     bool drained = exp->Drain(kDrainTimeoutMs, second_signal);
     trainer_exit = trainer ? trainer->Terminate(kTrainerGraceMs) : 0;
     if (!drained) std::cerr << "run: samples still in flight were not stored\n";
+  } else {
+    // The trainer is done (its detach parked the rollouts): the samples still in flight resume,
+    // finish and are stored all the same, so every dispatched sample has a record (a signal
+    // now skips the wait).
+    if (absl::Status s = exp->runner().Reload(); !s.ok()) std::cerr << "run: resuming the rollouts: " << s << "\n";
+    if (!exp->Drain(kDrainTimeoutMs, [&] { return stop.received() != 0; })) {
+      std::cerr << "run: samples still in flight were not stored\n";
+    }
   }
   auto summary = exp->Summary();
   bool finished = trainer_exit == 0 && stop.received() == 0;
@@ -234,7 +259,10 @@ int Run(const RunFlags& f) {
                                trainer_exit)
             << "\n";
   for (const auto& [k, v] : p.trainer_metrics) std::cout << "summary: trainer." << k << "=" << v << "\n";
-  std::cout << absl::StrFormat("summary: failed_samples=%d", summary->failed) << "\n";
+  // Every dispatched sample is stored (a failed one with its reason): none lost.
+  std::cout << absl::StrFormat("summary: dispatched_samples=%d failed_samples=%d",
+                               exp->ControllerStatsNow().groups_dispatched * cfg->rollout.group_size, summary->failed)
+            << "\n";
   {
     // What a sandbox per sample costs this run: create + destroy over the episodes' wall time.
     const trainer_bridge::RunnerStats rs = exp->RunnerStatsNow();
@@ -269,6 +297,13 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   run->add_option("--listen", flags->listen, "TrainerBridge address (default: trainer.address)");
   run->add_option("--http", flags->http, "serve the dashboard and Prometheus /metrics here (HOST:PORT; port 0: any)");
   run->add_option("--minutes", flags->minutes, "stop RL after this many minutes");
+  run->add_option("--scheduler", flags->scheduler,
+                  "place every sample's sandbox through this `flotilla scheduler` (HOST:PORT) and its "
+                  "`flotilla node` agents instead of the embedded scheduler and node");
+  run->add_option("--env-store", flags->env_store, "where task environments are built (flotilla env)")
+      ->capture_default_str();
+  run->add_option("--agents-dir", flags->agents_dir, "agent CLIs for scaffold: pi (scripts/test-deps.d/agent-clis.sh)")
+      ->capture_default_str();
   run->callback([flags, exit_code] { *exit_code = Run(*flags); });
 }
 

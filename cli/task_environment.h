@@ -1,5 +1,6 @@
-// Task environments for `flotilla eval` and `flotilla worker run`: a task with a Dockerfile
-// is built (from the cache when unchanged) and pointed at its image before it runs.
+// Task environments for `flotilla eval`, `flotilla run` and `flotilla worker run`: a task with a
+// Dockerfile is built (from the cache when unchanged) and pointed at its image before it runs;
+// an agent CLI's trials and samples run with the CLI as read-only layers over that image.
 #pragma once
 
 #include <functional>
@@ -7,7 +8,10 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "flotilla/environments/env_builder.h"
+#include "flotilla/trainer_bridge/experiment.h"
+#include "flotilla/worker/external_agent.h"
 #include "flotilla/worker/terminal_task.h"
 
 namespace flotilla::cli {
@@ -29,6 +33,25 @@ absl::Status PrepareTaskEnvironment(environments::EnvBuilder& builder, worker::T
 // FailedPrecondition, a CLI not installed NotFound.
 absl::Status AddAgentLayer(environments::EnvBuilder& builder, const std::string& agent, const std::string& agents_dir,
                            worker::TerminalTask* task);
+
+// Whether `agent` is an agent CLI this build runs (worker::AgentCliNames(): pi, codex, opencode,
+// claude-code, qwen-code).
+bool IsAgentCli(const std::string& agent);
+
+// The agent CLI's spec with its install folder and Node.js binary under `agents_dir` (missing:
+// NotFound naming the path), preinstalled: its trials and samples run over AddAgentLayer's image.
+absl::StatusOr<worker::ExternalAgentSpec> AgentCliSpec(const std::string& agent, const std::string& agents_dir,
+                                                       int context_window, int max_tokens);
+
+// Sets `options` so that an experiment's folder datasets run in their built environments in
+// `env_store` (the builds of `flotilla eval`, from the cache when unchanged; each task readied
+// as the experiment starts) and, for an agent CLI scaffold (pi), the CLI from `agents_dir` runs
+// in each sample's sandbox as read-only layers over its task's environment. Returns the image
+// directory the node must use: `env_store`, or "" when no dataset is a task folder (nothing
+// is built). A CLI not installed is NotFound.
+absl::StatusOr<std::string> SetExperimentEnvironments(const trainer_bridge::ExperimentConfig& config,
+                                                      const std::string& env_store, const std::string& agents_dir,
+                                                      trainer_bridge::ExperimentOptions* options);
 
 // Options of a builder over `store_dir` whose runtimes use this CLI's zygote.
 environments::EnvBuilderOptions CliEnvBuilderOptions(const std::string& store_dir);

@@ -1,6 +1,6 @@
 // flotilla worker: serve the OpenAI/Anthropic APIs for scaffolds, or run one scaffold session.
 //
-//   flotilla worker [--listen ADDR]                      serve (default 127.0.0.1:8000)
+//   flotilla worker [--listen ADDR]                      serve (default 127.0.0.1:8000; /metrics too)
 //   flotilla worker run --scaffold mini --task DIR       one session; prints the trajectory
 #include <grpcpp/grpcpp.h>
 
@@ -127,14 +127,19 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
   w->callback([w, opts, exit_code] {
     if (!w->get_subcommands().empty()) return;
     ShutdownSignals signals;  // before the worker's threads exist, so they inherit the mask
-    auto worker = app::EmbeddedWorker::Start(*opts);
+    // The engine's and the worker's figures, at /metrics of the worker's one HTTP server.
+    MetricsRegistry metrics;
+    app::EmbeddedWorkerOptions wo = *opts;
+    wo.engine.metrics = &metrics;
+    wo.dashboard.metrics = &metrics;
+    auto worker = app::EmbeddedWorker::Start(wo);
     if (!worker.ok()) {
       std::cerr << "flotilla worker: " << worker.status().message() << "\n";
       *exit_code = 1;
       return;
     }
     std::cout << "flotilla worker: serving on http://" << (*worker)->http_address()
-              << "/v1 (trajectories in " << (*worker)->store().path() << ")" << std::endl;
+              << "/v1 (trajectories in " << (*worker)->store().path() << "; metrics at /metrics)" << std::endl;
     signals.Wait();
   });
 }

@@ -2,7 +2,8 @@
 # Stages what the GPU benchmarks and tests need on a machine that has only the NVIDIA driver
 # and CUDA runtime: the stripped binaries, the non-system shared libraries they load, and
 # run.sh, which runs the `gpu` tests (default and forced attention kernels), the engine
-# benchmark and the rollout benchmark on the CUDA backend, writing logs to $OUT (or ./out).
+# benchmark (Flotilla's format and a Hugging Face qwen3_moe, with transformers' generate beside
+# it) and the rollout benchmark on the CUDA backend, writing logs to $OUT (or ./out).
 # Usage: scripts/gpu_bench_bundle.sh DEST   (after building with CUDA into ./build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +11,7 @@ dest=${1:?usage: $0 DEST}
 bins=(build/bench/flotilla_engine_bench build/bench/flotilla_rollout_bench build/tests/inference/inference_gpu_test)
 mkdir -p "$dest/lib"
 for b in "${bins[@]}"; do objcopy --strip-debug "$b" "$dest/$(basename "$b")"; done
+cp bench/hf_generate_torch.py "$dest/"
 # Everything ldd resolves except the C/C++ runtime and the CUDA libraries (the target has those).
 ldd "${bins[@]}" | awk '/=>/ {print $3}' | sort -u |
   grep -Ev '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|libz|ld-linux[^/]*|libcuda[^/]*|libcublas[^/]*|libcudart[^/]*)\.so' |
@@ -33,6 +35,10 @@ done
 FLOTILLA_CUDA_ROUTE=separate ./inference_gpu_test > "$OUT/gpu_test_route_separate.log" 2>&1
 echo "gpu tests (routing 'separate'): $(grep -E 'PASSED|FAILED' "$OUT/gpu_test_route_separate.log" | tail -1)"
 [ -n "$SKIP_ENGINE" ] || FLOTILLA_ENGINE_PROFILE=1 ./flotilla_engine_bench --gpu-only 2>&1 | tee "$OUT/engine.log" | grep -E '^engine\.|rows=(1|64|256) '
+# A Qwen3-30B-A3B-shaped Hugging Face qwen3_moe (10 layers, Qwen3's vocabulary): the CUDA
+# backend's decode step, then transformers' generate on the same shape.
+[ -n "$SKIP_ENGINE" ] || ./flotilla_engine_bench --gpu-hf 10 | tee "$OUT/hf_engine.log"
+[ -n "$SKIP_ENGINE" ] || python3 hf_generate_torch.py 10 32 32 64 256 2>&1 | tee "$OUT/hf_generate.log" | grep '^torch\.'
 FLOTILLA_ENGINE_PROFILE=1 ./flotilla_rollout_bench --backend cuda --steps "${STEPS:-8}" --threads 0 \
   > "$OUT/rollout.log" 2> "$OUT/rollout_err.log"
 cat "$OUT/rollout.log"

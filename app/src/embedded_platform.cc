@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 
@@ -32,10 +33,18 @@ const char* ClassName(v1::ExecutionClass c) {
 }
 
 // The dashboard's fleet: the scheduler's placements by scale unit and node, with each
-// sandbox's state and execution class.
-std::vector<dashboard::FleetUnit> FleetOf(scheduler::FrontDoor& front) {
+// sandbox's state and execution class (asked over the Scheduler API, the platform's own
+// scheduler or an external one alike).
+absl::StatusOr<std::vector<dashboard::FleetUnit>> FleetOf(v1::Scheduler::Stub& scheduler) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::ListSandboxesResponse resp;
+  grpc::Status st = scheduler.ListSandboxes(&ctx, v1::ListSandboxesRequest(), &resp);
+  if (!st.ok()) {
+    return absl::UnavailableError(absl::StrCat("fleet: the scheduler's ListSandboxes: ", st.error_message()));
+  }
   std::map<std::string, std::map<std::string, std::vector<dashboard::FleetSandbox>>> tree;
-  for (const v1::SandboxPlacement& p : front.ListSandboxes(v1::ListSandboxesRequest())) {
+  for (const v1::SandboxPlacement& p : resp.sandboxes()) {
     tree[p.scale_unit()][p.node_id()].push_back(
         {p.sandbox_id(), PlacementStateName(p.state()), ClassName(p.execution_class())});
   }
@@ -57,38 +66,46 @@ absl::StatusOr<std::unique_ptr<EmbeddedPlatform>> EmbeddedPlatform::Start(const 
   if (ec) return absl::PermissionDeniedError(absl::StrCat("state_dir '", o.worker.state_dir, "': ", ec.message()));
   const std::string state = std::filesystem::absolute(o.worker.state_dir, ec).lexically_normal().string();
 
-  // The scheduler first, so the node can register with it.
-  scheduler::SchedulerServerOptions so;
-  so.listen = o.scheduler_listen;
-  so.front.state_dir = "";  // the embedded default keeps no placement journal
-  so.front.unit.engine.admission = o.admission;
-  ASSIGN_OR_RETURN(p->scheduler_, scheduler::SchedulerServer::Start(so, SystemClock::Get(),
-                                                                     scheduler::GrpcNodeClientFactory()));
-  const std::string scheduler_address = absl::StrCat(HostOf(o.scheduler_listen), ":", p->scheduler_->port());
-  p->scheduler_metrics_ = scheduler::AddSchedulerCollector(p->metrics_, p->scheduler_->front());
+  if (o.scheduler_address.empty()) {
+    // The scheduler first, so the node can register with it.
+    scheduler::SchedulerServerOptions so;
+    so.listen = o.scheduler_listen;
+    so.front.state_dir = "";  // the embedded default keeps no placement journal
+    so.front.unit.engine.admission = o.admission;
+    ASSIGN_OR_RETURN(p->scheduler_, scheduler::SchedulerServer::Start(so, SystemClock::Get(),
+                                                                       scheduler::GrpcNodeClientFactory()));
+    p->scheduler_address_ = absl::StrCat(HostOf(o.scheduler_listen), ":", p->scheduler_->port());
+    p->scheduler_metrics_ = scheduler::AddSchedulerCollector(p->metrics_, p->scheduler_->front());
 
-  EmbeddedNodeOptions no;
-  no.state_dir = o.sandbox_state_dir.empty() ? state + "/sandboxes" : o.sandbox_state_dir;
-  no.image_dir = o.image_dir;
-  no.cleanup_leftovers = o.cleanup_leftovers;
-  no.listen = o.node_listen;
-  no.scheduler_address = scheduler_address;
-  no.admission = o.admission;
-  no.metrics = &p->metrics_;
-  ASSIGN_OR_RETURN(p->node_, EmbeddedNode::Start(no));
+    EmbeddedNodeOptions no;
+    no.state_dir = o.sandbox_state_dir.empty() ? state + "/sandboxes" : o.sandbox_state_dir;
+    no.image_dir = o.image_dir;
+    no.cleanup_leftovers = o.cleanup_leftovers;
+    no.listen = o.node_listen;
+    no.scheduler_address = p->scheduler_address_;
+    no.admission = o.admission;
+    no.metrics = &p->metrics_;
+    ASSIGN_OR_RETURN(p->node_, EmbeddedNode::Start(no));
+  } else {
+    // An external `flotilla scheduler` and its `flotilla node` agents serve their own /metrics.
+    p->scheduler_address_ = o.scheduler_address;
+  }
   // Every sandbox the platform's users ask for comes from the scheduler's front door.
+  auto scheduler_channel = grpc::CreateChannel(p->scheduler_address_, grpc::InsecureChannelCredentials());
+  if (!o.scheduler_address.empty() &&
+      !scheduler_channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
+    return absl::UnavailableError(absl::StrCat("scheduler '", o.scheduler_address, "': not reachable within 10 s"));
+  }
   p->sandboxes_ = worker::SandboxClient::ThroughScheduler(
-      grpc::CreateChannel(scheduler_address, grpc::InsecureChannelCredentials()),
-      o.experiment != nullptr ? o.experiment->name : "embedded");
+      scheduler_channel, o.experiment != nullptr ? o.experiment->name : "embedded");
+  p->scheduler_stub_ = v1::Scheduler::NewStub(scheduler_channel);
 
   // Every service's figures go to the platform's one registry, served at the worker's /metrics
   // with the dashboard.
   EmbeddedWorkerOptions wo = o.worker;
   wo.engine.metrics = &p->metrics_;
   wo.dashboard.metrics = &p->metrics_;
-  wo.dashboard.fleet = [front = &p->scheduler_->front()]() -> absl::StatusOr<std::vector<dashboard::FleetUnit>> {
-    return FleetOf(*front);
-  };
+  wo.dashboard.fleet = [stub = p->scheduler_stub_.get()]() { return FleetOf(*stub); };
   if (o.experiment != nullptr && wo.dashboard.metrics_log_path.empty()) {
     wo.dashboard.metrics_log_path = (std::filesystem::path(o.experiment->state_dir) / "metrics.jsonl").string();
   }
@@ -114,14 +131,19 @@ absl::StatusOr<std::unique_ptr<EmbeddedPlatform>> EmbeddedPlatform::Start(const 
     ASSIGN_OR_RETURN(p->experiment_,
                      trainer_bridge::Experiment::Start(*o.experiment, p->worker_->engine(), p->sandboxes_.get(), xo));
   }
-  FLOG(info, "embedded platform started", {{"scheduler", scheduler_address}, {"node", p->node_->address()}});
+  FLOG(info, "embedded platform started",
+       {{"scheduler", p->scheduler_address_}, {"node", p->node_ ? p->node_->address() : "external"}});
   return p;
 }
 
 std::vector<ServiceEndpoint> EmbeddedPlatform::Services() const {
   std::vector<ServiceEndpoint> out;
-  out.push_back({"scheduler", absl::StrCat("127.0.0.1:", scheduler_->port())});
-  out.push_back({"node agent", node_->address().empty() ? "in-process" : node_->address()});
+  if (scheduler_ != nullptr) {
+    out.push_back({"scheduler", absl::StrCat("127.0.0.1:", scheduler_->port())});
+    out.push_back({"node agent", node_->address().empty() ? "in-process" : node_->address()});
+  } else {
+    out.push_back({"scheduler (external)", scheduler_address_});
+  }
   out.push_back({"engine", engine_address_.empty() ? "in-process" : engine_address_});
   if (!worker_->http_address().empty()) out.push_back({"worker HTTP", worker_->http_address()});
   if (experiment_ != nullptr) out.push_back({"trainer bridge", experiment_->address()});
@@ -150,6 +172,7 @@ EmbeddedPlatform::~EmbeddedPlatform() {
   engine_service_.reset();
   worker_.reset();
   sandboxes_.reset();
+  scheduler_stub_.reset();
   node_.reset();
   scheduler_.reset();
 }

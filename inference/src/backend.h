@@ -118,5 +118,16 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateHfCpuBackend(std::shared_ptr
 absl::StatusOr<std::unique_ptr<ModelBackend>> CreateCudaBackend(const ModelConfig& config,
                                                                 uint32_t page_tokens,
                                                                 uint64_t kv_bytes);
+struct HfConfig;
+class HfCheckpoint;
+// The engine's summary of a Hugging Face family's config (what ModelBackend::config() returns).
+ModelConfig HfModelSummary(const HfConfig& config);
+// The CUDA backend of a Hugging Face family (qwen3_moe, qwen3; others are refused naming
+// config.json's field), bf16 on the device, the checkpoint's tensors uploaded straight from their
+// mapping; without a checkpoint, weights come from SetRandomWeights. StepOutput::experts has
+// rows x (MoE layers) x top_k. SetWeights and the staging calls refuse (they take Flotilla's
+// format). Defined only in builds with CUDA; otherwise returns UNIMPLEMENTED.
+absl::StatusOr<std::unique_ptr<ModelBackend>> CreateHfCudaBackend(const HfConfig& config, const HfCheckpoint* checkpoint,
+                                                                  uint32_t page_tokens, uint64_t kv_bytes);
 
 }  // namespace flotilla::inference

@@ -203,12 +203,17 @@ absl::Status EngineImpl::LoadModel(const std::string& name, const ModelConfig& c
 absl::Status EngineImpl::LoadHfModel(const std::string& name, const std::string& dir, int64_t version) {
   if (name.empty()) return absl::InvalidArgumentError("model name must not be empty");
   ASSIGN_OR_RETURN(HfConfig config, HfConfig::FromDir(dir));
-  if (options_.backend != "cpu") {
+  if (options_.backend != "cpu" && options_.backend != "cuda") {
     return absl::UnimplementedError(absl::StrCat(options_.backend, " backend: model_type ", config.model_type,
                                                  " not supported yet (the cpu backend runs it)"));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<HfCheckpoint> ckpt, HfCheckpoint::Open(dir));
-  ASSIGN_OR_RETURN(std::shared_ptr<const HfWeights> weights, HfWeights::Load(config, *ckpt));
+  // The CPU backend computes from f32 copies of the tensors; the CUDA backend uploads them from
+  // the mapping (no host copy), under the step lock as it shares the device with running steps.
+  std::shared_ptr<const HfWeights> weights;
+  if (options_.backend == "cpu") {
+    ASSIGN_OR_RETURN(weights, HfWeights::Load(config, *ckpt));
+  }
   StepLock step(this);
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -216,8 +221,13 @@ absl::Status EngineImpl::LoadHfModel(const std::string& name, const std::string&
   }
   auto slot = std::make_unique<ModelSlot>();
   slot->name = name;
-  ASSIGN_OR_RETURN(slot->backend, CreateHfCpuBackend(std::move(weights), options_.kv_page_tokens,
-                                                     options_.kv_memory_bytes, &pool_));
+  if (options_.backend == "cuda") {
+    ASSIGN_OR_RETURN(slot->backend, CreateHfCudaBackend(config, ckpt.get(), options_.kv_page_tokens,
+                                                        options_.kv_memory_bytes));
+  } else {
+    ASSIGN_OR_RETURN(slot->backend, CreateHfCpuBackend(std::move(weights), options_.kv_page_tokens,
+                                                       options_.kv_memory_bytes, &pool_));
+  }
   slot->config = slot->backend->config();
   slot->version = version;
   InitPages(slot.get());

@@ -84,18 +84,25 @@ std::string HfCheckpoint::FileOf(const std::string& name) const {
   return it == where_.end() ? listing_ : it->second.first->path();
 }
 
-absl::Status HfCheckpoint::Read(const std::string& name, const std::vector<int64_t>& shape,
-                                std::vector<float>* out) const {
+absl::StatusOr<const TensorView*> HfCheckpoint::View(const std::string& name,
+                                                     const std::vector<int64_t>& shape) const {
   auto it = where_.find(name);
   if (it == where_.end()) {
     return absl::InvalidArgumentError(absl::StrCat(listing_, ": missing tensor '", name, "'"));
   }
-  const std::string& file = it->second.first->path();
-  const TensorView& t = *it->second.second;
-  if (t.shape != shape) {
-    return absl::InvalidArgumentError(absl::StrCat(file, ": tensor '", name, "' has shape ", ShapeText(t.shape),
-                                                   ", config.json wants ", ShapeText(shape)));
+  const TensorView* t = it->second.second;
+  if (t->shape != shape) {
+    return absl::InvalidArgumentError(absl::StrCat(it->second.first->path(), ": tensor '", name, "' has shape ",
+                                                   ShapeText(t->shape), ", config.json wants ", ShapeText(shape)));
   }
+  return t;
+}
+
+absl::Status HfCheckpoint::Read(const std::string& name, const std::vector<int64_t>& shape,
+                                std::vector<float>* out) const {
+  ASSIGN_OR_RETURN(const TensorView* view, View(name, shape));
+  const TensorView& t = *view;
+  const std::string& file = where_.find(name)->second.first->path();
   const size_t n = static_cast<size_t>(t.numel());
   out->resize(n);
   const TensorView* scale = nullptr;

@@ -24,6 +24,9 @@ class HfCheckpoint {
   bool Has(const std::string& name) const { return where_.count(name) > 0; }
   // The file that holds `name` (or, when absent, the file that would: the index or the single file).
   std::string FileOf(const std::string& name) const;
+  // The tensor as stored (any dtype, memory-mapped); its shape must be `shape`. Valid for the
+  // object's lifetime.
+  absl::StatusOr<const TensorView*> View(const std::string& name, const std::vector<int64_t>& shape) const;
   // The tensor, f32, row-major; its shape must be `shape`.
   absl::Status Read(const std::string& name, const std::vector<int64_t>& shape, std::vector<float>* out) const;
   const std::string& dir() const { return dir_; }

@@ -18,9 +18,7 @@
 #include "thread_pool.h"
 
 namespace flotilla::inference {
-namespace {
-
-ModelConfig Summary(const HfConfig& c) {
+ModelConfig HfModelSummary(const HfConfig& c) {
   ModelConfig m;
   m.vocab_size = c.vocab_size;
   m.n_layers = c.num_layers;
@@ -39,10 +37,12 @@ ModelConfig Summary(const HfConfig& c) {
   return m;
 }
 
+namespace {
+
 class HfCpuBackend final : public ModelBackend {
  public:
   HfCpuBackend(std::shared_ptr<const HfWeights> w, uint32_t page_tokens, uint32_t num_pages, ThreadPool* pool)
-      : w_(std::move(w)), c_(w_->config), summary_(Summary(c_)), page_tokens_(page_tokens),
+      : w_(std::move(w)), c_(w_->config), summary_(HfModelSummary(c_)), page_tokens_(page_tokens),
         num_pages_(num_pages), pool_(pool) {
     kdim_ = c_.kv_heads() * c_.k_head_dim();
     vdim_ = c_.kv_heads() * c_.v_dim();

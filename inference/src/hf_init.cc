@@ -1,9 +1,11 @@
 #include "flotilla/inference/hf_init.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -30,6 +32,17 @@ class TensorSet {
     v.resize(static_cast<size_t>(n));
     for (float& x : v) x = dist(rng_);
     shapes_[name] = std::move(shape);
+  }
+  // Moves the named tensors, in order, into one tensor `into` of `shape`.
+  void Concat(const std::vector<std::string>& names, const std::string& into, std::vector<int64_t> shape) {
+    std::vector<float>& out = values_[into];
+    for (const std::string& n : names) {
+      const std::vector<float>& v = values_.at(n);
+      out.insert(out.end(), v.begin(), v.end());
+      values_.erase(n);
+      shapes_.erase(n);
+    }
+    shapes_[into] = std::move(shape);
   }
   absl::Status Write(const std::string& path) const {
     std::vector<TensorToWrite> out;
@@ -78,14 +91,27 @@ absl::Status WriteRandomHfModel(const HfInitOptions& o) {
       o.num_heads % o.num_kv_heads != 0) {
     return absl::InvalidArgumentError("model shape: sizes must be positive and num_heads a multiple of num_kv_heads");
   }
+  for (int32_t l : o.mlp_only_layers) {
+    if (l < 0 || l >= o.num_layers) {
+      return absl::InvalidArgumentError(absl::StrCat("mlp_only_layers: layer ", l, " is not in [0, ", o.num_layers, ")"));
+    }
+  }
+  if (o.tie_word_embeddings && o.end_probability > 0) {
+    return absl::InvalidArgumentError("--end-probability: needs an lm_head of its own (tie_word_embeddings false)");
+  }
   if (moe && (o.num_experts <= 0 || o.top_k <= 0 || o.top_k > o.num_experts)) {
     return absl::InvalidArgumentError("model shape: top_k must be in [1, num_experts]");
   }
   if (o.end_probability < 0 || o.end_probability >= 1) {
     return absl::InvalidArgumentError(absl::StrCat("--end-probability: ", o.end_probability, " is not in [0, 1)"));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<HfTokenizer> tok, HfTokenizer::LoadDir(o.tokenizer_dir));
-  if (o.vocab_size != 0 && o.vocab_size < tok->vocab_size()) {
+  std::unique_ptr<HfTokenizer> tok;
+  if (!o.tokenizer_dir.empty()) {
+    ASSIGN_OR_RETURN(tok, HfTokenizer::LoadDir(o.tokenizer_dir));
+  } else if (o.vocab_size <= 0) {
+    return absl::InvalidArgumentError("--vocab-size: required (> 0) without a tokenizer folder");
+  }
+  if (tok != nullptr && o.vocab_size != 0 && o.vocab_size < tok->vocab_size()) {
     return absl::InvalidArgumentError(absl::StrCat("--vocab-size: ", o.vocab_size, " is below the tokenizer's ",
                                                    tok->vocab_size(), " tokens (", o.tokenizer_dir, ")"));
   }
@@ -94,7 +120,10 @@ absl::Status WriteRandomHfModel(const HfInitOptions& o) {
   fs::create_directories(o.out_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat(o.out_dir, ": cannot create (", ec.message(), ")"));
   // The tokenizer files travel with the model.
-  for (const auto& entry : fs::directory_iterator(o.tokenizer_dir)) {
+  const std::vector<fs::directory_entry> tokenizer_files =
+      tok != nullptr ? std::vector<fs::directory_entry>(fs::directory_iterator(o.tokenizer_dir), fs::directory_iterator())
+                     : std::vector<fs::directory_entry>();
+  for (const auto& entry : tokenizer_files) {
     const std::string name = entry.path().filename().string();
     if (!entry.is_regular_file()) continue;
     if (name.rfind("tokenizer", 0) != 0 && name != "vocab.json" && name != "merges.txt" &&
@@ -120,16 +149,16 @@ absl::Status WriteRandomHfModel(const HfInitOptions& o) {
   c["max_position_embeddings"] = o.max_position_embeddings;
   c["rope_parameters"] = {{"rope_theta", 1000000.0}, {"rope_type", "default"}};
   c["attention_bias"] = false;
-  c["tie_word_embeddings"] = false;
+  c["tie_word_embeddings"] = o.tie_word_embeddings;
   if (moe) {
     c["num_experts"] = o.num_experts;
     c["num_experts_per_tok"] = o.top_k;
     c["moe_intermediate_size"] = o.moe_intermediate_size;
-    c["norm_topk_prob"] = true;
+    c["norm_topk_prob"] = o.norm_topk_prob;
     c["decoder_sparse_step"] = 1;
-    c["mlp_only_layers"] = nlohmann::ordered_json::array();
+    c["mlp_only_layers"] = o.mlp_only_layers;
   }
-  auto eos = tok->eos_id();
+  auto eos = tok != nullptr ? tok->eos_id() : std::nullopt;
   c["bos_token_id"] = nullptr;
   c["eos_token_id"] = eos.has_value() ? nlohmann::ordered_json(*eos) : nlohmann::ordered_json(nullptr);
   c["dtype"] = o.dtype == DType::kBF16 ? "bfloat16" : "float32";
@@ -143,7 +172,7 @@ absl::Status WriteRandomHfModel(const HfInitOptions& o) {
   const int64_t h = o.hidden_size, hd = o.head_dim;
   const float s = o.init_std;
   t.Normal("model.embed_tokens.weight", {vocab, h}, s);
-  t.Normal("lm_head.weight", {vocab, h}, s);
+  if (!o.tie_word_embeddings) t.Normal("lm_head.weight", {vocab, h}, s);
   t.Normal("model.norm.weight", {h}, 0.1f, 1.0f);
   for (int32_t l = 0; l < o.num_layers; ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
@@ -155,13 +184,21 @@ absl::Status WriteRandomHfModel(const HfInitOptions& o) {
     t.Normal(p + "self_attn.o_proj.weight", {h, o.num_heads * hd}, s);
     t.Normal(p + "self_attn.q_norm.weight", {hd}, 0.1f, 1.0f);
     t.Normal(p + "self_attn.k_norm.weight", {hd}, 0.1f, 1.0f);
-    if (moe) {
+    if (moe && std::find(o.mlp_only_layers.begin(), o.mlp_only_layers.end(), l) == o.mlp_only_layers.end()) {
       t.Normal(p + "mlp.gate.weight", {o.num_experts, h}, s);
+      std::vector<std::string> gate_up, down;
       for (int32_t e = 0; e < o.num_experts; ++e) {
         const std::string q = absl::StrCat(p, "mlp.experts.", e, ".");
         t.Normal(q + "gate_proj.weight", {o.moe_intermediate_size, h}, s);
         t.Normal(q + "up_proj.weight", {o.moe_intermediate_size, h}, s);
         t.Normal(q + "down_proj.weight", {h, o.moe_intermediate_size}, s);
+        gate_up.insert(gate_up.end(), {q + "gate_proj.weight", q + "up_proj.weight"});
+        down.push_back(q + "down_proj.weight");
+      }
+      if (o.fused_experts) {
+        const int64_t E = o.num_experts, I = o.moe_intermediate_size;
+        t.Concat(gate_up, p + "mlp.experts.gate_up_proj", {E, 2 * I, h});
+        t.Concat(down, p + "mlp.experts.down_proj", {E, h, I});
       }
     } else {
       t.Normal(p + "mlp.gate_proj.weight", {o.intermediate_size, h}, s);
@@ -171,8 +208,8 @@ absl::Status WriteRandomHfModel(const HfInitOptions& o) {
   }
   if (o.end_probability > 0) {
     if (!eos.has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat("--end-probability: the tokenizer in ", o.tokenizer_dir,
-                                                     " names no end token (tokenizer_config.json eos_token)"));
+      return absl::InvalidArgumentError(absl::StrCat("--end-probability: the tokenizer in '", o.tokenizer_dir,
+                                                     "' names no end token (tokenizer_config.json eos_token)"));
     }
     RaiseEndToken(t, vocab, h, s, *eos, o.end_probability);
   }

@@ -46,7 +46,7 @@ TEST(EmbeddedPlatformTest, EveryServiceInOneProcessAndSandboxesFromTheScheduler)
     EXPECT_NE(s.address.find("127.0.0.1:"), std::string::npos) << s.name << " at " << s.address;
   }
   EXPECT_EQ(names, (std::vector<std::string>{"scheduler", "node agent", "engine", "worker HTTP"}));
-  EXPECT_EQ((*p)->scheduler().front().Stats().live_nodes, 1u);
+  EXPECT_EQ((*p)->scheduler()->front().Stats().live_nodes, 1u);
 
   // A sandbox from the scheduler's front door lands on the embedded node and is reachable
   // through the NodeAgent API.
@@ -54,7 +54,7 @@ TEST(EmbeddedPlatformTest, EveryServiceInOneProcessAndSandboxesFromTheScheduler)
   req.set_tenant("platform-test");
   req.set_policy_name("no-network");
   req.mutable_resources()->set_memory_bytes(256ull << 20);
-  auto placed = (*p)->scheduler().front().CreateSandbox(req);
+  auto placed = (*p)->scheduler()->front().CreateSandbox(req);
   ASSERT_TRUE(placed.ok()) << placed.status();
   EXPECT_EQ(placed->node_id(), "embedded");
   v1::ExecRequest ex;
@@ -62,12 +62,12 @@ TEST(EmbeddedPlatformTest, EveryServiceInOneProcessAndSandboxesFromTheScheduler)
   ex.add_argv("/bin/sh");
   ex.add_argv("-c");
   ex.add_argv("echo placed");
-  worker::SandboxClient node_client((*p)->node().channel());
+  worker::SandboxClient node_client((*p)->node()->channel());
   auto ran = node_client.Exec(ex);
   ASSERT_TRUE(ran.ok()) << ran.status();
   EXPECT_EQ(ran->exit_code, 0);
   EXPECT_EQ(ran->output, "placed\n");
-  EXPECT_TRUE((*p)->scheduler().front().DeleteSandbox(placed->sandbox_id()).ok());
+  EXPECT_TRUE((*p)->scheduler()->front().DeleteSandbox(placed->sandbox_id()).ok());
 
   // The platform's own sandbox client (eval's scaffolds, the verifier) goes through the same
   // front door: the scheduler knows each sandbox it created, until it is destroyed.
@@ -76,7 +76,7 @@ TEST(EmbeddedPlatformTest, EveryServiceInOneProcessAndSandboxesFromTheScheduler)
   auto id = (*p)->sandboxes().Create(create);
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_EQ((*p)->sandboxes().NodeOf(*id), "embedded");
-  auto known = (*p)->scheduler().front().GetSandbox(*id);
+  auto known = (*p)->scheduler()->front().GetSandbox(*id);
   ASSERT_TRUE(known.ok()) << known.status();
   EXPECT_EQ(known->node_id(), "embedded");
   ASSERT_TRUE((*p)->sandboxes().PutFile(*id, "/tmp/x", "42", 0644).ok());

@@ -86,5 +86,54 @@ TEST(HfInitTest, EndProbabilityOutsideTheUnitIntervalIsRefusedByName) {
   }
 }
 
+// Without a tokenizer folder (vocab_size given): the fused expert layout holds exactly the
+// per-expert values, so both folders score identically; mlp_only_layers, norm_topk_prob and
+// tie_word_embeddings reach config.json and the tensors (a dense layer routes nothing).
+TEST(HfInitTest, FusedLayoutAndSparseOptionsWithoutATokenizer) {
+  flotilla::testing::TempDir dir;
+  HfInitOptions o;
+  o.vocab_size = 300;
+  o.hidden_size = 32;
+  o.head_dim = 8;
+  o.num_layers = 3;
+  o.num_experts = 4;
+  o.top_k = 2;
+  o.moe_intermediate_size = 16;
+  o.intermediate_size = 48;
+  o.mlp_only_layers = {1};
+  o.norm_topk_prob = false;
+  o.tie_word_embeddings = true;
+  o.seed = 9;
+  o.dtype = DType::kF32;
+  o.out_dir = dir.file("per_expert");
+  ASSERT_TRUE(WriteRandomHfModel(o).ok());
+  o.fused_experts = true;
+  o.out_dir = dir.file("fused");
+  ASSERT_TRUE(WriteRandomHfModel(o).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir.file("fused") + "/tokenizer.json"));
+  auto a = HfModel::Load(dir.file("per_expert"));
+  auto b = HfModel::Load(dir.file("fused"));
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  const HfConfig& c = (*b)->config();
+  EXPECT_EQ(c.moe_layer, (std::vector<bool>{true, false, true}));
+  EXPECT_FALSE(c.norm_topk_prob);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  const std::vector<int32_t> ids = {5, 17, 42, 299, 0, 128, 64, 7};
+  auto sa = (*a)->Score(ids, {}, 1);
+  auto sb = (*b)->Score(ids, {}, 1);
+  ASSERT_TRUE(sa.ok() && sb.ok());
+  EXPECT_EQ(sa->logprob, sb->logprob);
+  EXPECT_EQ(sa->experts, sb->experts);
+  EXPECT_EQ(sa->experts.size(), ids.size() * 2 * 2);  // two MoE layers, top-2
+
+  o.tokenizer_dir.clear();
+  o.vocab_size = 0;
+  EXPECT_EQ(WriteRandomHfModel(o).message(), "--vocab-size: required (> 0) without a tokenizer folder");
+  o.vocab_size = 300;
+  o.mlp_only_layers = {3};
+  EXPECT_EQ(WriteRandomHfModel(o).message(), "mlp_only_layers: layer 3 is not in [0, 3)");
+}
+
 }  // namespace
 }  // namespace flotilla::inference

@@ -12,7 +12,7 @@
 #include "flotilla/scheduler/grpc_node_client.h"
 #include "flotilla/scheduler/journal.h"
 #include "flotilla/scheduler/metrics.h"
-#include "flotilla/scheduler/metrics_server.h"
+#include "flotilla/common/metrics_server.h"
 #include "flotilla/scheduler/node_client.h"
 #include "flotilla/scheduler/numa.h"
 #include "flotilla/scheduler/placement_engine.h"

@@ -9,7 +9,7 @@
 #include "flotilla/common/clock.h"
 #include "flotilla/proto/scheduler.grpc.pb.h"
 #include "flotilla/scheduler/metrics.h"
-#include "flotilla/scheduler/metrics_server.h"
+#include "flotilla/common/metrics_server.h"
 #include "flotilla/scheduler/scheduler_service.h"
 #include "flotilla/scheduler_sim/simulated_node.h"
 #include "gtest/gtest.h"

@@ -16,16 +16,17 @@ struct HttpResult {
   std::string body;
 };
 
-inline HttpResult HttpCall(int port, const std::string& method, const std::string& target,
-                           const std::string& body = "",
-                           const std::map<std::string, std::string>& headers = {}) {
+// The same, to `host` (an IPv4 or IPv6 address, e.g. a network namespace's).
+inline HttpResult HttpCallAt(const std::string& host, int port, const std::string& method,
+                             const std::string& target, const std::string& body = "",
+                             const std::map<std::string, std::string>& headers = {}) {
   namespace beast = boost::beast;
   namespace http = beast::http;
   boost::asio::io_context io;
   boost::asio::ip::tcp::socket socket(io);
-  socket.connect({boost::asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(port)});
+  socket.connect({boost::asio::ip::make_address(host), static_cast<uint16_t>(port)});
   http::request<http::string_body> req{http::string_to_verb(method), target, 11};
-  req.set(http::field::host, "127.0.0.1");
+  req.set(http::field::host, host);
   req.set(http::field::content_type, "application/json");
   for (const auto& [k, v] : headers) req.set(k, v);
   req.body() = body;
@@ -40,6 +41,12 @@ inline HttpResult HttpCall(int port, const std::string& method, const std::strin
   r.content_type = std::string(parser.get()[http::field::content_type]);
   r.body = parser.get().body();
   return r;
+}
+
+inline HttpResult HttpCall(int port, const std::string& method, const std::string& target,
+                           const std::string& body = "",
+                           const std::map<std::string, std::string>& headers = {}) {
+  return HttpCallAt("127.0.0.1", port, method, target, body, headers);
 }
 
 }  // namespace flotilla::testing

@@ -74,6 +74,28 @@ TEST(BatchAssemblerTest, FailedSamplesCountWithTheirFailureReward) {
   EXPECT_EQ(b.total_loss_tokens(), 2u);
 }
 
+// A sample that failed before any token (its node was gone before its sandbox was made) is
+// no sequence of the batch (the trainer has nothing to predict in it), but its failure
+// reward shapes its group's advantages.
+TEST(BatchAssemblerTest, SampleWithoutTokensShapesAdvantagesButIsNoSequence) {
+  BatchOptions o;
+  o.advantages.std_scaling = false;
+  BatchAssembler a(o);
+  RolloutSample nothing;
+  nothing.id = 1;
+  nothing.group = 0;
+  nothing.failed = true;
+  nothing.reward = -1.0;
+  v1::Batch b = a.Assemble({{Sample(0, 0, 1.0, {0}), nothing, Sample(2, 0, 0.0, {0})}}, 0, 0);
+  ASSERT_EQ(b.samples_size(), 2);
+  EXPECT_EQ(b.samples(0).trajectory_id(), "s0");
+  EXPECT_EQ(b.samples(1).trajectory_id(), "s2");
+  // Group mean 0: the successes' advantages are their rewards.
+  EXPECT_FLOAT_EQ(b.samples(0).advantage(), 1.0f);
+  EXPECT_FLOAT_EQ(b.samples(1).advantage(), 0.0f);
+  EXPECT_EQ(b.total_loss_tokens(), 2u);
+}
+
 // A multi-turn sample: the scaffold's text between two replies is context, never trained on,
 // with -1 routing rows; stale counting looks at generated tokens only.
 TEST(BatchAssemblerTest, ContextInsideTheCompletionIsMasked) {

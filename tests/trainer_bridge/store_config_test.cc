@@ -1,5 +1,7 @@
 // Experiment YAML errors, the trajectory store round trip, task sources and teacher mapping.
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "flotilla/trainer_bridge/experiment_config.h"
@@ -103,7 +105,7 @@ TEST(ExperimentConfigTest, ErrorsNameFileLineAndField) {
       {"name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\ntrainer:\n  lr_schedule: cosine\n",
        "x.yaml:6: trainer.lr_schedule: must be 'constant' or 'linear', got 'cosine'"},
       {"name: x\nscaffold: swe\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\n",
-       "x.yaml:2: scaffold: unknown scaffold 'swe' (single-turn, mini or terminal)"},
+       "x.yaml:2: scaffold: unknown scaffold 'swe' (single-turn, mini, terminal or pi)"},
   };
   for (const auto& c : cases) {
     auto r = ParseExperimentConfig(c.yaml, "x.yaml", "");
@@ -126,6 +128,57 @@ TEST(TaskSourceTest, ArithIsDeterministicAndChecked) {
   EXPECT_EQ(TaskSource::Open("builtin:arith?ops=/", 1).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(TaskSource::Open("builtin:nope", 1).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(TaskSource::Open("/nonexistent.jsonl", 1).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(TaskSourceTest, AFolderIsDrawnInPassesEachTaskPreparedOnce) {
+  const char* src = std::getenv("FLOTILLA_SOURCE_DIR");
+  const std::string folder = std::string(src == nullptr ? "." : src) + "/examples/tasks";
+  std::set<std::string> all;
+  for (const auto& e : std::filesystem::directory_iterator(folder)) {
+    if (e.is_directory()) all.insert(e.path().filename().string());
+  }
+  ASSERT_EQ(all.size(), 18u);
+  std::map<std::string, int> prepared;
+  auto source = TaskSource::Open(folder, 9, [&](worker::TerminalTask* t) -> absl::Status {
+    prepared[t->name] += 1;
+    t->image = "sha256:" + t->name;  // what a build sets, seen by every sample of the task
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(source.ok()) << source.status();
+  EXPECT_EQ(prepared.size(), 18u);
+  for (const auto& [name, n] : prepared) EXPECT_EQ(n, 1) << name;
+  // Two passes: every task once in each, in two different orders.
+  std::vector<std::string> first, second;
+  for (int i = 0; i < 18; ++i) first.push_back((*source)->Next().terminal.name);
+  for (int i = 0; i < 18; ++i) {
+    Task t = (*source)->Next();
+    EXPECT_EQ(t.terminal.image, "sha256:" + t.terminal.name);
+    second.push_back(t.terminal.name);
+  }
+  EXPECT_EQ(std::set<std::string>(first.begin(), first.end()), all);
+  EXPECT_EQ(std::set<std::string>(second.begin(), second.end()), all);
+  EXPECT_NE(first, second);
+  // A task that cannot be readied fails the source, naming it.
+  auto failed = TaskSource::Open(folder + "/hello-file", 9, [](worker::TerminalTask* t) -> absl::Status {
+    return absl::FailedPreconditionError("task " + t->name + ": building its environment: no base");
+  });
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().message(), "task hello-file: building its environment: no base");
+}
+
+TEST(ExperimentConfigTest, AnAgentCliScaffoldRunsOnlyOverTaskFolders) {
+  const char* src = std::getenv("FLOTILLA_SOURCE_DIR");
+  const std::string tasks = std::string(src == nullptr ? "." : src) + "/examples/tasks";
+  const std::string head = "name: p\nscaffold: pi\npolicy: {model: {vocab_size: 272}}\n";
+  auto ok = ParseExperimentConfig(head + "datasets:\n  - {name: t, source: \"" + tasks + "\"}\n", "e.yaml", "/");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->scaffold, "pi");
+  EXPECT_TRUE(IsAgentCliScaffold(ok->scaffold));
+  EXPECT_FALSE(IsAgentCliScaffold("mini"));
+  auto bad = ParseExperimentConfig(head + "datasets:\n  - {name: a, source: \"builtin:arith\"}\n", "e.yaml", "/");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "e.yaml: datasets[0].source: 'builtin:arith' is not a task folder; scaffold 'pi' runs only over task folders");
 }
 
 TEST(TaskSourceTest, ArithSplitsHoldOutAFixedFifth) {
@@ -228,9 +281,20 @@ TEST(TrajectoryStoreTest, GroupsSurviveReopenAndConsumptionIsDurable) {
   EXPECT_EQ(fig->tool_calls_mean, 1.0);
 }
 
+TEST(TrajectoryStoreTest, AnAgentCliSessionIdNamesItsSample) {
+  v1::Trajectory t = Record(7, 3, 1);
+  t.set_id("pi-rl.s7");  // a safe id: the CLI's API key binds its requests to it
+  auto s = ExperimentStore::FromTrajectory(t);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->id, 7u);
+  EXPECT_EQ(s->group, 3u);
+}
+
 TEST(TrajectoryStoreTest, ARecordThatIsNoSampleIsDataLoss) {
   v1::Trajectory t = Record(0, 0, 1);
   t.set_id("exp/x0");
+  EXPECT_EQ(ExperimentStore::FromTrajectory(t).status().code(), absl::StatusCode::kDataLoss);
+  t.set_id("exp.sx");
   EXPECT_EQ(ExperimentStore::FromTrajectory(t).status().code(), absl::StatusCode::kDataLoss);
   t = Record(0, 0, 1);
   t.mutable_segments(0)->mutable_turns(1)->mutable_tokens()->add_experts(7);  // a routing row cut short

@@ -63,6 +63,22 @@ class PpoStepTest(unittest.TestCase):
                         ppo_epochs=ppo_epochs, minibatches=minibatches, clip_eps=0.2,
                         generator=torch.Generator().manual_seed(5))
 
+    def test_samples_without_tokens_are_padding_and_the_step_changes_nothing(self):
+        # An agent that never reached the engine leaves a sample without tokens.
+        batch = arith_batch()
+        for s in batch.samples:
+            s.ids, s.loss_mask, s.behaviour_logprobs, s.policy_versions = [], [], [], []
+        L, k = models.routing_shape(self.model)
+        t = from_batch(batch, L, k)
+        self.assertEqual(tuple(t.ids.shape), (SAMPLES, 1))
+        self.assertEqual(float(t.mask.sum()), 0.0)
+        before = [p.detach().clone() for p in self.model.parameters()]
+        params = list(self.model.parameters())
+        _, stats = ppo_step(replay_logp(self.model), params, torch.optim.Adam(params, lr=1e-2), t, current_version=3)
+        self.assertEqual(stats["loss_mean"], 0.0)
+        for a, b in zip(before, self.model.parameters()):
+            self.assertTrue(torch.equal(a, b))
+
     def test_one_update_per_step_clips_nothing(self):
         _, stats = self.step(1, 1)
         self.assertEqual(stats["updates"], 1.0)

@@ -19,6 +19,9 @@ v1::Batch BatchAssembler::Assemble(const std::vector<std::vector<RolloutSample>>
     std::vector<double> adv = GroupAdvantages(inputs, options_.advantages);
     for (size_t i = 0; i < group.size(); ++i) {
       const RolloutSample& s = group[i];
+      // A sample that failed before any token (no sandbox: its node was gone) has no position
+      // to predict; its failure reward has shaped the group's advantages above.
+      if (s.prompt.size() + s.completion.size() < 2) continue;
       v1::Sample* out = batch.add_samples();
       out->set_trajectory_id(absl::StrCat("s", s.id));
       out->set_group_id(absl::StrCat("g", s.group));

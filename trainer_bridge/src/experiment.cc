@@ -51,7 +51,7 @@ absl::StatusOr<std::unique_ptr<Experiment>> Experiment::Start(const ExperimentCo
   for (size_t i = 0; i < config.datasets.size(); ++i) {
     // A restart continues with a fresh task stream (different seed), not a replay.
     uint64_t seed = config.seed * 1'000'003 + i * 7919 + stored.groups_dispatched;
-    auto src = TaskSource::Open(config.datasets[i].source, seed);
+    auto src = TaskSource::Open(config.datasets[i].source, seed, options.prepare_task);
     if (!src.ok()) return Annotate(src.status(), absl::StrCat(config.file, ": datasets[", i, "].source"));
     tasks[config.datasets[i].name] = std::move(*src);
   }
@@ -74,6 +74,13 @@ absl::StatusOr<std::unique_ptr<Experiment>> Experiment::Start(const ExperimentCo
   ro.failure_reward = config.rollout.failure_reward;
   ro.episodes = config.rollout.max_in_flight;
   ro.routing_width = model_config.routing_width();
+  if (IsAgentCliScaffold(config.scaffold)) {
+    if (!options.agent_cli.has_value()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(config.file, ": scaffold: ", config.scaffold, " needs the agent CLI installed (--agents-dir)"));
+    }
+    ro.agent_cli = options.agent_cli;
+  }
   e->runner_ = std::make_unique<RolloutRunner>(ro, engine, *e->controller_, std::move(tasks), *sandboxes,
                                                e->store_.get(), SystemClock::Get());
   ASSIGN_OR_RETURN(e->metrics_log_, MetricsLog::Open((std::filesystem::path(config.state_dir) / "metrics.jsonl").string()));

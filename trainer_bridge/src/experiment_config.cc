@@ -158,6 +158,8 @@ absl::Status ParseTrainer(const ConfigNode& n, const RolloutConfig& rollout, Tra
 
 }  // namespace
 
+bool IsAgentCliScaffold(const std::string& scaffold) { return scaffold == "pi"; }
+
 absl::StatusOr<ExperimentConfig> ParseExperimentConfig(const std::string& text, const std::string& name,
                                                        const std::string& base_dir) {
   ASSIGN_OR_RETURN(ConfigNode root, ParseConfig(text, name));
@@ -171,10 +173,12 @@ absl::StatusOr<ExperimentConfig> ParseExperimentConfig(const std::string& text, 
   if (cfg.state_dir.empty()) cfg.state_dir = absl::StrCat("runs/", cfg.name);
   cfg.state_dir = Resolve(base_dir, cfg.state_dir);
   ASSIGN_OR_RETURN(cfg.scaffold, root["scaffold"].AsString("single-turn"));
-  // Every sample is a worker episode under one of the worker's built-in scaffolds.
-  if (cfg.scaffold != "single-turn" && cfg.scaffold != "mini" && cfg.scaffold != "terminal") {
+  // Every sample is a worker episode under one of the worker's built-in scaffolds or an agent
+  // CLI in its sandbox.
+  if (cfg.scaffold != "single-turn" && cfg.scaffold != "mini" && cfg.scaffold != "terminal" &&
+      !IsAgentCliScaffold(cfg.scaffold)) {
     return root["scaffold"].Error(absl::StrCat("unknown scaffold '", cfg.scaffold,
-                                               "' (single-turn, mini or terminal)"));
+                                               "' (single-turn, mini, terminal or pi)"));
   }
   ASSIGN_OR_RETURN(cfg.sandbox_policy, root["sandbox_policy"].AsString("default"));
   ASSIGN_OR_RETURN(cfg.system_prompt, root["system_prompt"].AsString(""));
@@ -222,6 +226,15 @@ absl::StatusOr<ExperimentConfig> ParseExperimentConfig(const std::string& text, 
   RETURN_IF_ERROR(ParseDatasets(root["datasets"], &cfg));
   for (auto& d : cfg.datasets) {
     if (!d.source.starts_with("builtin:")) d.source = Resolve(base_dir, d.source);
+  }
+  // An agent CLI runs in a task's built environment with the CLI's layers on top: only task
+  // folders have one.
+  for (size_t i = 0; IsAgentCliScaffold(cfg.scaffold) && i < cfg.datasets.size(); ++i) {
+    if (!std::filesystem::is_directory(cfg.datasets[i].source)) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": datasets[", i, "].source: '", cfg.datasets[i].source,
+                                                     "' is not a task folder; scaffold '", cfg.scaffold,
+                                                     "' runs only over task folders"));
+    }
   }
   RETURN_IF_ERROR(ParseRollout(root["rollout"], &cfg.rollout));
   RETURN_IF_ERROR(ParseEffort(root["effort"], &cfg.effort));

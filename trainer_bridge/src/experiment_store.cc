@@ -29,8 +29,12 @@ ExperimentStore::ExperimentStore(worker::TrajectoryStore* store, std::string exp
 
 absl::StatusOr<RolloutSample> ExperimentStore::FromTrajectory(const v1::Trajectory& t) {
   RolloutSample s;
-  const size_t sample_at = t.id().rfind("/s");
-  if (sample_at == std::string::npos || !absl::SimpleAtoi(t.id().substr(sample_at + 2), &s.id) ||
+  // "<experiment>/s<sample>", or "<experiment as a safe id>.s<sample>" (an agent CLI's session).
+  auto sample_of = [&t, &s](const char* sep) {
+    const size_t at = t.id().rfind(sep);
+    return at != std::string::npos && absl::SimpleAtoi(t.id().substr(at + 2), &s.id);
+  };
+  if (!(sample_of("/s") || sample_of(".s")) ||
       (!t.group_id().empty() && !absl::SimpleAtoi(t.group_id().substr(1), &s.group))) {
     return absl::DataLossError(absl::StrCat("trajectory '", t.id(), "' is not a rollout sample record"));
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "episode_pool.h"
 #include "flotilla/common/logging.h"
@@ -17,6 +18,15 @@ namespace {
 constexpr int64_t kCreateBackoffMs = 100;
 
 std::string GroupId(uint64_t group) { return absl::StrCat("g", group); }
+
+// `name` in lower case with anything outside [a-z0-9-_.] as '-' (a safe id's characters).
+std::string SafeName(const std::string& name) {
+  std::string out = absl::AsciiStrToLower(name.substr(0, 100));
+  for (char& c : out) {
+    if (!absl::ascii_isalnum(c) && c != '-' && c != '_' && c != '.') c = '-';
+  }
+  return out.empty() ? "experiment" : out;
+}
 
 }  // namespace
 
@@ -64,6 +74,11 @@ worker::ScaffoldOptions RolloutRunner::EpisodeOptions(uint32_t effort) const {
   so.policy_name = options_.sandbox_policy;
   so.experiment = options_.experiment;
   so.clock = &clock_;
+  if (options_.agent_cli.has_value()) {
+    so.agent = "cli";
+    so.agent_cli = &*options_.agent_cli;
+    so.worker_port = wire_port_;
+  }
   return so;
 }
 
@@ -84,6 +99,11 @@ absl::Status RolloutRunner::Start() {
     for (auto& g : groups) completed_.push_back(std::move(g));
     if (!completed_.empty()) FLOG(info, "requeued stored groups", {{"groups", completed_.size()}});
   }
+  if (options_.agent_cli.has_value()) {
+    wire_ = std::make_unique<worker::WireApi>(chat_.get());
+    ASSIGN_OR_RETURN(wire_server_, worker::ServeWireApi("127.0.0.1:0", wire_.get(), options_.metrics));
+    wire_port_ = wire_server_->port();
+  }
   loop_ = std::thread([this] { Loop(); });
   return absl::OkStatus();
 }
@@ -100,6 +120,7 @@ void RolloutRunner::Stop() {
   // fails) and its sandbox is destroyed.
   gate_.Shutdown(engine_);
   pool_->Join();
+  wire_server_.reset();  // after the episodes: no CLI is left to call it
   std::lock_guard<std::mutex> control(control_mu_);
   for (const std::string& h : saved_) (void)engine_.Release(h);
   saved_.clear();
@@ -126,7 +147,9 @@ void RolloutRunner::RunEpisode(uint64_t id) {
   so.max_tokens = options_.forced_length ? options_.forced_length(id) : options_.max_new_tokens;
   so.exact_tokens = static_cast<bool>(options_.forced_length);
   so.seed = options_.seed * 0x9E3779B97F4A7C15ull + id;
-  so.session_id = absl::StrCat(options_.experiment, "/s", id);
+  // An agent CLI's requests are bound to the session by an API key, which must be a safe id.
+  so.session_id = options_.agent_cli.has_value() ? absl::StrCat(SafeName(options_.experiment), ".s", id)
+                                                 : absl::StrCat(options_.experiment, "/s", id);
   so.clock = &clock_;
 
   const int64_t start_us = clock_.NowMicros();

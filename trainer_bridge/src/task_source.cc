@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "flotilla/common/status.h"
 #include "lookup_tasks.h"
 #include "nlohmann/json.hpp"
 
@@ -87,12 +88,36 @@ class FileSource final : public TaskSource {
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
 };
 
+// A folder of tasks: every task once per pass, each pass shuffled anew.
+class FolderSource final : public TaskSource {
+ public:
+  FolderSource(std::vector<Task> tasks, uint64_t seed) : tasks_(std::move(tasks)), rng_(seed) {}
+  Task Next() override {
+    absl::MutexLock lock(&mu_);
+    if (next_ == order_.size()) {
+      order_.resize(tasks_.size());
+      for (size_t i = 0; i < order_.size(); ++i) order_[i] = i;
+      std::shuffle(order_.begin(), order_.end(), rng_);
+      next_ = 0;
+    }
+    return tasks_[order_[next_++]];
+  }
+  std::string family() const override { return "terminal"; }
+
+ private:
+  const std::vector<Task> tasks_;
+  absl::Mutex mu_;
+  std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
+  std::vector<size_t> order_ ABSL_GUARDED_BY(mu_);
+  size_t next_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 bool IsTaskFolder(const std::filesystem::path& dir) {
   return std::filesystem::exists(dir / "task.toml") || std::filesystem::exists(dir / "task.yaml");
 }
 
 // A task folder, or a folder of them (in name order), as tasks carrying their TerminalTask.
-absl::StatusOr<std::vector<Task>> FolderTasks(const std::string& source) {
+absl::StatusOr<std::vector<Task>> FolderTasks(const std::string& source, const TaskPreparer& prepare) {
   namespace fs = std::filesystem;
   std::vector<fs::path> dirs;
   if (IsTaskFolder(source)) {
@@ -111,6 +136,7 @@ absl::StatusOr<std::vector<Task>> FolderTasks(const std::string& source) {
   for (const fs::path& d : dirs) {
     auto t = worker::LoadTerminalTask(fs::absolute(d).string());
     if (!t.ok()) return t.status();
+    if (prepare) RETURN_IF_ERROR(prepare(&*t));
     Task task{t->name, "terminal", t->instruction, "", {}};
     task.terminal = std::move(*t);
     tasks.push_back(std::move(task));
@@ -130,7 +156,8 @@ absl::StatusOr<std::map<std::string, std::string>> Params(const std::string& sou
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TaskSource>> TaskSource::Open(const std::string& source, uint64_t seed) {
+absl::StatusOr<std::unique_ptr<TaskSource>> TaskSource::Open(const std::string& source, uint64_t seed,
+                                                             const TaskPreparer& prepare) {
   if (source.starts_with("builtin:")) {
     std::string rest = source.substr(8);
     std::string family = rest.substr(0, rest.find('?'));
@@ -176,9 +203,9 @@ absl::StatusOr<std::unique_ptr<TaskSource>> TaskSource::Open(const std::string& 
     return absl::InvalidArgumentError(absl::StrCat("source '", source, "': unknown builtin family '", family, "'"));
   }
   if (std::filesystem::is_directory(source)) {
-    auto tasks = FolderTasks(source);
+    auto tasks = FolderTasks(source, prepare);
     if (!tasks.ok()) return tasks.status();
-    return std::unique_ptr<TaskSource>(new FileSource(std::move(*tasks), "terminal", seed));
+    return std::unique_ptr<TaskSource>(new FolderSource(std::move(*tasks), seed));
   }
   std::ifstream in(source);
   if (!in) return absl::NotFoundError(absl::StrCat("task file '", source, "' cannot be read"));

@@ -19,8 +19,12 @@
 #include "cuda/cuda_check.h"
 #include "cuda/device_buffer.h"
 #include "cuda/ops.cuh"
+#include "cuda/hf_upload.h"
+#include "cuda/upload.h"
 #include "flotilla/common/status.h"
+#include "flotilla/inference/hf_config.h"
 #include "flotilla/inference/safetensors.h"
+#include "hf_checkpoint.h"
 #include "parallel_chunks.h"
 
 namespace flotilla::inference {
@@ -28,123 +32,33 @@ namespace {
 
 using cuda::DeviceBuffer;
 
-struct DeviceLayer {
-  DeviceBuffer attn_norm, ffn_norm;  // f32
-  DeviceBuffer wqkv;                 // [(H + 2 KVH) hd, D]
-  DeviceBuffer wo;                   // [D, H hd]
-  DeviceBuffer router;               // [E, D]
-  DeviceBuffer w13;                  // [E, 2F, D]: w1 rows then w3 rows
-  DeviceBuffer w2;                   // [E, D, F]
-  DeviceBuffer s13, s2;              // shared experts, same layout
-};
-
-struct DeviceWeights {
-  DeviceBuffer embed, head;  // bf16 [V, D]
-  DeviceBuffer norm;         // f32
-  std::vector<DeviceLayer> layers;
-  bool tied = false;
-};
-
-// One source tensor of an upload: f32 (a loaded ModelWeights vector) or the raw f32 or bf16
-// bytes of a safetensors file (not necessarily aligned).
-struct Part {
-  const uint8_t* data = nullptr;
-  DType dtype = DType::kF32;
-  size_t size = 0;  // elements
-};
-
-Part PartOf(const std::vector<float>& v) {
-  return {reinterpret_cast<const uint8_t*>(v.data()), DType::kF32, v.size()};
-}
-
-// out[0, n) = bf16 of elements [off, off + n) of p.
-void CopyBf16(const Part& p, size_t off, size_t n, uint16_t* out) {
-  if (p.dtype == DType::kBF16) {
-    std::memcpy(out, p.data + 2 * off, n * 2);
-    return;
-  }
-  for (size_t j = 0; j < n; ++j) {
-    float f;
-    std::memcpy(&f, p.data + 4 * (off + j), 4);
-    out[j] = F32ToBf16(f);
-  }
-}
-
-// Writes out[0, o1 - o0) = bf16 of output elements [o0, o1) of the interleaving
-// p0[0:c0] p1[0:c1] p0[c0:2c0] p1[c1:2c1] ... (how w1 and w3 are fused into one matrix).
-void ConvertInterleaved(const std::vector<Part>& parts, const std::vector<size_t>& chunk, size_t per_block,
-                        size_t o0, size_t o1, uint16_t* out) {
-  size_t block = o0 / per_block, r = o0 % per_block, i = 0;
-  while (r >= chunk[i]) r -= chunk[i++];
-  for (size_t o = o0; o < o1;) {
-    const size_t take = std::min(chunk[i] - r, o1 - o);
-    CopyBf16(parts[i], block * chunk[i] + r, take, out + (o - o0));
-    o += take;
-    r += take;
-    if (r == chunk[i]) {
-      r = 0;
-      if (++i == parts.size()) {
-        i = 0;
-        ++block;
-      }
-    }
-  }
-}
-
-// Uploads the interleaving as bf16, converted on several threads into a reused pinned staging
-// buffer slice by slice, copied on `stream` (a non-blocking stream, so a staged upload does not
-// wait for the steps running on the default stream, nor they for it).
-absl::Status UploadBf16(DeviceBuffer* dst, const std::vector<Part>& parts, const std::vector<size_t>& chunk,
-                        cuda::PinnedBuffer* staging, cudaStream_t stream) {
-  size_t total = 0, per_block = 0;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    total += parts[i].size;
-    per_block += chunk[i];
-  }
-  RETURN_IF_ERROR(dst->Reserve(std::max<size_t>(total, 1) * 2));
-  constexpr size_t kSlice = size_t{1} << 25;  // elements: 64 MiB of staging
-  const size_t slice = std::min(total, kSlice);
-  RETURN_IF_ERROR(staging->Reserve(std::max<size_t>(slice, 1) * 2));
-  uint16_t* host = staging->as<uint16_t>();
-  for (size_t s0 = 0; s0 < total; s0 += slice) {
-    const size_t s1 = std::min(total, s0 + slice);
-    ForChunks(s1 - s0, [&](size_t a, size_t b) { ConvertInterleaved(parts, chunk, per_block, s0 + a, s0 + b, host + a); });
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst->as<uint16_t>() + s0, host, (s1 - s0) * 2, cudaMemcpyHostToDevice, stream));
-    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));  // the staging buffer is reused
-  }
-  return absl::OkStatus();
-}
-
-absl::Status UploadOne(DeviceBuffer* dst, const Part& p, cuda::PinnedBuffer* staging, cudaStream_t stream) {
-  return UploadBf16(dst, {p}, {p.size}, staging, stream);
-}
-
-// Norm weights stay f32 on the device.
-absl::Status UploadF32(DeviceBuffer* dst, const Part& p, cudaStream_t stream) {
-  std::vector<float> v(p.size);
-  for (size_t i = 0; i < p.size; ++i) {
-    if (p.dtype == DType::kF32) {
-      std::memcpy(&v[i], p.data + 4 * i, 4);
-    } else {
-      uint16_t b;
-      std::memcpy(&b, p.data + 2 * i, 2);
-      v[i] = Bf16ToF32(b);
-    }
-  }
-  RETURN_IF_ERROR(dst->Reserve(v.size() * 4));
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst->as<void>(), v.data(), v.size() * 4, cudaMemcpyHostToDevice, stream));
-  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-  return absl::OkStatus();
-}
+using cuda::DeviceLayer;
+using cuda::DeviceWeights;
+using cuda::Part;
+using cuda::PartOf;
+using cuda::UploadBf16;
+using cuda::UploadF32;
+using cuda::UploadOne;
 
 class CudaBackend final : public ModelBackend {
  public:
-  CudaBackend(const ModelConfig& c, uint32_t page_tokens, uint32_t num_pages)
+  // `hf`: a Hugging Face family's config (qwen3_moe, qwen3; CreateHfCudaBackend checks), of
+  // which `c` is the summary; null for Flotilla's format.
+  CudaBackend(const ModelConfig& c, uint32_t page_tokens, uint32_t num_pages, const HfConfig* hf = nullptr)
       : c_(c), page_tokens_(page_tokens), num_pages_(num_pages) {
     kvd_ = c.n_kv_heads * c.head_dim;
     page_elems_ = static_cast<size_t>(c.n_layers) * 2 * page_tokens * kvd_;
     sliding_.assign(c.n_layers, false);
     for (int l : c.sliding_layers) sliding_[l] = true;
+    moe_layer_.assign(c.n_layers, true);
+    if (hf != nullptr) {
+      hf_ = std::make_unique<HfConfig>(*hf);
+      moe_layer_ = hf->moe_layer;
+      qk_norm_ = hf->qk_norm == QkNorm::kPerHead;
+      renormalize_ = hf->norm_topk_prob;
+      dense_hidden_ = hf->intermediate_size;
+    }
+    n_moe_ = static_cast<int>(std::count(moe_layer_.begin(), moe_layer_.end(), true));
     const char* mode = std::getenv("FLOTILLA_CUDA_MOE");
     // The device-planned path (no host round trip per layer) is opt-in: on the H200 it measured
     // slower than cuBLAS's grouped GEMM after one small copy of the routing (bench/RESULTS.md).
@@ -174,6 +88,10 @@ class CudaBackend final : public ModelBackend {
     RETURN_IF_ERROR(pages_.Reserve(static_cast<size_t>(num_pages_) * page_elems_ * 2));
     std::vector<double> inv(c_.head_dim / 2);
     for (int i = 0; i < c_.head_dim / 2; ++i) inv[i] = std::pow(static_cast<double>(c_.rope_theta), -2.0 * i / c_.head_dim);
+    if (hf_ != nullptr) {
+      double factor = 1.0;
+      hf_->RopeTables(&inv, &factor);  // the factor is 1 for the families CreateHfCudaBackend takes
+    }
     RETURN_IF_ERROR(inv_freq_.Reserve(inv.size() * sizeof(double)));
     CUDA_RETURN_IF_ERROR(cudaMemcpy(inv_freq_.as<void>(), inv.data(), inv.size() * sizeof(double), cudaMemcpyHostToDevice));
     return absl::OkStatus();
@@ -191,6 +109,8 @@ class CudaBackend final : public ModelBackend {
   bool StagesFromFile() const override { return true; }
   absl::Status StageWeightsFromFile(const SafetensorsFile& file) override;
   absl::Status SetRandomWeights(uint64_t seed, float stddev) override;
+  // Uploads a Hugging Face folder's tensors (a backend made with `hf` only).
+  absl::Status LoadHf(const HfCheckpoint& ckpt);
   absl::Status Forward(const StepInput& in, StepOutput* out) override;
   bool SamplesOnDevice() const override { return device_sampling_ && cuda::SampleRowsSupports(c_.vocab_size); }
 
@@ -220,7 +140,12 @@ class CudaBackend final : public ModelBackend {
   }
   // The MoE block of `layer` on xn_ (already normed unless fused_route_) into x_; leaves xn_ =
   // x_ normed by next_norm (the next layer's attention norm; null after the last layer).
-  absl::Status Moe(const DeviceLayer& L, int layer, int T, const float* next_norm);
+  // `slot`: the layer's place among the MoE layers (its routing's rows in experts_).
+  absl::Status Moe(const DeviceLayer& L, int layer, int slot, int T, const float* next_norm);
+  // A dense layer's MLP (s13, s2 of hidden dense_hidden_) on the FFN-normed xn_, added to x_;
+  // then xn_ = x_ normed by next_norm (when not null).
+  absl::Status DenseMlp(const DeviceLayer& L, int T, const float* next_norm);
+
   // The routing and dispatch of the separate kernels (the fallback of fused_route_), with each
   // expert's row count copied back through chosen_host_.
   absl::Status RouteUnfused(const DeviceLayer& L, int T, int32_t* ex, float* wt, const cuda::MoeGroupOperands& ops,
@@ -241,6 +166,18 @@ class CudaBackend final : public ModelBackend {
   int kvd_ = 0;
   size_t page_elems_ = 0;
   std::vector<bool> sliding_;
+  // The Hugging Face semantics (Flotilla's format: every layer MoE, no q/k norm, renormalised
+  // top-k weights).
+  std::unique_ptr<HfConfig> hf_;
+  std::vector<bool> moe_layer_;
+  int n_moe_ = 0;
+  bool qk_norm_ = false;
+  bool renormalize_ = true;
+  int dense_hidden_ = 0;
+  absl::Status RefuseHf(const char* what) const {
+    return absl::UnimplementedError(absl::StrCat("cuda backend of a Hugging Face checkpoint (", hf_->model_type, "): ",
+                                                 what, " takes Flotilla-format weights; load the folder again"));
+  }
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<DeviceWeights> w_;
   // The second set StageWeights fills while steps run on w_; with upload_staging_ and
@@ -337,6 +274,7 @@ absl::Status CudaBackend::StageFrom(const std::map<std::string, Part>& src) {
 }
 
 absl::Status CudaBackend::StageWeights(std::shared_ptr<const ModelWeights> w) {
+  if (hf_ != nullptr) return RefuseHf("StageWeights");
   std::map<std::string, Part> src;
   // TensorSlots names every vector; it needs a mutable object but changes nothing here.
   for (const TensorSlot& slot : TensorSlots(const_cast<ModelWeights&>(*w))) src[slot.name] = PartOf(*slot.dst);
@@ -344,6 +282,7 @@ absl::Status CudaBackend::StageWeights(std::shared_ptr<const ModelWeights> w) {
 }
 
 absl::Status CudaBackend::StageWeightsFromFile(const SafetensorsFile& file) {
+  if (hf_ != nullptr) return RefuseHf("StageWeightsFromFile");
   std::map<std::string, Part> src;
   for (const auto& [name, t] : file.tensors()) src[name] = {t.data, t.dtype, static_cast<size_t>(t.numel())};
   return StageFrom(src);
@@ -362,6 +301,13 @@ absl::Status CudaBackend::SetWeights(std::shared_ptr<const ModelWeights> w) {
   return CommitWeights().status();
 }
 
+absl::Status CudaBackend::LoadHf(const HfCheckpoint& ckpt) {
+  auto dw = std::make_unique<DeviceWeights>();
+  RETURN_IF_ERROR(cuda::UploadHfWeights(*hf_, ckpt, dw.get(), &upload_staging_, stage_stream_));
+  w_ = std::move(dw);
+  return absl::OkStatus();
+}
+
 absl::Status CudaBackend::AllocateWeights(DeviceWeights* dw) {
   const size_t D = c_.d_model, F = c_.expert_hidden, V = c_.vocab_size, E = c_.n_experts;
   const size_t S = c_.n_shared_experts, hd = c_.head_dim, H = c_.n_heads, KVH = c_.n_kv_heads;
@@ -369,12 +315,23 @@ absl::Status CudaBackend::AllocateWeights(DeviceWeights* dw) {
   dw->tied = c_.tie_embeddings;
   if (!dw->tied) RETURN_IF_ERROR(dw->head.Reserve(V * D * 2));
   RETURN_IF_ERROR(dw->norm.Reserve(D * 4));
+  const size_t I = dense_hidden_;
   dw->layers.resize(c_.n_layers);
-  for (DeviceLayer& d : dw->layers) {
+  for (int l = 0; l < c_.n_layers; ++l) {
+    DeviceLayer& d = dw->layers[l];
     RETURN_IF_ERROR(d.attn_norm.Reserve(D * 4));
     RETURN_IF_ERROR(d.ffn_norm.Reserve(D * 4));
+    if (qk_norm_) {
+      RETURN_IF_ERROR(d.q_norm.Reserve(hd * 4));
+      RETURN_IF_ERROR(d.k_norm.Reserve(hd * 4));
+    }
     RETURN_IF_ERROR(d.wqkv.Reserve((H + 2 * KVH) * hd * D * 2));
     RETURN_IF_ERROR(d.wo.Reserve(D * H * hd * 2));
+    if (!moe_layer_[l]) {
+      RETURN_IF_ERROR(d.s13.Reserve(2 * I * D * 2));
+      RETURN_IF_ERROR(d.s2.Reserve(D * I * 2));
+      continue;
+    }
     RETURN_IF_ERROR(d.router.Reserve(E * D * 2));
     RETURN_IF_ERROR(d.w13.Reserve(E * 2 * F * D * 2));
     RETURN_IF_ERROR(d.w2.Reserve(E * D * F * 2));
@@ -401,21 +358,25 @@ absl::Status CudaBackend::SetRandomWeights(uint64_t seed, float stddev) {
     }
     CUDA_RETURN_IF_ERROR(f32(d.attn_norm));
     CUDA_RETURN_IF_ERROR(f32(d.ffn_norm));
+    if (qk_norm_) {
+      CUDA_RETURN_IF_ERROR(f32(d.q_norm));
+      CUDA_RETURN_IF_ERROR(f32(d.k_norm));
+    }
   }
   CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   w_ = std::move(dw);
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int T, const float* next_norm) {
+absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int slot, int T, const float* next_norm) {
   const int D = c_.d_model, E = c_.n_experts, F = c_.expert_hidden, K = c_.top_k;
   const size_t N = static_cast<size_t>(T) * K;
-  int32_t* ex = experts_.as<int32_t>() + static_cast<size_t>(layer) * N;
+  int32_t* ex = experts_.as<int32_t>() + static_cast<size_t>(slot) * N;
   ASSIGN_OR_RETURN(float* wt, Ws<float>(weights_, static_cast<size_t>(T) * K));
   if (device_moe_) {
     ASSIGN_OR_RETURN(float* rl, Ws<float>(rlogits_, static_cast<size_t>(T) * E));
     RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.router.as<void>(), rl, CUDA_R_32F, T, E, D, 0.0f));
-    CUDA_RETURN_IF_ERROR(cuda::LaunchRouterTopK(rl, T, E, K, ex, wt, nullptr));
+    CUDA_RETURN_IF_ERROR(cuda::LaunchRouterTopK(rl, T, E, K, ex, wt, nullptr, renormalize_));
     return MoeOnDevice(L, T, ex, wt, next_norm);
   }
   ASSIGN_OR_RETURN(uint16_t* xe, Ws<uint16_t>(xe_, N * D));
@@ -442,7 +403,7 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int T, const floa
     const cuda::MoeRouteArgs args{x_.as<float>(), L.ffn_norm.as<float>(), L.router.as<uint16_t>(), T, D, E, K,
                                   c_.norm_eps, xn_.as<uint16_t>(), ex, wt, block_counts, ops,
                                   plan + ptr_words, plan + ptr_words + E + 1, inv_dev, ptrs_dev,
-                                  counts_host_.device_as<int32_t>(), ticket, nullptr};
+                                  counts_host_.device_as<int32_t>(), ticket, nullptr, renormalize_};
     CUDA_RETURN_IF_ERROR(cuda::LaunchMoeRoute(args));
     RETURN_IF_ERROR(SharedExperts(L, T, gu, h));
     RETURN_IF_ERROR(WaitForCounts(ticket, &counts));
@@ -509,7 +470,7 @@ absl::Status CudaBackend::RouteUnfused(const DeviceLayer& L, int T, int32_t* ex,
   const size_t N = static_cast<size_t>(T) * K;
   ASSIGN_OR_RETURN(float* rl, Ws<float>(rlogits_, static_cast<size_t>(T) * E));
   RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.router.as<void>(), rl, CUDA_R_32F, T, E, D, 0.0f));
-  CUDA_RETURN_IF_ERROR(cuda::LaunchRouterTopK(rl, T, E, K, ex, wt, nullptr));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchRouterTopK(rl, T, E, K, ex, wt, nullptr, renormalize_));
   RETURN_IF_ERROR(chosen_host_.Reserve(N * 4));
   int32_t* chosen = chosen_host_.as<int32_t>();
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(chosen, ex, N * 4, cudaMemcpyDeviceToHost, nullptr));
@@ -546,6 +507,19 @@ absl::Status CudaBackend::WaitForCounts(int32_t ticket, std::vector<int32_t>* co
   std::atomic_thread_fence(std::memory_order_acquire);
   counts->resize(E);
   for (int e = 0; e < E; ++e) (*counts)[e] = mapped[e];
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::DenseMlp(const DeviceLayer& L, int T, const float* next_norm) {
+  const int D = c_.d_model, I = dense_hidden_;
+  ASSIGN_OR_RETURN(uint16_t* gu, Ws<uint16_t>(gu_, static_cast<size_t>(T) * 2 * I));
+  ASSIGN_OR_RETURN(uint16_t* h, Ws<uint16_t>(h_, static_cast<size_t>(T) * I));
+  RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.s13.as<void>(), gu, CUDA_R_16BF, T, 2 * I, D, 0.0f));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMul(gu, T, I, h, nullptr));
+  RETURN_IF_ERROR(Gemm(h, L.s2.as<void>(), x_.as<float>(), CUDA_R_32F, T, D, I, 1.0f));
+  if (next_norm != nullptr) {
+    CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x_.as<float>(), next_norm, nullptr, xn_.as<uint16_t>(), T, D, c_.norm_eps, nullptr));
+  }
   return absl::OkStatus();
 }
 
@@ -640,24 +614,38 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
   ASSIGN_OR_RETURN(float* rot, Ws<float>(rot_, static_cast<size_t>(T) * hd));
   CUDA_RETURN_IF_ERROR(cuda::LaunchEmbed(tokens_dev, w_->embed.as<uint16_t>(), x, T, D, nullptr));
   CUDA_RETURN_IF_ERROR(cuda::LaunchRopeTable(positions_dev, inv_freq_.as<double>(), T, hd / 2, rot, nullptr));
-  const size_t routing_ints = static_cast<size_t>(T) * c_.n_layers * c_.top_k;
+  const size_t routing_ints = static_cast<size_t>(T) * n_moe_ * c_.top_k;
   RETURN_IF_ERROR(experts_.Reserve(std::max<size_t>(routing_ints, 1) * 4));
   // Layer 0's attention norm; every later one comes out of the previous layer's combine.
   if (c_.n_layers > 0) {
     CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, w_->layers[0].attn_norm.as<float>(), nullptr, xn, T, D, c_.norm_eps, nullptr));
   }
+  int moe_slot = 0;
   for (int l = 0; l < c_.n_layers; ++l) {
     const DeviceLayer& L = w_->layers[l];
     Mark(l, 0);
     RETURN_IF_ERROR(Gemm(xn, L.wqkv.as<void>(), qkv, CUDA_R_16BF, T, qkv_w, D, 0.0f));
+    if (qk_norm_) {
+      CUDA_RETURN_IF_ERROR(cuda::LaunchQkNorm(qkv, T, H, KVH, hd, L.q_norm.as<float>(), L.k_norm.as<float>(),
+                                              c_.norm_eps, nullptr));
+    }
     CUDA_RETURN_IF_ERROR(cuda::LaunchRopeKvWrite(qkv, positions_dev, row_seq_dev, rot, kv, l, T, H, KVH, hd, q, nullptr));
     CUDA_RETURN_IF_ERROR(cuda::LaunchPagedAttention(q, positions_dev, row_seq_dev, kv, l, T, H, KVH, hd,
                                                     sliding_[l] ? c_.sliding_window : 0, c_.max_context, o, nullptr));
     // The block's output is added to the f32 residual stream by the product itself (beta = 1).
     RETURN_IF_ERROR(Gemm(o, L.wo.as<void>(), x, CUDA_R_32F, T, D, H * hd, 1.0f));
-    if (!fused_route_) CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, L.ffn_norm.as<float>(), nullptr, xn, T, D, c_.norm_eps, nullptr));
+    if (!fused_route_ || !moe_layer_[l]) {
+      CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, L.ffn_norm.as<float>(), nullptr, xn, T, D, c_.norm_eps, nullptr));
+    }
     Mark(l, 1);
-    RETURN_IF_ERROR(Moe(L, l, T, l + 1 < c_.n_layers ? w_->layers[l + 1].attn_norm.as<float>() : nullptr));
+    const float* next_norm = l + 1 < c_.n_layers ? w_->layers[l + 1].attn_norm.as<float>() : nullptr;
+    if (moe_layer_[l]) {
+      RETURN_IF_ERROR(Moe(L, l, moe_slot++, T, next_norm));
+    } else {
+      RETURN_IF_ERROR(DenseMlp(L, T, next_norm));
+      Mark(l, 2);
+      Mark(l, 3);
+    }
     Mark(l, 4);
   }
   // The routing of every layer ([layer][row][slot] on the device), copied back once with the
@@ -698,11 +686,11 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
   } else {
     CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(nullptr));
   }
-  const int K = c_.top_k, LK = c_.n_layers * c_.top_k;
+  const int K = c_.top_k, LK = n_moe_ * c_.top_k;
   const size_t N = static_cast<size_t>(T) * K;
   const int32_t* routing = routing_host_.as<int32_t>();
   out->experts.resize(routing_ints);
-  for (int l = 0; l < c_.n_layers; ++l) {
+  for (int l = 0; l < n_moe_; ++l) {
     for (int r = 0; r < T; ++r) {
       for (int k = 0; k < K; ++k) out->experts[static_cast<size_t>(r) * LK + l * K + k] = routing[l * N + r * K + k];
     }
@@ -727,6 +715,30 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateCudaBackend(const ModelConfi
   }
   auto b = std::make_unique<CudaBackend>(config, page_tokens, static_cast<uint32_t>(pages));
   RETURN_IF_ERROR(b->Init());
+  return std::unique_ptr<ModelBackend>(std::move(b));
+}
+
+absl::StatusOr<std::unique_ptr<ModelBackend>> CreateHfCudaBackend(const HfConfig& hf, const HfCheckpoint* checkpoint,
+                                                                  uint32_t page_tokens, uint64_t kv_bytes) {
+  RETURN_IF_ERROR(cuda::HfCudaSupports(hf));
+  if (page_tokens == 0) return absl::InvalidArgumentError("kv_page_tokens must be > 0");
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    return absl::UnavailableError("cuda backend: no CUDA device");
+  }
+  ModelConfig c = HfModelSummary(hf);
+  if (hf.sliding_window > 0) {
+    c.sliding_window = hf.sliding_window;
+    for (int l = 0; l < c.n_layers; ++l) c.sliding_layers.push_back(l);
+  }
+  const uint64_t page_bytes = uint64_t(c.n_layers) * 2 * page_tokens * c.n_kv_heads * c.head_dim * 2;
+  const uint64_t pages = kv_bytes / page_bytes;
+  if (pages == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("kv_memory_bytes ", kv_bytes, " holds no page of ", page_bytes, " bytes"));
+  }
+  auto b = std::make_unique<CudaBackend>(c, page_tokens, static_cast<uint32_t>(pages), &hf);
+  RETURN_IF_ERROR(b->Init());
+  if (checkpoint != nullptr) RETURN_IF_ERROR(b->LoadHf(*checkpoint));
   return std::unique_ptr<ModelBackend>(std::move(b));
 }
 

@@ -28,12 +28,13 @@ __device__ __forceinline__ void Bf16x8ToFloat(const uint4& u, float* f) {
 // A block of RB rows. 1) Each row's RMS norm (the reduction as RmsNormVecKernel's), its bf16
 // result kept in shared memory and written to xn. 2) Warp w computes the router logits of the
 // experts w, w + 16, ... for all RB rows at once, so each router row is read once per block.
-// 3) One warp per row: softmax, top-k (ties: the lower id), renormalised weights, as
+// 3) One warp per row: softmax, top-k (ties: the lower id), weights (renormalised or not) as
 // RouterTopKKernel computes them. 4) The block's entries per expert, for DispatchKernel's places.
 template <int RB>
 __global__ void __launch_bounds__(kRouteThreads)
     NormRouteKernel(const float4* x, const float4* norm_w, const uint4* router, int rows, int dim, int n_experts,
-                    int top_k, float eps, uint2* xn, int32_t* experts, float* weights, int32_t* block_counts) {
+                    int top_k, float eps, uint2* xn, int32_t* experts, float* weights, int32_t* block_counts,
+                    bool renormalize) {
   extern __shared__ uint4 xs[];  // RB rows of dim bf16
   __shared__ float partial[kRouteWarps][RB];
   __shared__ float scale[RB];
@@ -154,7 +155,7 @@ __global__ void __launch_bounds__(kRouteThreads)
       }
     }
     if (lane == 0) {
-      for (int k = 0; k < top_k; ++k) weights[r * top_k + k] = prob[k] / total;
+      for (int k = 0; k < top_k; ++k) weights[r * top_k + k] = renormalize ? prob[k] / total : prob[k];
     }
   }
   __syncthreads();
@@ -234,7 +235,8 @@ cudaError_t LaunchRoute(const MoeRouteArgs& a, int blocks, size_t smem) {
   }
   NormRouteKernel<RB><<<blocks, kRouteThreads, smem, a.stream>>>(
       reinterpret_cast<const float4*>(a.x), reinterpret_cast<const float4*>(a.norm_w), reinterpret_cast<const uint4*>(a.router),
-      a.rows, a.dim, a.n_experts, a.top_k, a.eps, reinterpret_cast<uint2*>(a.xn), a.experts, a.weights, a.block_counts);
+      a.rows, a.dim, a.n_experts, a.top_k, a.eps, reinterpret_cast<uint2*>(a.xn), a.experts, a.weights, a.block_counts,
+      a.renormalize);
   return cudaGetLastError();
 }
 

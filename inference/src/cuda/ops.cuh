@@ -17,6 +17,12 @@ cudaError_t LaunchEmbed(const int32_t* tokens, const uint16_t* table, float* x, 
 cudaError_t LaunchRmsNorm(const float* x, const float* w, const int32_t* src, uint16_t* y, int rows,
                           int dim, float eps, cudaStream_t stream);
 
+// In place on qkv (bf16, rows x (H + 2 KVH) * hd): each of the H query and KVH key heads of a
+// row = bf16(head * rsqrt(mean(head^2) + eps) * w), w = q_w or k_w (f32, head_dim): the q/k
+// RMSNorm of the Qwen3 families, before RoPE.
+cudaError_t LaunchQkNorm(uint16_t* qkv, int rows, int n_heads, int n_kv_heads, int head_dim, const float* q_w,
+                         const float* k_w, float eps, cudaStream_t stream);
+
 // Paged KV geometry shared by the RoPE/KV-write and attention kernels.
 struct KvGeometry {
   uint16_t* pages;          // num_pages x page_elems (bf16)
@@ -59,9 +65,9 @@ cudaError_t LaunchGqaAttentionMma(const uint16_t* q, const int32_t* positions, c
                                   cudaStream_t stream);
 
 // Router: p = softmax(logits[r]); experts[r] = top_k(p) descending (ties: lower id); weights =
-// p at those experts, renormalised.
+// p at those experts, renormalised to sum 1 when `renormalize` (norm_topk_prob).
 cudaError_t LaunchRouterTopK(const float* logits, int rows, int n_experts, int top_k,
-                             int32_t* experts, float* weights, cudaStream_t stream);
+                             int32_t* experts, float* weights, cudaStream_t stream, bool renormalize = true);
 
 // Expert dispatch: gather rows by expert, SwiGLU activation, weighted combine back.
 cudaError_t LaunchGatherRows(const uint16_t* x, const int32_t* src, int n, int dim, uint16_t* out,
@@ -121,6 +127,7 @@ struct MoeRouteArgs {
   int32_t* host_counts;
   int32_t ticket;
   cudaStream_t stream;
+  bool renormalize = true;  // the top-k weights renormalised to sum 1 (as LaunchRouterTopK)
 };
 bool MoeRouteSupports(int dim, int n_experts, int top_k);
 int MoeRouteRowsPerBlock(int rows);

@@ -8,7 +8,7 @@ constexpr int kMaxTopK = 16;
 
 // One thread per row: the expert count is small, so a serial pass beats any reduction.
 __global__ void RouterTopKKernel(const float* logits, int rows, int n_experts, int top_k,
-                                 int32_t* experts, float* weights) {
+                                 int32_t* experts, float* weights, bool renormalize) {
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= rows) return;
   const float* lg = logits + static_cast<int64_t>(r) * n_experts;
@@ -36,17 +36,17 @@ __global__ void RouterTopKKernel(const float* logits, int rows, int n_experts, i
   }
   for (int k = 0; k < top_k; ++k) {
     experts[static_cast<int64_t>(r) * top_k + k] = chosen[k];
-    weights[static_cast<int64_t>(r) * top_k + k] = prob[k] / total;
+    weights[static_cast<int64_t>(r) * top_k + k] = renormalize ? prob[k] / total : prob[k];
   }
 }
 
 }  // namespace
 
 cudaError_t LaunchRouterTopK(const float* logits, int rows, int n_experts, int top_k,
-                             int32_t* experts, float* weights, cudaStream_t stream) {
+                             int32_t* experts, float* weights, cudaStream_t stream, bool renormalize) {
   if (rows == 0) return cudaSuccess;
   if (n_experts > kMaxExperts || top_k > kMaxTopK) return cudaErrorInvalidValue;
-  RouterTopKKernel<<<(rows + 127) / 128, 128, 0, stream>>>(logits, rows, n_experts, top_k, experts, weights);
+  RouterTopKKernel<<<(rows + 127) / 128, 128, 0, stream>>>(logits, rows, n_experts, top_k, experts, weights, renormalize);
   return cudaGetLastError();
 }
 

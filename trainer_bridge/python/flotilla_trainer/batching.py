@@ -36,7 +36,9 @@ class Tensors:
 def from_batch(batch, n_layers, top_k):
     """Inputs are ids[:-1], targets ids[1:]; position j of the inputs predicts token j + 1."""
     samples = list(batch.samples)
-    T = max(len(s.ids) for s in samples) - 1
+    # At least one position: a batch whose samples carry no tokens (an agent that never reached
+    # the engine) is all padding with no loss token, a step that changes nothing.
+    T = max(1, max(len(s.ids) for s in samples) - 1)
     B = len(samples)
     ids = torch.full((B, T), PAD, dtype=torch.long)
     targets = torch.full((B, T), PAD, dtype=torch.long)

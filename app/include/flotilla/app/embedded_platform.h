@@ -10,7 +10,9 @@
 //
 // and the one trajectory store every sample goes to. `flotilla up`, `run` and `eval` start
 // it with different options; the daemons (`flotilla scheduler`, `node`, `worker`) are the same
-// pieces one per process.
+// pieces one per process. With `scheduler_address` set, the platform starts no scheduler and
+// no node of its own: every sandbox is placed by that `flotilla scheduler` on its `flotilla
+// node` agents, through the same front-door client the embedded default uses.
 //
 // Thread-safety: the accessors are thread-safe once Start returned; Stop() (or destruction)
 // stops everything in reverse order. Owns everything it starts.
@@ -37,6 +39,9 @@ namespace flotilla::app {
 struct PlatformOptions {
   // The engine, the served model, the trajectory store and the wire APIs.
   EmbeddedWorkerOptions worker;
+  // An external scheduler (host:port of `flotilla scheduler`) to place sandboxes through;
+  // empty: the platform runs the scheduler and one node agent itself (the fields below).
+  std::string scheduler_address;
   // Where the scheduler and the node agent listen (host:port; port 0 picks one).
   std::string scheduler_listen = "127.0.0.1:0";
   std::string node_listen = "127.0.0.1:0";
@@ -74,8 +79,11 @@ class EmbeddedPlatform {
   [[nodiscard]] std::vector<ServiceEndpoint> Services() const;
 
   EmbeddedWorker& worker() { return *worker_; }
-  EmbeddedNode& node() { return *node_; }
-  scheduler::SchedulerServer& scheduler() { return *scheduler_; }
+  // The platform's own node and scheduler; null with an external scheduler.
+  EmbeddedNode* node() { return node_.get(); }
+  scheduler::SchedulerServer* scheduler() { return scheduler_.get(); }
+  // host:port of the scheduler every sandbox is placed through (the platform's or the external one).
+  const std::string& scheduler_address() const { return scheduler_address_; }
   // Sandboxes placed by the scheduler and reached through the NodeAgent API (eval's
   // scaffolds, the verifier).
   worker::SandboxClient& sandboxes() { return *sandboxes_; }
@@ -95,10 +103,12 @@ class EmbeddedPlatform {
   MetricsRegistry::CollectorHandle scheduler_metrics_;  // reads scheduler_: removed before it goes
   std::unique_ptr<EmbeddedNode> node_;
   std::unique_ptr<worker::SandboxClient> sandboxes_;
+  std::unique_ptr<v1::Scheduler::Stub> scheduler_stub_;  // the fleet view's
   std::unique_ptr<EmbeddedWorker> worker_;
   std::unique_ptr<inference::EngineService> engine_service_;
   std::unique_ptr<grpc::Server> engine_server_;
   std::string engine_address_;
+  std::string scheduler_address_;
   std::unique_ptr<trainer_bridge::Experiment> experiment_;
   bool stopped_ = false;
 };

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "flotilla/inference/safetensors.h"
@@ -23,7 +24,8 @@ namespace flotilla::inference {
 
 struct HfInitOptions {
   std::string family = "qwen3_moe";
-  std::string tokenizer_dir;        // tokenizer.json (+ tokenizer_config.json ...), copied
+  std::string tokenizer_dir;        // tokenizer.json (+ tokenizer_config.json ...), copied; empty:
+                                    // no tokenizer files (vocab_size then required, no end token)
   std::string out_dir;
   int64_t vocab_size = 0;           // 0: the tokenizer's; else at least that (padded, as Qwen3's 151936)
   int32_t hidden_size = 64;
@@ -40,6 +42,14 @@ struct HfInitOptions {
   double end_probability = 0;        // 0: untouched random weights; else in (0, 1)
   uint64_t seed = 0;
   DType dtype = DType::kBF16;
+  // The experts in transformers 5's fused layout (mlp.experts.gate_up_proj [E, 2I, H],
+  // mlp.experts.down_proj [E, H, I]) instead of per expert: the same values either way.
+  bool fused_experts = false;
+  // qwen3_moe: layers with a dense MLP (intermediate_size) instead of experts, and whether the
+  // top-k weights are renormalised.
+  std::vector<int32_t> mlp_only_layers;
+  bool norm_topk_prob = true;
+  bool tie_word_embeddings = false;  // no lm_head.weight: the embedding is the output layer
 };
 
 // Errors name the flag or file: an unsupported family, a tokenizer folder without

@@ -15,7 +15,7 @@
 #include "absl/synchronization/notification.h"
 #include "flotilla/proto/scheduler.grpc.pb.h"
 #include "flotilla/scheduler/front_door.h"
-#include "flotilla/scheduler/metrics_server.h"
+#include "flotilla/common/metrics_server.h"
 
 namespace flotilla::scheduler {
 

@@ -7,7 +7,9 @@
 // on context; routing has one row of routing_width ids per position of ids, -1 rows on context
 // (the trainer routes those itself) and the engine's rows, concatenated across segments, on
 // generated tokens; advantage from GroupAdvantages over the sample's group (a failed sample
-// counts with the failure reward the runner gave it).
+// counts with the failure reward the runner gave it). A sample of fewer than two tokens (one
+// that failed before its prompt was rendered, e.g. no sandbox could be had) has nothing to
+// predict: it shapes its group's advantages but is not a sequence of the batch.
 //
 // Pure; thread-safe.
 #pragma once

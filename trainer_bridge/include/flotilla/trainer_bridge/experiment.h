@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,12 @@ struct ExperimentOptions {
   // Where the bridge's figures go (flotilla_bridge_*); null: none. Must outlive the experiment.
   // Whatever this is, every trainer step also appends a line to <state_dir>/metrics.jsonl.
   MetricsRegistry* metrics = nullptr;
+  // Readies every task of a folder dataset before the first sample (its built environment;
+  // see TaskPreparer). Null: folder tasks run in the sandbox's default image.
+  TaskPreparer prepare_task;
+  // scaffold: an agent CLI (pi): how to run it in each sample's sandbox (installed in the
+  // task's image by prepare_task). Required for such a scaffold, unused otherwise.
+  std::optional<worker::ExternalAgentSpec> agent_cli;
 };
 
 struct RunSummary {

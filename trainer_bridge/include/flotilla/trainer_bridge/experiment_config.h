@@ -94,7 +94,9 @@ struct ExperimentConfig {
   std::string name;
   std::string file;             // where it was loaded from
   std::string state_dir;        // SQLite store, checkpoints
-  std::string scaffold = "single-turn";  // "single-turn", "mini" or "terminal"
+  // "single-turn", "mini", "terminal", or an agent CLI run in the sample's sandbox ("pi":
+  // folder datasets only, their tasks built with the CLI on top; see IsAgentCliScaffold).
+  std::string scaffold = "single-turn";
   std::string sandbox_policy = "default";
   std::string system_prompt;
   uint64_t seed = 1;
@@ -107,6 +109,8 @@ struct ExperimentConfig {
 };
 
 absl::StatusOr<ExperimentConfig> LoadExperimentConfig(const std::string& path);
+// Whether `scaffold` is an agent CLI (pi) rather than one of the worker's built-in scaffolds.
+bool IsAgentCliScaffold(const std::string& scaffold);
 // Parses YAML text; `name` stands for the file in errors, `base_dir` resolves relative paths.
 absl::StatusOr<ExperimentConfig> ParseExperimentConfig(const std::string& text, const std::string& name,
                                                        const std::string& base_dir);

@@ -5,7 +5,10 @@
 // embedded default and distributed alike), the experiment's scaffold (single-turn, mini,
 // terminal; worker::RunScaffold) talking to the model only through the worker's ChatService
 // and engine token generator, the task's tests run in the sample's own sandbox, the sandbox
-// destroyed. The episode's trajectory is the worker session's (one token bookkeeping, saved
+// destroyed. An agent CLI scaffold (pi) runs the CLI inside the sample's sandbox; its requests
+// reach the same ChatService only through the worker's wire APIs (worker::WireApi, served by
+// the runner on 127.0.0.1 and forwarded by each sandbox's in-sandbox endpoint), bound to the
+// sample's session, so its trajectory is the same token bookkeeping as a built-in scaffold's. The episode's trajectory is the worker session's (one token bookkeeping, saved
 // by the session after every turn); the sample the batch assembler gets is read from it
 // (ExperimentStore::FromTrajectory), and complete groups are written again whole with their
 // group id and reward (ExperimentStore::PutGroup) and handed to batch assembly.
@@ -39,6 +42,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -47,6 +51,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "flotilla/common/clock.h"
+#include "flotilla/common/http_server.h"
 #include "flotilla/common/metrics.h"
 #include "flotilla/inference/engine.h"
 #include "flotilla/trainer_bridge/experiment_config.h"
@@ -60,6 +65,7 @@
 #include "flotilla/worker/scaffold.h"
 #include "flotilla/worker/scaffold_transcript.h"
 #include "flotilla/worker/token_generator.h"
+#include "flotilla/worker/wire_api.h"
 
 namespace flotilla::trainer_bridge {
 
@@ -85,6 +91,9 @@ struct RunnerOptions {
   // Per-sample generation length override (benchmark workloads): when set, every model turn of
   // the sample ignores stop tokens and generates exactly this many tokens.
   std::function<uint32_t(uint64_t sample)> forced_length;
+  // The scaffold is this agent CLI (its name is `scaffold`): it runs in each sample's sandbox,
+  // installed in the task's image (spec.preinstalled) or copied in.
+  std::optional<worker::ExternalAgentSpec> agent_cli;
 };
 
 struct SwitchReport {
@@ -123,7 +132,8 @@ class RolloutRunner {
   RolloutRunner(const RolloutRunner&) = delete;
   RolloutRunner& operator=(const RolloutRunner&) = delete;
 
-  // Re-queues stored, unconsumed groups (after a restart) and starts the loop thread.
+  // Re-queues stored, unconsumed groups (after a restart), starts the wire API server of an
+  // agent CLI scaffold, and starts the loop thread.
   absl::Status Start();
   // Stops the loop; running generations end (their samples fail) and every episode returns.
   void Stop();
@@ -180,6 +190,10 @@ class RolloutRunner {
   worker::GenerationGate gate_;
   std::unique_ptr<worker::TokenGenerator> generator_;
   std::unique_ptr<worker::ChatService> chat_;
+  // An agent CLI scaffold's door to chat_: the wire APIs on 127.0.0.1 (Start).
+  std::unique_ptr<worker::WireApi> wire_;
+  std::unique_ptr<HttpServer> wire_server_;
+  int wire_port_ = 0;
 
   std::mutex control_mu_;  // one switch / offload / reload at a time
   bool offloaded_ = false;                              // guarded by control_mu_

@@ -20,7 +20,10 @@
 //                                   renders the warm-start examples of a whole episode.
 //   <file>.jsonl                     one {"id", "prompt", "answer"} object per line
 //   <folder>                         a Terminal-Bench task folder (task.toml or task.yaml), or
-//                                    a folder of them: each Task carries its TerminalTask
+//                                    a folder of them: each Task carries its TerminalTask. A
+//                                    folder of tasks is drawn in passes: every task once per
+//                                    pass, each pass in a new order (from the seed), so a short
+//                                    run meets every task of a small folder.
 //
 // Every task runs as a worker episode in its own sandbox (SandboxTaskOf). A prompt-only task's
 // tests never see `answer` for arith and copy: they recompute the truth from the prompt inside
@@ -31,11 +34,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "flotilla/worker/terminal_task.h"
@@ -60,11 +65,19 @@ struct Task {
 // are blanks and surrounding blanks are trimmed; it is never evaluated.
 worker::TerminalTask SandboxTaskOf(const Task& task);
 
+// Readies a folder task before any sample runs it: builds its environment from its Dockerfile
+// and sets `image`, `workdir`, `env` and `user` (and may stack an agent CLI's layers on it).
+// The application supplies it (it owns the environment builder); its error names the task.
+using TaskPreparer = std::function<absl::Status(worker::TerminalTask*)>;
+
 class TaskSource {
  public:
   virtual ~TaskSource() = default;
-  // `source` as in the file comment; `seed` makes the order reproducible.
-  static absl::StatusOr<std::unique_ptr<TaskSource>> Open(const std::string& source, uint64_t seed);
+  // `source` as in the file comment; `seed` makes the order reproducible. `prepare`, when
+  // set, is called once for every task of a folder source as it opens (prompt-only families
+  // need no environment); its error is the source's.
+  static absl::StatusOr<std::unique_ptr<TaskSource>> Open(const std::string& source, uint64_t seed,
+                                                          const TaskPreparer& prepare = nullptr);
   virtual Task Next() = 0;
   [[nodiscard]] virtual std::string family() const = 0;
 };

@@ -1,6 +1,8 @@
-// The scheduler's Prometheus endpoint: GET (or HEAD) /metrics answers 200 with whatever
+// MetricsServer: a daemon's Prometheus endpoint (`flotilla scheduler`, `node`, `engine`,
+// `bridge serve` with --metrics-listen): GET (or HEAD) /metrics answers 200 with whatever
 // `render` returns (text exposition format); any other path is 404, any other method 405.
-// Served by the project's HTTP server (flotilla/common/http_server.h).
+// Served by the project's one HTTP server (flotilla/common/http_server.h); processes that
+// serve a dashboard or the wire APIs answer /metrics on that server instead.
 //
 // Thread-safe to construct and destroy from any thread; `render` is called on the server's
 // connection threads (possibly several at once) and must outlive the server.
@@ -12,8 +14,9 @@
 
 #include "absl/status/statusor.h"
 #include "flotilla/common/http_server.h"
+#include "flotilla/common/metrics.h"
 
-namespace flotilla::scheduler {
+namespace flotilla {
 
 class MetricsServer {
  public:
@@ -23,6 +26,9 @@ class MetricsServer {
   // InvalidArgument naming the address when it does not parse or resolve; Unavailable when it
   // cannot bind.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& address, RenderFn render);
+  // Serves `registry`'s figures (borrowed; must outlive the server).
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& address,
+                                                              const MetricsRegistry& registry);
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
 
@@ -33,4 +39,4 @@ class MetricsServer {
   std::unique_ptr<HttpServer> http_;
 };
 
-}  // namespace flotilla::scheduler
+}  // namespace flotilla

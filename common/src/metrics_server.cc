@@ -1,9 +1,9 @@
-#include "flotilla/scheduler/metrics_server.h"
+#include "flotilla/common/metrics_server.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
-namespace flotilla::scheduler {
+namespace flotilla {
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& address, RenderFn render) {
   size_t colon = address.rfind(':');
@@ -29,4 +29,9 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
   return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(*http)));
 }
 
-}  // namespace flotilla::scheduler
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& address,
+                                                                   const MetricsRegistry& registry) {
+  return Start(address, [&registry] { return registry.RenderPrometheus(); });
+}
+
+}  // namespace flotilla

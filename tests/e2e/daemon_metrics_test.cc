@@ -1,0 +1,130 @@
+// The standalone daemons serve Prometheus /metrics on the project's one HTTP server: `flotilla
+// worker` at /metrics of its wire-API server (its figures move with a chat completion), and
+// `flotilla engine --metrics-listen` (the engine's families, over the model the worker wrote).
+// The scheduler's and the node agent's are scraped by cluster_run_e2e_test.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "scheduler/child_process.h"
+#include "testing/http_client.h"
+#include "testing/temp_dir.h"
+
+namespace flotilla {
+namespace {
+
+using scheduler::testing::ChildProcess;
+
+std::string Binary() {
+  const char* dir = std::getenv("FLOTILLA_BINARY_DIR");
+  return std::filesystem::absolute(std::string(dir != nullptr ? dir : "build") + "/cli/flotilla").string();
+}
+
+template <typename F>
+bool WaitFor(F f, double seconds) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (f()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return f();
+}
+
+struct Scrape {
+  std::set<std::string> families;
+  std::map<std::string, double> samples;
+  double operator[](const std::string& key) const {
+    auto it = samples.find(key);
+    return it == samples.end() ? 0 : it->second;
+  }
+};
+
+Scrape Parse(const std::string& body) {
+  Scrape s;
+  for (absl::string_view line : absl::StrSplit(body, '\n', absl::SkipEmpty())) {
+    if (line.substr(0, 7) == "# TYPE ") {
+      std::vector<std::string> parts = absl::StrSplit(line, ' ');
+      s.families.insert(parts[2]);
+    }
+    if (line.front() == '#') continue;
+    size_t sp = line.rfind(' ');
+    s.samples[std::string(line.substr(0, sp))] = std::stod(std::string(line.substr(sp + 1)));
+  }
+  return s;
+}
+
+Scrape ScrapeAt(int port) {
+  testing::HttpResult r = testing::HttpCall(port, "GET", "/metrics");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.content_type, "text/plain; version=0.0.4; charset=utf-8");
+  return Parse(r.body);
+}
+
+TEST(DaemonMetricsTest, WorkerAndEngineDaemonsServeMetrics) {
+  testing::TempDir dir;
+  int worker_port = 0;
+  {
+    ChildProcess worker({Binary(), "worker", "--listen", "127.0.0.1:0", "--state-dir", dir.file("worker"),
+                         "--threads", "1"},
+                        dir.file("worker.log"));
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          std::smatch m;
+          std::string log = worker.Log();
+          if (!std::regex_search(log, m, std::regex(R"(serving on http://127\.0\.0\.1:([0-9]+)/v1)"))) return false;
+          worker_port = std::stoi(m[1]);
+          return true;
+        },
+        60))
+        << worker.Log();
+    const Scrape a = ScrapeAt(worker_port);
+    testing::HttpResult chat = testing::HttpCall(
+        worker_port, "POST", "/v1/chat/completions",
+        R"({"model": "flotilla-default", "max_tokens": 3, "messages": [{"role": "user", "content": "2+2="}]})");
+    ASSERT_EQ(chat.status, 200) << chat.body;
+    const Scrape b = ScrapeAt(worker_port);
+    for (const char* family : {"flotilla_worker_requests_total", "flotilla_worker_sessions_opened_total",
+                               "flotilla_engine_decode_tokens_total", "flotilla_engine_kv_pages"}) {
+      EXPECT_EQ(b.families.count(family), 1u) << family;
+    }
+    EXPECT_EQ(a["flotilla_worker_requests_total{route=\"/metrics\",status=\"200\"}"], 0);
+    EXPECT_EQ(b["flotilla_worker_requests_total{route=\"/metrics\",status=\"200\"}"], 1);
+    EXPECT_EQ(b["flotilla_worker_requests_total{route=\"/chat/completions\",status=\"200\"}"], 1);
+    EXPECT_GT(b["flotilla_engine_decode_tokens_total"], a["flotilla_engine_decode_tokens_total"]);
+  }
+
+  // The engine daemon over the model the worker wrote.
+  const std::string prefix = dir.file("worker/default-model");
+  ChildProcess engine({Binary(), "engine", "--model", "default=" + prefix + ".json:" + prefix + ".safetensors",
+                       "--listen", "127.0.0.1:0", "--threads", "1", "--metrics-listen", "127.0.0.1:0",
+                       "--metrics-port-file", dir.file("engine.metrics")},
+                      dir.file("engine.log"));
+  int port = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::ifstream in(dir.file("engine.metrics"));
+        return static_cast<bool>(in >> port) && port > 0;
+      },
+      60))
+      << engine.Log();
+  const Scrape e = ScrapeAt(port);
+  for (const char* family : {"flotilla_engine_kv_pages", "flotilla_engine_weight_version",
+                             "flotilla_engine_steps_total"}) {
+    EXPECT_EQ(e.families.count(family), 1u) << family << "\n" << engine.Log();
+  }
+  EXPECT_EQ(testing::HttpCall(port, "GET", "/nothing").status, 404);
+}
+
+}  // namespace
+}  // namespace flotilla

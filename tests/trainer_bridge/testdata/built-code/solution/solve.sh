@@ -1,0 +1,2 @@
+#!/bin/bash
+cat /app/data/code.txt > /app/answer.txt
