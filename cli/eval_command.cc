@@ -179,11 +179,12 @@ void AddEvalCommand(CLI::App& app, int* exit_code) {
   auto job = std::make_shared<EvalJobFlags>();
   flags->worker.experiment = "eval";
   CLI::App* ev = app.add_subcommand("eval", "Evaluate one model across harnesses on a folder of tasks");
-  AddEmbeddedWorkerFlags(ev, flags->worker);
+  AddEmbeddedWorkerFlags(ev, flags->worker, &job->models);
   ev->add_option("--tasks", flags->tasks_dir, "folder of Terminal-Bench style task folders (built-in harness mode)");
   ev->add_option("-p,--path", job->paths, "job mode: a task folder or a folder of tasks (repeatable)");
   ev->add_option("-a,--agent-name", job->agents,
-                 "job mode: oracle, nop, mini, terminal, or the agent CLIs pi and codex (repeatable)");
+                 "job mode: oracle, nop, mini, terminal, or the agent CLIs pi, codex, opencode, claude-code and "
+                 "qwen-code (repeatable)");
   ev->add_option("--agents-dir", job->agents_dir,
                  "job mode: where the agent CLIs are installed (scripts/test-deps.d/agent-clis.sh)");
   ev->add_option("-k,--attempts", job->attempts, "job mode: trials per agent and task");
@@ -205,6 +206,12 @@ void AddEvalCommand(CLI::App& app, int* exit_code) {
   ev->add_option("--seed", flags->seed, "sampling seed of the first run (each run adds its index)");
   ev->callback([flags, job, exit_code] {
     if (job->paths.empty() && job->resume.empty()) {
+      if (job->models.size() > 1) {
+        std::cerr << "flotilla eval: --tasks runs one model; several -m need a job (-p PATH)\n";
+        *exit_code = 2;
+        return;
+      }
+      if (!job->models.empty()) flags->worker.model_prefix = job->models[0];
       *exit_code = Eval(*flags);
       return;
     }

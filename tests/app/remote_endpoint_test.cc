@@ -1,4 +1,4 @@
-// An external OpenAI-compatible endpoint behind the worker (worker/remote_chat.h): the request
+// An external OpenAI- or Anthropic-compatible endpoint behind the worker (worker/remote_chat.h): the request
 // body and reply parsing as pure functions, then a real endpoint (Flotilla's own worker HTTP
 // serving the embedded default model, as `flotilla up` does) proxied by a second worker whose
 // ChatService records the conversation as text with the endpoint's usage.
@@ -29,11 +29,21 @@ TEST(RemoteChatTest, ParsesEndpointUrls) {
     EXPECT_EQ(u->path, c.path) << c.url;
   }
   EXPECT_EQ(ParseEndpointUrl("ftp://x").status().message(),
-            "endpoint 'ftp://x': expected http://HOST[:PORT][/PATH] or https://...");
+            "endpoint 'ftp://x': expected http://HOST[:PORT][/PATH], https://... or anthropic+http(s)://...");
   EXPECT_EQ(ParseEndpointUrl("http://h:8x/v1").status().message(), "endpoint 'http://h:8x/v1': bad port '8x'");
   EXPECT_EQ(ParseEndpointUrl("http:///v1").status().message(), "endpoint 'http:///v1': no host");
   EXPECT_TRUE(IsEndpointUrl("https://x"));
   EXPECT_FALSE(IsEndpointUrl("models/qwen"));
+  EXPECT_TRUE(IsEndpointUrl("anthropic+https://x/v1"));
+  EXPECT_FALSE(IsEndpointUrl("anthropic+ftp://x"));
+  auto a = ParseEndpointUrl("anthropic+https://api.example.test/v1");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->anthropic);
+  EXPECT_TRUE(a->tls);
+  EXPECT_EQ(a->host, "api.example.test");
+  EXPECT_EQ(a->port, "443");
+  EXPECT_EQ(a->path, "/v1");
+  EXPECT_FALSE(ParseEndpointUrl("http://h/v1")->anthropic);
 }
 
 TEST(RemoteChatTest, RequestBodyCarriesMessagesToolsAndSampling) {
@@ -84,7 +94,68 @@ TEST(RemoteChatTest, ParsesRepliesAndNamesTheBadField) {
   }
 }
 
-TEST(RemoteChatTest, ProxiedEndpointIsRecordedAsTextWithItsUsage) {
+TEST(RemoteChatTest, MessagesBodyMergesTurnsAndCarriesToolsAsBlocks) {
+  std::vector<ChatMessage> m(5);
+  m[0].role = ChatMessage::Role::kSystem;
+  m[0].content = "sys";
+  m[1].role = ChatMessage::Role::kUser;
+  m[1].content = "list";
+  m[2].role = ChatMessage::Role::kAssistant;
+  m[2].content = "ok";
+  m[2].tool_calls.push_back({.id = "c1", .name = "bash", .arguments_json = "{\"command\":\"ls\"}"});
+  m[3].role = ChatMessage::Role::kTool;
+  m[3].tool_call_id = "c1";
+  m[3].content = "a.txt";
+  m[4].role = ChatMessage::Role::kUser;
+  m[4].content = "go on";
+  ChatRequest p;
+  p.max_tokens = 7;
+  p.temperature = 0.5f;
+  std::vector<ToolSpec> tools = {{.name = "bash", .description = "run", .parameters_json = "{\"type\":\"object\"}"}};
+  json body = RemoteMessagesRequestBody("m1", m, tools, p);
+  EXPECT_EQ(body, json::parse(R"({"model":"m1","max_tokens":7,"temperature":0.5,"top_p":1.0,"stream":false,
+    "system":"sys",
+    "messages":[{"role":"user","content":[{"type":"text","text":"list"}]},
+                {"role":"assistant","content":[{"type":"text","text":"ok"},
+                  {"type":"tool_use","id":"c1","name":"bash","input":{"command":"ls"}}]},
+                {"role":"user","content":[{"type":"tool_result","tool_use_id":"c1","content":"a.txt"},
+                  {"type":"text","text":"go on"}]}],
+    "tools":[{"name":"bash","description":"run","input_schema":{"type":"object"}}]})"));
+}
+
+TEST(RemoteChatTest, ParsesMessagesRepliesAndNamesTheBadField) {
+  auto r = ParseRemoteMessagesReply(R"({"content":[{"type":"text","text":"let me look"},
+      {"type":"tool_use","id":"t1","name":"bash","input":{"command":"ls"}}],"stop_reason":"tool_use",
+      "usage":{"input_tokens":21,"output_tokens":5}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->text, "let me look");
+  ASSERT_EQ(r->tool_calls.size(), 1u);
+  EXPECT_EQ(r->tool_calls[0].id, "t1");
+  EXPECT_EQ(r->tool_calls[0].name, "bash");
+  EXPECT_EQ(r->tool_calls[0].arguments_json, "{\"command\":\"ls\"}");
+  EXPECT_EQ(r->finish_reason, "tool_calls");
+  EXPECT_EQ(r->prompt_tokens, 21);
+  EXPECT_EQ(r->completion_tokens, 5);
+  for (const auto& [stop, finish] : std::vector<std::pair<std::string, std::string>>{
+           {"end_turn", "stop"}, {"stop_sequence", "stop"}, {"max_tokens", "length"}}) {
+    auto s = ParseRemoteMessagesReply(R"({"content":[],"stop_reason":")" + stop + "\"}");
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->finish_reason, finish) << stop;
+  }
+  for (const auto& [body, message] : std::vector<std::pair<std::string, std::string>>{
+           {"[1]", "reply: not a JSON object"},
+           {R"({"type":"message"})", "reply: content: missing"},
+           {R"({"content":[{}]})", "reply: content[0].type: missing"},
+           {R"({"content":[{"type":"text"}]})", "reply: content[0].text: missing"},
+           {R"({"content":[{"type":"text","text":""},{"type":"tool_use"}]})", "reply: content[1].name: missing"}}) {
+    auto bad = ParseRemoteMessagesReply(body);
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << body;
+    EXPECT_EQ(bad.status().message(), message) << body;
+  }
+}
+
+// Two turns through a proxy worker whose model is Flotilla's own worker HTTP at `scheme`HOST/v1.
+void ProxyTwoTurns(const std::string& scheme) {
   testing::TempDir dir;
   app::EmbeddedWorkerOptions up;
   up.state_dir = dir.file("upstream");
@@ -95,7 +166,7 @@ TEST(RemoteChatTest, ProxiedEndpointIsRecordedAsTextWithItsUsage) {
 
   app::EmbeddedWorkerOptions o;
   o.state_dir = dir.file("proxy");
-  o.model_prefix = "http://" + (*upstream)->http_address() + "/v1";
+  o.model_prefix = scheme + (*upstream)->http_address() + "/v1";
   auto proxy = app::EmbeddedWorker::Start(o);
   ASSERT_TRUE(proxy.ok()) << proxy.status();
   ChatService& service = (*proxy)->service();
@@ -139,6 +210,7 @@ TEST(RemoteChatTest, ProxiedEndpointIsRecordedAsTextWithItsUsage) {
   auto upstream_count = (*upstream)->store().Count({});
   ASSERT_TRUE(upstream_count.ok());
   EXPECT_GE(*upstream_count, 1);
+  if (scheme != "http://") return;
 
   // An endpoint that is not there is an error naming the flag.
   app::EmbeddedWorkerOptions gone = o;
@@ -149,6 +221,11 @@ TEST(RemoteChatTest, ProxiedEndpointIsRecordedAsTextWithItsUsage) {
   EXPECT_EQ(std::string(failed.status().message()).rfind("-m http://127.0.0.1:1/v1: http://127.0.0.1:1/v1/models: connecting to 127.0.0.1:1: ", 0), 0u)
       << failed.status();
 }
+
+TEST(RemoteChatTest, ProxiedEndpointIsRecordedAsTextWithItsUsage) { ProxyTwoTurns("http://"); }
+
+// The same endpoint over its Anthropic Messages API (x-api-key, /v1/messages).
+TEST(RemoteChatTest, ProxiedAnthropicEndpointIsRecordedAsTextWithItsUsage) { ProxyTwoTurns("anthropic+http://"); }
 
 }  // namespace
 }  // namespace flotilla::worker

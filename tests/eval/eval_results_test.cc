@@ -122,7 +122,7 @@ TEST(TrialResultTest, BadFieldsAreErrorsNamingFileAndField) {
 }
 
 TEST(JobSummaryTest, PassAtKPerTaskAndTokens) {
-  JobShape shape{.tasks = {"a", "b"}, .agents = {"mini"}, .model = "m", .attempts = 2};
+  JobShape shape{.tasks = {"a", "b"}, .agents = {"mini"}, .model = "m", .models = {}, .attempts = 2};
   std::vector<TrialResult> trials = {Trial("a", 1, 1.0), Trial("a", 2, 0.0), Trial("b", 1, 0.0),
                                      Trial("b", 2, 0.0, "agent_timeout")};
   json s = SummarizeJob(shape, trials);
@@ -148,7 +148,7 @@ TEST(JobSummaryTest, PassAtKPerTaskAndTokens) {
 }
 
 TEST(ReportHtmlTest, SelfContainedWithEscapedTextAndEveryTrial) {
-  JobShape shape{.tasks = {"a<b>"}, .agents = {"mini"}, .model = "m", .attempts = 2};
+  JobShape shape{.tasks = {"a<b>"}, .agents = {"mini"}, .model = "m", .models = {}, .attempts = 2};
   std::vector<TrialResult> trials = {Trial("a<b>", 1, 1.0), Trial("a<b>", 2, 0.0, "verifier_error")};
   trials[1].tokens.exact = false;
   v1::Trajectory t = TwoReplies(trials[0].trajectory_id);

@@ -67,6 +67,7 @@ absl::Status Install(SandboxClient& sandbox, const std::string& sandbox_id, cons
 ExternalAgentSpec PiAgentSpec(const std::string& host_dir, int context_window, int max_tokens) {
   ExternalAgentSpec s;
   s.name = "pi";
+  s.entry = "node_modules/@mariozechner/pi-coding-agent/dist/cli.js";
   s.host_install_dir = host_dir;
   s.argv = {"{NODE}", "/opt/agent/node_modules/@mariozechner/pi-coding-agent/dist/cli.js",
             "--provider", "flotilla", "--model", "flotilla", "--no-session", "-p", "{PROMPT}"};
@@ -83,6 +84,7 @@ ExternalAgentSpec PiAgentSpec(const std::string& host_dir, int context_window, i
 ExternalAgentSpec CodexAgentSpec(const std::string& host_dir) {
   ExternalAgentSpec s;
   s.name = "codex";
+  s.entry = "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex";
   s.host_install_dir = host_dir;
   s.argv = {"/opt/agent/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex", "exec",
             "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "{PROMPT}"};
@@ -94,6 +96,83 @@ ExternalAgentSpec CodexAgentSpec(const std::string& host_dir) {
       "env_key = \"FLOTILLA_API_KEY\"\nwire_api = \"responses\"\nrequest_max_retries = 0\n"
       "stream_max_retries = 0\n[analytics]\nenabled = false\n";
   return s;
+}
+
+ExternalAgentSpec OpenCodeAgentSpec(const std::string& host_dir, int context_window, int max_tokens) {
+  ExternalAgentSpec s;
+  s.name = "opencode";
+  s.entry = "node_modules/opencode-linux-x64/bin/opencode";
+  s.host_install_dir = host_dir;
+  s.argv = {"/opt/agent/" + s.entry, "run", "-m", "flotilla/flotilla", "{PROMPT}"};
+  s.env = {{"HOME", "/root"},
+           {"PATH", "/usr/local/bin:/usr/bin:/bin"},
+           {"OPENCODE_CONFIG_CONTENT",
+            absl::StrCat(R"({"autoupdate": false, "share": "disabled", "provider": {"flotilla": {)"
+                         R"("npm": "@ai-sdk/openai-compatible", "name": "Flotilla", )"
+                         R"("options": {"baseURL": "{BASE_URL}/v1", "apiKey": "{API_KEY}"}, )"
+                         R"("models": {"flotilla": {"name": "Flotilla", "limit": {"context": )",
+                         context_window, R"(, "output": )", max_tokens, "}}}}}}")},
+           {"OPENCODE_DISABLE_MODELS_FETCH", "1"},
+           {"OPENCODE_DISABLE_AUTOUPDATE", "1"},
+           {"OPENCODE_DISABLE_DEFAULT_PLUGINS", "1"},
+           {"OPENCODE_DISABLE_LSP_DOWNLOAD", "1"},
+           {"OPENCODE_DISABLE_SHARE", "1"}};
+  return s;
+}
+
+ExternalAgentSpec ClaudeCodeAgentSpec(const std::string& host_dir, int max_tokens) {
+  ExternalAgentSpec s;
+  s.name = "claude-code";
+  s.entry = "node_modules/@anthropic-ai/claude-code/bin/claude.exe";
+  s.host_install_dir = host_dir;
+  s.argv = {"/opt/agent/" + s.entry, "-p", "{PROMPT}", "--model", "flotilla", "--allowedTools",
+            "Bash Edit Write Read Glob Grep LS MultiEdit TodoWrite"};
+  s.env = {{"HOME", "/root"},
+           {"PATH", "/usr/local/bin:/usr/bin:/bin"},
+           {"ANTHROPIC_BASE_URL", "{BASE_URL}"},
+           {"ANTHROPIC_API_KEY", "{API_KEY}"},
+           {"ANTHROPIC_SMALL_FAST_MODEL", "flotilla"},
+           {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"},
+           {"DISABLE_AUTOUPDATER", "1"},
+           {"DISABLE_TELEMETRY", "1"},
+           {"DISABLE_ERROR_REPORTING", "1"},
+           {"CLAUDE_CODE_MAX_OUTPUT_TOKENS", absl::StrCat(max_tokens)}};
+  return s;
+}
+
+ExternalAgentSpec QwenCodeAgentSpec(const std::string& host_dir, int max_tokens) {
+  ExternalAgentSpec s;
+  s.name = "qwen-code";
+  s.entry = "node_modules/@qwen-code/qwen-code/cli-entry.js";
+  s.host_install_dir = host_dir;
+  s.argv = {"{NODE}", "/opt/agent/" + s.entry, "--auth-type", "openai", "-m", "flotilla", "--yolo", "{PROMPT}"};
+  s.env = {{"HOME", "/root"},
+           {"PATH", "/usr/local/bin:/usr/bin:/bin"},
+           {"OPENAI_API_KEY", "{API_KEY}"},
+           {"OPENAI_BASE_URL", "{BASE_URL}/v1"},
+           {"OPENAI_MODEL", "flotilla"}};
+  s.files["/root/.qwen/settings.json"] = absl::StrCat(
+      R"({"telemetry": {"enabled": false}, "privacy": {"usageStatisticsEnabled": false}, )"
+      R"("general": {"disableAutoUpdate": true, "disableUpdateNag": true}, )"
+      R"("model": {"name": "flotilla", "generationConfig": {"samplingParams": {"max_tokens": )",
+      max_tokens, "}}}}\n");
+  return s;
+}
+
+const std::vector<std::string>& AgentCliNames() {
+  static const std::vector<std::string> names = {"pi", "codex", "opencode", "claude-code", "qwen-code"};
+  return names;
+}
+
+absl::StatusOr<ExternalAgentSpec> AgentCliSpec(const std::string& name, const std::string& host_dir,
+                                               int context_window, int max_tokens) {
+  if (name == "pi") return PiAgentSpec(host_dir, context_window, max_tokens);
+  if (name == "codex") return CodexAgentSpec(host_dir);
+  if (name == "opencode") return OpenCodeAgentSpec(host_dir, context_window, max_tokens);
+  if (name == "claude-code") return ClaudeCodeAgentSpec(host_dir, max_tokens);
+  if (name == "qwen-code") return QwenCodeAgentSpec(host_dir, max_tokens);
+  return absl::NotFoundError(
+      absl::StrCat("agent CLI '", name, "': unknown (pi, codex, opencode, claude-code, qwen-code)"));
 }
 
 absl::StatusOr<AgentCliOutcome> RunAgentCliInSandbox(SandboxClient& sandbox, const std::string& sandbox_id,

@@ -9,6 +9,7 @@
 #include <chrono>
 
 #include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/status.h"
 
@@ -46,19 +47,24 @@ absl::StatusOr<std::pair<int, std::string>> Exchange(Stream& stream, http::reque
 }  // namespace
 
 bool IsEndpointUrl(const std::string& model) {
-  return absl::StartsWith(model, "http://") || absl::StartsWith(model, "https://");
+  absl::string_view m = model;
+  absl::ConsumePrefix(&m, "anthropic+");
+  return absl::StartsWith(m, "http://") || absl::StartsWith(m, "https://");
 }
 
 absl::StatusOr<EndpointUrl> ParseEndpointUrl(const std::string& url) {
   EndpointUrl u;
+  absl::string_view scheme = url;
+  u.anthropic = absl::ConsumePrefix(&scheme, "anthropic+");
   std::string rest;
-  if (absl::StartsWith(url, "http://")) {
-    rest = url.substr(7);
-  } else if (absl::StartsWith(url, "https://")) {
+  if (absl::StartsWith(scheme, "http://")) {
+    rest = std::string(scheme.substr(7));
+  } else if (absl::StartsWith(scheme, "https://")) {
     u.tls = true;
-    rest = url.substr(8);
+    rest = std::string(scheme.substr(8));
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("endpoint '", url, "': expected http://HOST[:PORT][/PATH] or https://..."));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "endpoint '", url, "': expected http://HOST[:PORT][/PATH], https://... or anthropic+http(s)://..."));
   }
   size_t slash = rest.find('/');
   std::string authority = rest.substr(0, slash);
@@ -183,7 +189,12 @@ absl::StatusOr<std::pair<int, std::string>> RemoteChat::Call(const std::string& 
   req.set(http::field::host, url_.host);
   req.set(http::field::user_agent, "flotilla-worker");
   if (!body.empty()) req.set(http::field::content_type, "application/json");
-  if (!options_.api_key.empty()) req.set(http::field::authorization, "Bearer " + options_.api_key);
+  if (url_.anthropic) {
+    req.set("anthropic-version", "2023-06-01");
+    if (!options_.api_key.empty()) req.set("x-api-key", options_.api_key);
+  } else if (!options_.api_key.empty()) {
+    req.set(http::field::authorization, "Bearer " + options_.api_key);
+  }
   req.body() = body;
   req.prepare_payload();
   const auto timeout = std::chrono::milliseconds(options_.timeout_ms);
@@ -212,18 +223,19 @@ absl::StatusOr<std::pair<int, std::string>> RemoteChat::Call(const std::string& 
 
 absl::StatusOr<RemoteReply> RemoteChat::Complete(const std::vector<ChatMessage>& messages,
                                                  const std::vector<ToolSpec>& tools, const ChatRequest& params) const {
-  ASSIGN_OR_RETURN(auto got, Call("POST", "/chat/completions",
-                                  RemoteChatRequestBody(options_.model, messages, tools, params).dump(
-                                      -1, ' ', false, json::error_handler_t::replace)));
+  const std::string route = url_.anthropic ? "/messages" : "/chat/completions";
+  const json body = url_.anthropic ? RemoteMessagesRequestBody(options_.model, messages, tools, params)
+                                   : RemoteChatRequestBody(options_.model, messages, tools, params);
+  ASSIGN_OR_RETURN(auto got, Call("POST", route, body.dump(-1, ' ', false, json::error_handler_t::replace)));
   if (got.first != 200) {
     std::string snippet = got.second.substr(0, 300);
     if (got.first == 400 || got.first == 422) {
-      return absl::InvalidArgumentError(absl::StrCat(options_.base_url, "/chat/completions: HTTP ", got.first, ": ", snippet));
+      return absl::InvalidArgumentError(absl::StrCat(options_.base_url, route, ": HTTP ", got.first, ": ", snippet));
     }
-    return absl::UnavailableError(absl::StrCat(options_.base_url, "/chat/completions: HTTP ", got.first, ": ", snippet));
+    return absl::UnavailableError(absl::StrCat(options_.base_url, route, ": HTTP ", got.first, ": ", snippet));
   }
-  auto reply = ParseRemoteChatReply(got.second);
-  if (!reply.ok()) return Annotate(reply.status(), absl::StrCat(options_.base_url, "/chat/completions"));
+  auto reply = url_.anthropic ? ParseRemoteMessagesReply(got.second) : ParseRemoteChatReply(got.second);
+  if (!reply.ok()) return Annotate(reply.status(), absl::StrCat(options_.base_url, route));
   return reply;
 }
 

@@ -31,10 +31,13 @@ namespace flotilla::app {
 
 struct EmbeddedWorkerOptions {
   // A prefix or a folder; empty: the embedded default model; an http(s):// base URL: an external
-  // OpenAI-compatible endpoint the worker proxies and records as text (worker/remote_chat.h).
+  // OpenAI-compatible endpoint (anthropic+http(s)://: Anthropic-compatible) the worker proxies
+  // and records as text (worker/remote_chat.h).
   std::string model_prefix;
   std::string endpoint_model;          // the external endpoint's model; empty: its first listed
-  std::string api_key_env = "OPENAI_API_KEY";  // the external endpoint's key (unset: none sent)
+  // The variable holding the external endpoint's key (unset: none sent); empty: OPENAI_API_KEY,
+  // or ANTHROPIC_API_KEY for an anthropic+ URL.
+  std::string api_key_env;
   std::string state_dir = "var/flotilla";
   std::string db_path;                 // empty: <state_dir>/trajectories.db
   std::string experiment = "default";

