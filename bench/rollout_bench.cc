@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "flotilla/admission/in_flight_sizing.h"
 #include "flotilla/app/embedded_platform.h"
 #include "flotilla/common/clock.h"
 #include "flotilla/common/http_server.h"
@@ -29,8 +30,10 @@
 #include "flotilla/inference/engine.h"
 #include "flotilla/inference/safetensors.h"
 #include "flotilla/inference/tokenizer.h"
+#include "flotilla/node/node_agent.h"
 #include "flotilla/trainer_bridge/rollout_controller.h"
 #include "flotilla/trainer_bridge/rollout_runner.h"
+#include "flotilla/trainer_bridge/task_source.h"
 #include "weights.h"
 
 namespace flotilla::bench {
@@ -111,17 +114,19 @@ double ReusedSandboxes(MetricsRegistry& metrics) {
 }
 
 // Admission sized for the in-flight bound: every sample holds a sandbox while it waits for the
-// model, so the node must admit `in_flight` of them at once. A sample's sandbox runs one short
-// test script and otherwise idles: it is charged its share of half the cores (at most a
-// hundredth of a core) and of an eighth of the host's memory (at most 64 MiB), so the bound
-// fits under the node's warning thresholds, and under the placement engines' prediction of
-// them while the bound fills (which adds the usage trend), whatever the host.
-void SizeAdmission(uint32_t in_flight, admission::AdmissionConfig* a) {
+// model, so the node must admit `in_flight` of them at once, and the placement engines'
+// prediction must too (admission::SizeForInFlight). Each sample's sandbox names its memory
+// (trainer_bridge::SandboxTaskOf: 64 MiB), so that is its charge, not the default.
+absl::Status SizeAdmission(uint32_t in_flight, admission::AdmissionConfig* a) {
   const uint64_t cores = std::max(1u, std::thread::hardware_concurrency());
   const uint64_t memory = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  const uint64_t n = std::max<uint64_t>(1, in_flight);
-  a->default_cpu_millicores = static_cast<uint32_t>(std::clamp<uint64_t>(cores * 500 / n, 1, 10));
-  a->default_memory_bytes = std::clamp<uint64_t>(memory / 8 / n, 1ull << 20, 64ull << 20);
+  admission::ResourceVector capacity;
+  capacity.memory_bytes = memory;
+  capacity.cpu_millicores = static_cast<uint32_t>(cores * 1000);
+  capacity.slots = node::NodeAgentOptions{}.slots_capacity;
+  const uint64_t charge = trainer_bridge::SandboxTaskOf(trainer_bridge::Task{}).memory_bytes;
+  ASSIGN_OR_RETURN(*a, admission::SizeForInFlight(*a, in_flight, charge, capacity));
+  return absl::OkStatus();
 }
 
 ModeResult RunMode(const RolloutBenchOptions& o, inference::Engine& engine, worker::SandboxClient& sandboxes,
@@ -345,7 +350,10 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
   po.worker.state_dir = dir + "/state";
   po.worker.serve_model = false;
   // Samples' sandboxes idle while the model writes: the node admits the whole in-flight bound.
-  SizeAdmission(o.prompts_per_step * o.group_size, &po.admission);
+  if (absl::Status s = SizeAdmission(o.prompts_per_step * o.group_size, &po.admission); !s.ok()) {
+    std::cerr << "bench rollout: sizing the node's admission: " << s << "\n";
+    return 1;
+  }
   inference::EngineOptions& eo = po.worker.engine;
   eo.backend = o.backend;
   eo.threads = o.threads;
