@@ -34,6 +34,7 @@
 #include "nlohmann/json.hpp"
 #include "scheduler/child_process.h"
 #include "scheduler/netns_hosts.h"
+#include "testing/daemon_process.h"
 #include "testing/http_client.h"
 #include "testing/temp_dir.h"
 
@@ -53,50 +54,18 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-std::string Binary() {
-  const char* dir = std::getenv("FLOTILLA_BINARY_DIR");
-  return std::filesystem::absolute(std::string(dir != nullptr ? dir : "build") + "/cli/flotilla").string();
-}
+using testing::FlotillaBinary;
+using testing::MetricsScrape;
+using testing::WaitFor;
 
-template <typename F>
-bool WaitFor(F f, double seconds) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    if (f()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return f();
-}
-
-// One scrape of /metrics: "name{labels}" -> value.
-using Scrape = std::map<std::string, double>;
-
-std::optional<Scrape> ScrapeMetrics(const std::string& host, int port) {
+std::optional<MetricsScrape> ScrapeMetrics(const std::string& host, int port) {
   try {
     testing::HttpResult r = testing::HttpCallAt(host, port, "GET", "/metrics");
     if (r.status != 200) return std::nullopt;
-    Scrape s;
-    for (absl::string_view line : absl::StrSplit(r.body, '\n', absl::SkipEmpty())) {
-      if (line.front() == '#') continue;
-      size_t sp = line.rfind(' ');
-      s[std::string(line.substr(0, sp))] = std::stod(std::string(line.substr(sp + 1)));
-    }
-    return s;
+    return testing::ParsePrometheusText(r.body);
   } catch (const std::exception&) {
     return std::nullopt;  // not serving (yet, or any more)
   }
-}
-
-// The sum of a family's samples whose labels contain every `label=value` of `labels`.
-double Sum(const Scrape& s, const std::string& name, const std::vector<std::string>& labels = {}) {
-  double total = 0;
-  for (const auto& [key, value] : s) {
-    if (key != name && !key.starts_with(name + "{")) continue;
-    bool match = true;
-    for (const std::string& l : labels) match = match && key.find(l) != std::string::npos;
-    if (match) total += value;
-  }
-  return total;
 }
 
 int ReadPortFile(const std::string& path) {
@@ -133,7 +102,7 @@ class ClusterRunTest : public ::testing::Test {
     hosts_.emplace(2);
     ASSERT_TRUE(hosts_->ok()) << "could not set up network namespaces and veth pairs";
     scheduler_.emplace(
-        std::vector<std::string>{Binary(), "scheduler", "--listen", "0.0.0.0:0", "--state-dir", dir_.file("sched"),
+        std::vector<std::string>{FlotillaBinary(), "scheduler", "--listen", "0.0.0.0:0", "--state-dir", dir_.file("sched"),
                                  "--port-file", dir_.file("sched.port"), "--metrics-listen", "127.0.0.1:0",
                                  "--metrics-port-file", dir_.file("sched.metrics"), "--heartbeat-interval", "200ms",
                                  "--heartbeat-timeout", "1s", "--default-memory", "256M",
@@ -147,7 +116,7 @@ class ClusterRunTest : public ::testing::Test {
     ASSERT_TRUE(WaitFor(
         [&] {
           auto s = ScrapeMetrics("127.0.0.1", metrics_port_);
-          return s && Sum(*s, "flotilla_scheduler_nodes", {"state=\"alive\""}) == 2;
+          return s && s->Sum("flotilla_scheduler_nodes", {"state=\"alive\""}) == 2;
         },
         30))
         << scheduler_->Log() << nodes_[0]->Log() << nodes_[1]->Log();
@@ -173,7 +142,7 @@ class ClusterRunTest : public ::testing::Test {
 
   void StartNode(int k, bool with_scheduler) {
     const NetnsHosts::Host& h = hosts_->host(k);
-    std::vector<std::string> argv = {"/usr/bin/nsenter", absl::StrCat("--net=/run/netns/", h.ns), Binary(), "node",
+    std::vector<std::string> argv = {"/usr/bin/nsenter", absl::StrCat("--net=/run/netns/", h.ns), FlotillaBinary(), "node",
                                      "--listen", absl::StrCat(h.address, ":", kNodePort), "--state-dir",
                                      dir_.file(absl::StrCat("node", k)), "--metrics-listen",
                                      absl::StrCat(h.address, ":", kNodeMetricsPort), "--default-memory", "256M",
@@ -187,16 +156,16 @@ class ClusterRunTest : public ::testing::Test {
     nodes_[k].emplace(argv, dir_.file(absl::StrCat("node", k, ".log")));
   }
 
-  std::optional<Scrape> NodeMetrics(int k) { return ScrapeMetrics(hosts_->host(k).address, kNodeMetricsPort); }
+  std::optional<MetricsScrape> NodeMetrics(int k) { return ScrapeMetrics(hosts_->host(k).address, kNodeMetricsPort); }
   double NodeCreated(int k) {
     auto s = NodeMetrics(k);
-    return s ? Sum(*s, "flotilla_node_sandboxes_created_total") : -1;
+    return s ? s->Sum("flotilla_node_sandboxes_created_total") : -1;
   }
 
   void StartRun(int rl_steps) {
     const std::string yaml = dir_.file("experiment.yaml");
     std::ofstream(yaml) << Experiment(dir_.file("run"), rl_steps);
-    const std::string bin = Binary(), log = dir_.file("run.log"), scheduler = absl::StrCat("127.0.0.1:", port_);
+    const std::string bin = FlotillaBinary(), log = dir_.file("run.log"), scheduler = absl::StrCat("127.0.0.1:", port_);
     run_pid_ = fork();
     ASSERT_GE(run_pid_, 0);
     if (run_pid_ == 0) {
@@ -224,7 +193,7 @@ class ClusterRunTest : public ::testing::Test {
   // Every stored trajectory of the run, through `flotilla trajectories export`.
   std::vector<nlohmann::json> StoredTrajectories() {
     const std::string out = dir_.file("export.jsonl");
-    const std::string cmd = absl::StrCat(Binary(), " trajectories export --db ", dir_.file("run/trajectories.db"),
+    const std::string cmd = absl::StrCat(FlotillaBinary(), " trajectories export --db ", dir_.file("run/trajectories.db"),
                                          " --experiment cluster-run > ", out);
     std::vector<nlohmann::json> rows;
     if (std::system(cmd.c_str()) != 0) return rows;
@@ -258,13 +227,13 @@ TEST_F(ClusterRunTest, PlacesSamplesOnBothNodes) {
   EXPECT_EQ(created0 + created1, static_cast<double>(sandboxes)) << RunLog();
   auto node0 = NodeMetrics(0);
   ASSERT_TRUE(node0.has_value());
-  EXPECT_EQ(Sum(*node0, "flotilla_node_sandboxes_destroyed_total"), created0);
-  EXPECT_EQ(Sum(*node0, "flotilla_node_sandbox_create_seconds_count"), created0);
+  EXPECT_EQ(node0->Sum("flotilla_node_sandboxes_destroyed_total"), created0);
+  EXPECT_EQ(node0->Sum("flotilla_node_sandbox_create_seconds_count"), created0);
   // The scheduler's view: every one of them placed by it, on two live nodes.
   auto sched = ScrapeMetrics("127.0.0.1", metrics_port_);
   ASSERT_TRUE(sched.has_value());
-  EXPECT_EQ(Sum(*sched, "flotilla_scheduler_placements_total"), created0 + created1);
-  EXPECT_EQ(Sum(*sched, "flotilla_scheduler_nodes", {"state=\"alive\""}), 2);
+  EXPECT_EQ(sched->Sum("flotilla_scheduler_placements_total"), created0 + created1);
+  EXPECT_EQ(sched->Sum("flotilla_scheduler_nodes", {"state=\"alive\""}), 2);
 
   // Every dispatched sample is stored; none failed.
   const long dispatched = SummaryFigure("dispatched_samples");
@@ -285,7 +254,7 @@ TEST_F(ClusterRunTest, KilledNodeLosesNoSample) {
   // The scheduler declares it dead (heartbeat timeout 1 s) and the run goes on on node 0.
   auto sched_dead = [&] {
     auto s = ScrapeMetrics("127.0.0.1", metrics_port_);
-    return s && Sum(*s, "flotilla_scheduler_nodes", {"state=\"dead\""}) == 1;
+    return s && s->Sum("flotilla_scheduler_nodes", {"state=\"dead\""}) == 1;
   };
   EXPECT_TRUE(WaitFor(sched_dead, 15)) << scheduler_->Log();
   ASSERT_TRUE(WaitFor([&] { return NodeCreated(0) >= at_kill + 16; }, 60)) << RunLog();
@@ -310,7 +279,7 @@ TEST_F(ClusterRunTest, KilledNodeLosesNoSample) {
   // Nothing stays placed on the dead node: its sandboxes are lost or deleted, none running.
   auto sched = ScrapeMetrics("127.0.0.1", metrics_port_);
   ASSERT_TRUE(sched.has_value());
-  EXPECT_EQ(Sum(*sched, "flotilla_scheduler_sandboxes", {"state=\"running\""}), 0);
+  EXPECT_EQ(sched->Sum("flotilla_scheduler_sandboxes", {"state=\"running\""}), 0);
 }
 
 }  // namespace

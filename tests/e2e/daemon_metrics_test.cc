@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "scheduler/child_process.h"
+#include "testing/daemon_process.h"
 #include "testing/http_client.h"
 #include "testing/temp_dir.h"
 
@@ -26,56 +27,22 @@ namespace {
 
 using scheduler::testing::ChildProcess;
 
-std::string Binary() {
-  const char* dir = std::getenv("FLOTILLA_BINARY_DIR");
-  return std::filesystem::absolute(std::string(dir != nullptr ? dir : "build") + "/cli/flotilla").string();
-}
+using testing::FlotillaBinary;
+using testing::MetricsScrape;
+using testing::WaitFor;
 
-template <typename F>
-bool WaitFor(F f, double seconds) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    if (f()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return f();
-}
-
-struct Scrape {
-  std::set<std::string> families;
-  std::map<std::string, double> samples;
-  double operator[](const std::string& key) const {
-    auto it = samples.find(key);
-    return it == samples.end() ? 0 : it->second;
-  }
-};
-
-Scrape Parse(const std::string& body) {
-  Scrape s;
-  for (absl::string_view line : absl::StrSplit(body, '\n', absl::SkipEmpty())) {
-    if (line.substr(0, 7) == "# TYPE ") {
-      std::vector<std::string> parts = absl::StrSplit(line, ' ');
-      s.families.insert(parts[2]);
-    }
-    if (line.front() == '#') continue;
-    size_t sp = line.rfind(' ');
-    s.samples[std::string(line.substr(0, sp))] = std::stod(std::string(line.substr(sp + 1)));
-  }
-  return s;
-}
-
-Scrape ScrapeAt(int port) {
+MetricsScrape ScrapeAt(int port) {
   testing::HttpResult r = testing::HttpCall(port, "GET", "/metrics");
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.content_type, "text/plain; version=0.0.4; charset=utf-8");
-  return Parse(r.body);
+  return testing::ParsePrometheusText(r.body);
 }
 
 TEST(DaemonMetricsTest, WorkerAndEngineDaemonsServeMetrics) {
   testing::TempDir dir;
   int worker_port = 0;
   {
-    ChildProcess worker({Binary(), "worker", "--listen", "127.0.0.1:0", "--state-dir", dir.file("worker"),
+    ChildProcess worker({FlotillaBinary(), "worker", "--listen", "127.0.0.1:0", "--state-dir", dir.file("worker"),
                          "--threads", "1"},
                         dir.file("worker.log"));
     ASSERT_TRUE(WaitFor(
@@ -88,12 +55,12 @@ TEST(DaemonMetricsTest, WorkerAndEngineDaemonsServeMetrics) {
         },
         60))
         << worker.Log();
-    const Scrape a = ScrapeAt(worker_port);
+    const MetricsScrape a = ScrapeAt(worker_port);
     testing::HttpResult chat = testing::HttpCall(
         worker_port, "POST", "/v1/chat/completions",
         R"({"model": "flotilla-default", "max_tokens": 3, "messages": [{"role": "user", "content": "2+2="}]})");
     ASSERT_EQ(chat.status, 200) << chat.body;
-    const Scrape b = ScrapeAt(worker_port);
+    const MetricsScrape b = ScrapeAt(worker_port);
     for (const char* family : {"flotilla_worker_requests_total", "flotilla_worker_sessions_opened_total",
                                "flotilla_engine_decode_tokens_total", "flotilla_engine_kv_pages"}) {
       EXPECT_EQ(b.families.count(family), 1u) << family;
@@ -106,7 +73,7 @@ TEST(DaemonMetricsTest, WorkerAndEngineDaemonsServeMetrics) {
 
   // The engine daemon over the model the worker wrote.
   const std::string prefix = dir.file("worker/default-model");
-  ChildProcess engine({Binary(), "engine", "--model", "default=" + prefix + ".json:" + prefix + ".safetensors",
+  ChildProcess engine({FlotillaBinary(), "engine", "--model", "default=" + prefix + ".json:" + prefix + ".safetensors",
                        "--listen", "127.0.0.1:0", "--threads", "1", "--metrics-listen", "127.0.0.1:0",
                        "--metrics-port-file", dir.file("engine.metrics")},
                       dir.file("engine.log"));
@@ -118,7 +85,7 @@ TEST(DaemonMetricsTest, WorkerAndEngineDaemonsServeMetrics) {
       },
       60))
       << engine.Log();
-  const Scrape e = ScrapeAt(port);
+  const MetricsScrape e = ScrapeAt(port);
   for (const char* family : {"flotilla_engine_kv_pages", "flotilla_engine_weight_version",
                              "flotilla_engine_steps_total"}) {
     EXPECT_EQ(e.families.count(family), 1u) << family << "\n" << engine.Log();

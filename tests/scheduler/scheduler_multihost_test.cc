@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "netns_hosts.h"
 #include "testing/temp_dir.h"
+#include "testing/daemon_process.h"
 
 namespace flotilla::scheduler {
 namespace {
@@ -26,15 +27,7 @@ namespace {
 using testing::ChildProcess;
 using testing::NetnsHosts;
 
-template <typename F>
-bool WaitFor(F f, double seconds) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    if (f()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return f();
-}
+using flotilla::testing::WaitFor;
 
 TEST(SchedulerMultiHostTest, KilledAgentsSandboxesAreLostWithinTheTimeoutOthersKeepWorking) {
   if (geteuid() != 0 || std::system("ip netns list >/dev/null 2>&1") != 0) {

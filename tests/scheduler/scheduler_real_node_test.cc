@@ -18,21 +18,14 @@
 #include "flotilla/scheduler_sim/node_reporter.h"
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
+#include "testing/daemon_process.h"
 
 namespace flotilla::scheduler {
 namespace {
 
 using testing::ChildProcess;
 
-template <typename F>
-bool WaitFor(F f, double seconds) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    if (f()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return f();
-}
+using flotilla::testing::WaitFor;
 
 // A loopback port that was free a moment ago (the node agent advertises its --listen address,
 // so it needs a concrete port).

@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "testing/http_client.h"
 #include "testing/temp_dir.h"
+#include "testing/daemon_process.h"
 
 namespace flotilla::scheduler {
 namespace {
@@ -29,16 +30,7 @@ std::string BinaryDir() {
   return d != nullptr ? d : ".";
 }
 
-// Polls `f` every 20 ms until it is true or `seconds` pass (real processes, real time).
-template <typename F>
-bool WaitFor(F f, double seconds) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    if (f()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return f();
-}
+using flotilla::testing::WaitFor;
 
 int ReadPort(const std::string& path) {
   std::ifstream in(path);
