@@ -103,7 +103,7 @@ class EmbeddedPlatform {
   MetricsRegistry::CollectorHandle scheduler_metrics_;  // reads scheduler_: removed before it goes
   std::unique_ptr<EmbeddedNode> node_;
   std::unique_ptr<worker::SandboxClient> sandboxes_;
-  std::unique_ptr<v1::Scheduler::Stub> scheduler_stub_;  // the fleet view's
+  std::unique_ptr<v1::Scheduler::Stub> scheduler_stub_;  // what the dashboard asks for its fleet view
   std::unique_ptr<EmbeddedWorker> worker_;
   std::unique_ptr<inference::EngineService> engine_service_;
   std::unique_ptr<grpc::Server> engine_server_;
