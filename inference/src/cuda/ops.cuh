@@ -149,11 +149,11 @@ struct DeviceRowSampling {
   uint32_t top_logprobs;  // how many top entries to report (at most the launch's max_top)
   uint64_t rng_state;
 };
-constexpr int kMaxSampleVocab = 16384;
-bool SampleRowsSupports(int vocab);
+bool SampleRowsSupports(int vocab);  // any vocab > 0 (sample.cu reads the row from global memory)
 // For each row r of logits (rows x vocab, f32): out[r * (2 + 2 max_top) + ...] = token, then its
 // logprob's bits, then max_top top ids and max_top top logprobs' bits (the first
-// params[r].top_logprobs of each written), all as the host's SampleToken computes them.
+// params[r].top_logprobs of each written), all as the host's SampleToken computes them (up to
+// the order of its double sums: sample.cu says when that can matter).
 cudaError_t LaunchSampleRows(const float* logits, int rows, int vocab, const DeviceRowSampling* params,
                              int max_top, int32_t* out, cudaStream_t stream);
 
