@@ -42,7 +42,7 @@ using cuda::UploadOne;
 
 class CudaBackend final : public ModelBackend {
  public:
-  // `hf`: a Hugging Face family's config (qwen3_moe, qwen3; CreateHfCudaBackend checks), of
+  // `hf`: a Hugging Face family's config (cuda::HfCudaSupports says which), of
   // which `c` is the summary; null for Flotilla's format.
   CudaBackend(const ModelConfig& c, uint32_t page_tokens, uint32_t num_pages, const HfConfig* hf = nullptr)
       : c_(c), page_tokens_(page_tokens), num_pages_(num_pages) {
@@ -55,6 +55,8 @@ class CudaBackend final : public ModelBackend {
       hf_ = std::make_unique<HfConfig>(*hf);
       moe_layer_ = hf->moe_layer;
       qk_norm_ = hf->qk_norm == QkNorm::kPerHead;
+      qk_full_ = hf->qk_norm == QkNorm::kFull;
+      shared_hidden_ = hf->shared_intermediate_size;
       renormalize_ = hf->norm_topk_prob;
       dense_hidden_ = hf->intermediate_size;
     }
@@ -160,6 +162,9 @@ class CudaBackend final : public ModelBackend {
   absl::Status StageFrom(const std::map<std::string, Part>& src);
   // x += the shared experts applied to xn_ (gu and h: workspaces of at least T rows).
   absl::Status SharedExperts(const DeviceLayer& L, int T, uint16_t* gu, uint16_t* h);
+  // A Hugging Face family's shared expert (qwen2_moe: hidden shared_hidden_, behind the sigmoid
+  // gate of L.shared_gate when it has one) on xn_, added to x_; own workspaces.
+  absl::Status HfSharedExpert(const DeviceLayer& L, int T);
 
   ModelConfig c_;
   uint32_t page_tokens_, num_pages_;
@@ -172,6 +177,8 @@ class CudaBackend final : public ModelBackend {
   std::vector<bool> moe_layer_;
   int n_moe_ = 0;
   bool qk_norm_ = false;
+  bool qk_full_ = false;  // OLMoE: one q/k norm over the whole projection
+  int shared_hidden_ = 0;  // a Hugging Face family's shared expert's hidden size (0: none)
   bool renormalize_ = true;
   int dense_hidden_ = 0;
   absl::Status RefuseHf(const char* what) const {
@@ -189,6 +196,7 @@ class CudaBackend final : public ModelBackend {
   DeviceBuffer step_dev_;
   cuda::PinnedBuffer step_host_;
   DeviceBuffer x_, xn_, qkv_, q_, o_, rlogits_, experts_, weights_, xe_, gu_, h_, y_, plan_dev_;
+  DeviceBuffer shared_gu_, shared_h_, shared_gate_;
   cuda::PinnedBuffer chosen_host_;
   // The fused routing (cuda::LaunchMoeRoute) where the shapes allow it: each expert's row count
   // reaches the host through mapped memory, followed by a ticket the host spins on.
@@ -321,9 +329,9 @@ absl::Status CudaBackend::AllocateWeights(DeviceWeights* dw) {
     DeviceLayer& d = dw->layers[l];
     RETURN_IF_ERROR(d.attn_norm.Reserve(D * 4));
     RETURN_IF_ERROR(d.ffn_norm.Reserve(D * 4));
-    if (qk_norm_) {
-      RETURN_IF_ERROR(d.q_norm.Reserve(hd * 4));
-      RETURN_IF_ERROR(d.k_norm.Reserve(hd * 4));
+    if (qk_norm_ || qk_full_) {
+      RETURN_IF_ERROR(d.q_norm.Reserve((qk_full_ ? H : 1) * hd * 4));
+      RETURN_IF_ERROR(d.k_norm.Reserve((qk_full_ ? KVH : 1) * hd * 4));
     }
     RETURN_IF_ERROR(d.wqkv.Reserve((H + 2 * KVH) * hd * D * 2));
     RETURN_IF_ERROR(d.wo.Reserve(D * H * hd * 2));
@@ -339,6 +347,12 @@ absl::Status CudaBackend::AllocateWeights(DeviceWeights* dw) {
       RETURN_IF_ERROR(d.s13.Reserve(S * 2 * F * D * 2));
       RETURN_IF_ERROR(d.s2.Reserve(S * D * F * 2));
     }
+    if (shared_hidden_ > 0) {
+      const size_t Is = shared_hidden_;
+      RETURN_IF_ERROR(d.s13.Reserve(2 * Is * D * 2));
+      RETURN_IF_ERROR(d.s2.Reserve(D * Is * 2));
+      if (hf_->shared_expert_gate) RETURN_IF_ERROR(d.shared_gate.Reserve(D * 2));
+    }
   }
   return absl::OkStatus();
 }
@@ -353,12 +367,12 @@ absl::Status CudaBackend::SetRandomWeights(uint64_t seed, float stddev) {
   if (!dw->tied) CUDA_RETURN_IF_ERROR(bf(dw->head));
   CUDA_RETURN_IF_ERROR(f32(dw->norm));
   for (DeviceLayer& d : dw->layers) {
-    for (DeviceBuffer* b : {&d.wqkv, &d.wo, &d.router, &d.w13, &d.w2, &d.s13, &d.s2}) {
+    for (DeviceBuffer* b : {&d.wqkv, &d.wo, &d.router, &d.w13, &d.w2, &d.s13, &d.s2, &d.shared_gate}) {
       if (b->bytes() > 0) CUDA_RETURN_IF_ERROR(bf(*b));
     }
     CUDA_RETURN_IF_ERROR(f32(d.attn_norm));
     CUDA_RETURN_IF_ERROR(f32(d.ffn_norm));
-    if (qk_norm_) {
+    if (qk_norm_ || qk_full_) {
       CUDA_RETURN_IF_ERROR(f32(d.q_norm));
       CUDA_RETURN_IF_ERROR(f32(d.k_norm));
     }
@@ -524,6 +538,7 @@ absl::Status CudaBackend::DenseMlp(const DeviceLayer& L, int T, const float* nex
 }
 
 absl::Status CudaBackend::SharedExperts(const DeviceLayer& L, int T, uint16_t* gu, uint16_t* h) {
+  if (shared_hidden_ > 0) return HfSharedExpert(L, T);
   const int D = c_.d_model, F = c_.expert_hidden;
   const size_t w13_stride = static_cast<size_t>(2) * F * D, w2_stride = static_cast<size_t>(D) * F;
   for (int s = 0; s < c_.n_shared_experts; ++s) {
@@ -532,6 +547,20 @@ absl::Status CudaBackend::SharedExperts(const DeviceLayer& L, int T, uint16_t* g
     RETURN_IF_ERROR(Gemm(h, L.s2.as<uint16_t>() + s * w2_stride, x_.as<float>(), CUDA_R_32F, T, D, F, 1.0f));
   }
   return absl::OkStatus();
+}
+
+absl::Status CudaBackend::HfSharedExpert(const DeviceLayer& L, int T) {
+  const int D = c_.d_model, I = shared_hidden_;
+  ASSIGN_OR_RETURN(uint16_t* gu, Ws<uint16_t>(shared_gu_, static_cast<size_t>(T) * 2 * I));
+  ASSIGN_OR_RETURN(uint16_t* h, Ws<uint16_t>(shared_h_, static_cast<size_t>(T) * I));
+  float* gate = nullptr;
+  if (L.shared_gate.bytes() > 0) {
+    ASSIGN_OR_RETURN(gate, Ws<float>(shared_gate_, static_cast<size_t>(T)));
+    RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.shared_gate.as<void>(), gate, CUDA_R_32F, T, 1, D, 0.0f));
+  }
+  RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.s13.as<void>(), gu, CUDA_R_16BF, T, 2 * I, D, 0.0f));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMulGate(gu, T, I, gate, h, nullptr));
+  return Gemm(h, L.s2.as<void>(), x_.as<float>(), CUDA_R_32F, T, D, I, 1.0f);
 }
 
 absl::Status CudaBackend::MoeOnDevice(const DeviceLayer& L, int T, const int32_t* ex, const float* wt,
@@ -625,15 +654,20 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
     const DeviceLayer& L = w_->layers[l];
     Mark(l, 0);
     RETURN_IF_ERROR(Gemm(xn, L.wqkv.as<void>(), qkv, CUDA_R_16BF, T, qkv_w, D, 0.0f));
+    if (L.bqkv.bytes() > 0) CUDA_RETURN_IF_ERROR(cuda::LaunchBiasAdd(qkv, L.bqkv.as<float>(), T, qkv_w, nullptr));
     if (qk_norm_) {
       CUDA_RETURN_IF_ERROR(cuda::LaunchQkNorm(qkv, T, H, KVH, hd, L.q_norm.as<float>(), L.k_norm.as<float>(),
                                               c_.norm_eps, nullptr));
+    } else if (qk_full_) {
+      CUDA_RETURN_IF_ERROR(cuda::LaunchQkNormFull(qkv, T, H * hd, KVH * hd, qkv_w, L.q_norm.as<float>(),
+                                                  L.k_norm.as<float>(), c_.norm_eps, nullptr));
     }
     CUDA_RETURN_IF_ERROR(cuda::LaunchRopeKvWrite(qkv, positions_dev, row_seq_dev, rot, kv, l, T, H, KVH, hd, q, nullptr));
     CUDA_RETURN_IF_ERROR(cuda::LaunchPagedAttention(q, positions_dev, row_seq_dev, kv, l, T, H, KVH, hd,
                                                     sliding_[l] ? c_.sliding_window : 0, c_.max_context, o, nullptr));
     // The block's output is added to the f32 residual stream by the product itself (beta = 1).
     RETURN_IF_ERROR(Gemm(o, L.wo.as<void>(), x, CUDA_R_32F, T, D, H * hd, 1.0f));
+    if (L.bo.bytes() > 0) CUDA_RETURN_IF_ERROR(cuda::LaunchBiasAddF32(x, L.bo.as<float>(), T, D, nullptr));
     if (!fused_route_ || !moe_layer_[l]) {
       CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, L.ffn_norm.as<float>(), nullptr, xn, T, D, c_.norm_eps, nullptr));
     }

@@ -27,6 +27,21 @@ class Source {
     return PartOf(widened_.back());
   }
   bool Has(const std::string& name) const { return ckpt_.Has(name); }
+  // The named vectors, widened to f32, one after another into `out`; a missing name adds
+  // `size` zeros when `zeros_if_missing`.
+  absl::Status Concat(const std::vector<std::pair<std::string, int64_t>>& names, bool zeros_if_missing,
+                      std::vector<float>* out) {
+    std::vector<float> v;
+    for (const auto& [name, size] : names) {
+      if (zeros_if_missing && !ckpt_.Has(name)) {
+        out->insert(out->end(), static_cast<size_t>(size), 0.0f);
+        continue;
+      }
+      RETURN_IF_ERROR(ckpt_.Read(name, {size}, &v));
+      out->insert(out->end(), v.begin(), v.end());
+    }
+    return absl::OkStatus();
+  }
   void Release() { widened_.clear(); }
 
  private:
@@ -59,18 +74,17 @@ struct Uploader {
 }  // namespace
 
 absl::Status HfCudaSupports(const HfConfig& c) {
-  if (c.family != HfFamily::kQwen3Moe && c.family != HfFamily::kQwen3) {
+  if (c.mla) {
     return absl::UnimplementedError(absl::StrCat("cuda backend: config.json model_type '", c.model_type,
-                                                 "' not supported yet (qwen3_moe and qwen3 are; the cpu backend runs it)"));
+                                                 "' (multi-head latent attention) not supported yet (the cpu backend "
+                                                 "runs it)"));
   }
-  if (c.qkv_bias || c.o_bias) {
-    return absl::UnimplementedError("cuda backend: config.json attention_bias true is not supported yet");
+  if (c.router != Router::kSoftmax) {
+    return absl::UnimplementedError("cuda backend: config.json scoring_func sigmoid (grouped routing) is not supported yet");
   }
-  if (c.shared_intermediate_size > 0) {
-    return absl::UnimplementedError("cuda backend: shared experts of a Hugging Face family are not supported yet");
-  }
-  if (c.qk_norm == QkNorm::kFull) {
-    return absl::UnimplementedError("cuda backend: a q/k norm over the whole projection is not supported yet");
+  if (c.shared_intermediate_size > 0 && c.family != HfFamily::kQwen2Moe) {
+    return absl::UnimplementedError(absl::StrCat("cuda backend: shared experts of model_type '", c.model_type,
+                                                 "' are not supported yet"));
   }
   std::vector<double> inv;
   double factor = 1.0;
@@ -109,31 +123,54 @@ absl::Status UploadHfWeights(const HfConfig& c, const HfCheckpoint& ckpt, Device
                                       {ap + "k_proj.weight", {KV * hd, Hd}},
                                       {ap + "v_proj.weight", {KV * hd, Hd}}}));
     RETURN_IF_ERROR(up.Bf16(&d.wo, {{ap + "o_proj.weight", {Hd, H * hd}}}));
+    // Biases where config.json asks for them or the file has them (as the CPU backend reads them).
+    const std::vector<std::pair<std::string, int64_t>> qkv_bias = {
+        {ap + "q_proj.bias", H * hd}, {ap + "k_proj.bias", KV * hd}, {ap + "v_proj.bias", KV * hd}};
+    if (c.qkv_bias || src.Has(qkv_bias[0].first) || src.Has(qkv_bias[1].first) || src.Has(qkv_bias[2].first)) {
+      std::vector<float> b;
+      RETURN_IF_ERROR(src.Concat(qkv_bias, !c.qkv_bias, &b));
+      RETURN_IF_ERROR(UploadF32(&d.bqkv, PartOf(b), stream));
+    }
+    if (c.o_bias || src.Has(ap + "o_proj.bias")) RETURN_IF_ERROR(up.F32(&d.bo, ap + "o_proj.bias", Hd));
     if (c.qk_norm == QkNorm::kPerHead) {
       RETURN_IF_ERROR(up.F32(&d.q_norm, ap + "q_norm.weight", hd));
       RETURN_IF_ERROR(up.F32(&d.k_norm, ap + "k_norm.weight", hd));
+    } else if (c.qk_norm == QkNorm::kFull) {
+      RETURN_IF_ERROR(up.F32(&d.q_norm, ap + "q_norm.weight", H * hd));
+      RETURN_IF_ERROR(up.F32(&d.k_norm, ap + "k_norm.weight", KV * hd));
     }
-    const std::string p = lp + "mlp.";
     if (!c.moe_layer[l]) {
+      const std::string p = lp + "mlp.";
       RETURN_IF_ERROR(up.Bf16(&d.s13, {{p + "gate_proj.weight", {Id, Hd}}, {p + "up_proj.weight", {Id, Hd}}}));
       RETURN_IF_ERROR(up.Bf16(&d.s2, {{p + "down_proj.weight", {Hd, Id}}}));
       src.Release();
       continue;
     }
+    // Mixtral's original checkpoints call the block `block_sparse_moe` and its experts' matrices
+    // w1 (gate), w3 (up) and w2 (down).
+    const std::string p = src.Has(lp + "block_sparse_moe.gate.weight") ? lp + "block_sparse_moe." : lp + "mlp.";
+    const bool w_names = src.Has(p + "experts.0.w1.weight");
     RETURN_IF_ERROR(up.Bf16(&d.router, {{p + "gate.weight", {E, Hd}}}));
-    if (src.Has(p + "experts.gate_up_proj") || !src.Has(p + "experts.0.gate_proj.weight")) {
+    if (src.Has(p + "experts.gate_up_proj") || (!src.Has(p + "experts.0.gate_proj.weight") && !w_names)) {
       RETURN_IF_ERROR(up.Bf16(&d.w13, {{p + "experts.gate_up_proj", {E, 2 * I, Hd}}}));
       RETURN_IF_ERROR(up.Bf16(&d.w2, {{p + "experts.down_proj", {E, Hd, I}}}));
     } else {
       std::vector<std::pair<std::string, std::vector<int64_t>>> w13, w2;
       for (int64_t e = 0; e < E; ++e) {
         const std::string q = absl::StrCat(p, "experts.", e, ".");
-        w13.push_back({q + "gate_proj.weight", {I, Hd}});
-        w13.push_back({q + "up_proj.weight", {I, Hd}});
-        w2.push_back({q + "down_proj.weight", {Hd, I}});
+        w13.push_back({q + (w_names ? "w1" : "gate_proj") + ".weight", {I, Hd}});
+        w13.push_back({q + (w_names ? "w3" : "up_proj") + ".weight", {I, Hd}});
+        w2.push_back({q + (w_names ? "w2" : "down_proj") + ".weight", {Hd, I}});
       }
       RETURN_IF_ERROR(up.Bf16(&d.w13, w13));
       RETURN_IF_ERROR(up.Bf16(&d.w2, w2));
+    }
+    if (c.shared_intermediate_size > 0) {  // qwen2_moe's one shared expert
+      const int64_t Is = c.shared_intermediate_size;
+      const std::string sp = p + "shared_expert.";
+      RETURN_IF_ERROR(up.Bf16(&d.s13, {{sp + "gate_proj.weight", {Is, Hd}}, {sp + "up_proj.weight", {Is, Hd}}}));
+      RETURN_IF_ERROR(up.Bf16(&d.s2, {{sp + "down_proj.weight", {Hd, Is}}}));
+      if (c.shared_expert_gate) RETURN_IF_ERROR(up.Bf16(&d.shared_gate, {{p + "shared_expert_gate.weight", {1, Hd}}}));
     }
     src.Release();
   }

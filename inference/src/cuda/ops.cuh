@@ -23,6 +23,16 @@ cudaError_t LaunchRmsNorm(const float* x, const float* w, const int32_t* src, ui
 cudaError_t LaunchQkNorm(uint16_t* qkv, int rows, int n_heads, int n_kv_heads, int head_dim, const float* q_w,
                          const float* k_w, float eps, cudaStream_t stream);
 
+// OLMoE's q/k RMSNorm, in place on qkv (bf16, rows x row_width): the first q_dim values of a
+// row (the whole query projection) normalised with q_w (f32, q_dim), the next k_dim (the keys)
+// with k_w (f32, k_dim).
+cudaError_t LaunchQkNormFull(uint16_t* qkv, int rows, int q_dim, int k_dim, int row_width, const float* q_w,
+                             const float* k_w, float eps, cudaStream_t stream);
+
+// y[r, c] += b[c] for rows x cols: bf16 y (rounded once after the sum), or f32 y.
+cudaError_t LaunchBiasAdd(uint16_t* y, const float* b, int rows, int cols, cudaStream_t stream);
+cudaError_t LaunchBiasAddF32(float* y, const float* b, int rows, int cols, cudaStream_t stream);
+
 // Paged KV geometry shared by the RoPE/KV-write and attention kernels.
 struct KvGeometry {
   uint16_t* pages;          // num_pages x page_elems (bf16)
@@ -74,6 +84,10 @@ cudaError_t LaunchGatherRows(const uint16_t* x, const int32_t* src, int n, int d
                              cudaStream_t stream);
 // h[i, f] = bf16(silu(gu[i, f]) * gu[i, F + f]) for gu of shape n x 2F (bf16).
 cudaError_t LaunchSiluMul(const uint16_t* gu, int n, int hidden, uint16_t* h, cudaStream_t stream);
+// The same times sigmoid(gate[i]) (f32, one per row): qwen2_moe's gated shared expert. A null
+// gate: LaunchSiluMul.
+cudaError_t LaunchSiluMulGate(const uint16_t* gu, int n, int hidden, const float* gate, uint16_t* h,
+                              cudaStream_t stream);
 // x[r, :] += sum_k weights[r, k] * y[inv[r * K + k], :]   (y bf16); with norm_w, then also
 // xn = the RMS norm of the updated x (as LaunchRmsNorm): the next layer's input, in the same pass.
 cudaError_t LaunchCombine(const uint16_t* y, const int32_t* inv, const float* weights, int rows,
