@@ -55,6 +55,21 @@ cudaError_t LaunchRopeKvWrite(const uint16_t* qkv, const int32_t* positions, con
                               int n_heads, int n_kv_heads, int head_dim, uint16_t* q_out,
                               cudaStream_t stream);
 
+// DeepSeek-V3's latent attention heads (mla_rope_kv.cu): from q (bf16, rows x heads x (nope +
+// rope)), the shared key rotation k_rope (bf16, rows x rope) and the decompressed kv_b (bf16, rows
+// x heads x (nope + v)), writes q_out (q with its rope part rotated, all times q_scale) and each
+// head's K [nope | rotated k_rope] and V [v | zeros] (width nope + rope, the pages' head width)
+// at (layer, position). Rotations from LaunchRopeTable (rope / 2 of them), times rope_factor.
+struct MlaShape {
+  int heads, nope, rope, v;
+  bool interleave;     // rotate pairs (2i, 2i+1) instead of halves
+  float rope_factor;   // yarn's factor on cos and sin
+  float q_scale;
+};
+cudaError_t LaunchMlaRopeKvWrite(const uint16_t* q, const uint16_t* k_rope, const uint16_t* kv_b,
+                                 const int32_t* positions, const int32_t* row_seq, const float* rot, KvGeometry kv,
+                                 int layer, int rows, const MlaShape& shape, uint16_t* q_out, cudaStream_t stream);
+
 // o[r, h, :] = softmax(q k^T / sqrt(hd)) v over positions [lo, pos] of row r's sequence.
 cudaError_t LaunchPagedAttention(const uint16_t* q, const int32_t* positions, const int32_t* row_seq,
                                  KvGeometry kv, int layer, int rows, int n_heads, int n_kv_heads,
@@ -78,6 +93,13 @@ cudaError_t LaunchGqaAttentionMma(const uint16_t* q, const int32_t* positions, c
 // p at those experts, renormalised to sum 1 when `renormalize` (norm_topk_prob).
 cudaError_t LaunchRouterTopK(const float* logits, int rows, int n_experts, int top_k,
                              int32_t* experts, float* weights, cudaStream_t stream, bool renormalize = true);
+
+// DeepSeek-V3's sigmoid router with grouped top-k (router_grouped.cu): experts chosen by
+// sigmoid(logits) + bias within the topk_group best of n_group groups; weights the sigmoid
+// scores, renormalised when `renormalize`, times `scaling`. Needs n_experts <= 256.
+cudaError_t LaunchRouterGrouped(const float* logits, const float* bias, int rows, int n_experts, int top_k,
+                                int n_group, int topk_group, bool renormalize, float scaling, int32_t* experts,
+                                float* weights, cudaStream_t stream);
 
 // Expert dispatch: gather rows by expert, SwiGLU activation, weighted combine back.
 cudaError_t LaunchGatherRows(const uint16_t* x, const int32_t* src, int n, int dim, uint16_t* out,
