@@ -2,13 +2,17 @@
 // (hf_family_folder.h: norms and biases off their defaults) scored on the CUDA backend against
 // the CPU backend's f32 on the same folder, full-vocabulary logprobs over 64 tokens within bf16
 // tolerance; for the MoE families, each generated token's captured experts against the CPU
-// backend's. Skips without a CUDA device.
+// backend's. And the transformers-made fixtures of these families (testdata/hf, f32 or FP8,
+// rounded to bf16 on upload) against transformers' own log-probs. Skips without a CUDA device.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "gpu_hf_compare.h"
 #include "hf_family_folder.h"
+#include "hf_fixtures.h"
 
 namespace flotilla::inference {
 namespace {
@@ -100,6 +104,77 @@ TEST_F(HfGpuFamilyTest, Qwen2MoeMatchesCpu) {
   f.norm_topk_prob = false;
   f.seed = 24;
   Check(f, "qwen2_moe", 2);
+}
+
+// DeepSeek-V3: latent attention through q_lora (48) with kv_lora 32, nope 32 + rope 16 key
+// heads and v_head_dim 24 (padded to the key width in the pages), interleaved yarn RoPE (factor
+// 4, mscale 0.707 against mscale_all_dim 1: both the cos/sin factor and the softmax scale move);
+// sigmoid routing with e_score_correction_bias, top-3 of 16 within the best 2 of 4 groups,
+// renormalised and scaled by 2.5; one shared expert; a dense first layer.
+TEST_F(HfGpuFamilyTest, DeepseekV3MatchesCpu) {
+  FamilyFolder f;
+  f.family = "deepseek_v3";
+  f.experts = 16;
+  f.top_k = 3;
+  f.norm_topk_prob = true;
+  f.rope = {{"rope_type", "yarn"}, {"rope_theta", 10000.0}, {"factor", 4.0}, {"original_max_position_embeddings", 64},
+            {"beta_fast", 32.0}, {"beta_slow", 1.0}, {"mscale", 0.707}, {"mscale_all_dim", 1.0}};
+  f.seed = 25;
+  Check(f, "deepseek_v3", 2);
+}
+
+// DeepSeek-V3 without q_lora (q_proj), RoPE by halves with the default rope, v as wide as the
+// key heads, one group (plain top-2 of 8), weights not renormalised.
+TEST_F(HfGpuFamilyTest, DeepseekV3WithoutQLoraMatchesCpu) {
+  FamilyFolder f;
+  f.family = "deepseek_v3";
+  f.q_lora = 0;
+  f.rope_interleave = false;
+  f.v_dim = 48;
+  f.n_group = 1;
+  f.topk_group = 1;
+  f.routed_scaling_factor = 1.5;
+  f.norm_topk_prob = false;
+  f.seed = 26;
+  Check(f, "deepseek_v3_no_q_lora", 2);
+}
+
+// The fixtures' weights are drawn so that logits span tens of nats: bf16 rounding of weights
+// and activations then moves logprobs by a small fraction of their size, so the check is
+// relative (and on the argmax), as for the qwen3_moe bf16 fixture in gpu_hf_test.cc.
+TEST_F(HfGpuFamilyTest, FamilyFixturesNearTransformers) {
+  for (const std::string name : {"llama_a", "llama3_rope", "mixtral_a", "mixtral_b", "olmoe_a", "olmoe_b", "qwen2_moe_a",
+                                 "qwen2_moe_sparse", "deepseek_v3_qlora", "deepseek_v3_yarn", "deepseek_v3_qlora_fp8"}) {
+    const std::string dir = flotilla::testing::HfFixtureRoot() + "/" + name;
+    const nlohmann::json golden = flotilla::testing::ReadJsonFile(dir + "/golden.json");
+    ASSERT_TRUE(golden.is_object()) << dir;
+    auto gpu = HfEngine("cuda", dir);
+    ASSERT_TRUE(gpu) << name;
+    for (const auto& seq : golden["sequences"]) {
+      const std::vector<int32_t> ids = seq["ids"].get<std::vector<int32_t>>();
+      const std::vector<double> want = seq["logprob"].get<std::vector<double>>();
+      const std::vector<int32_t> top1 = seq["top1"].get<std::vector<int32_t>>();
+      auto g = gpu->Score("m", ids, 0, 0, true);
+      ASSERT_TRUE(g.ok()) << name << ": " << g.status();
+      ASSERT_EQ(g->logprobs.size(), want.size());
+      const size_t V = g->full_logprobs.size() / want.size();
+      double sum_abs = 0, sum_diff = 0, max_diff = 0;
+      size_t top1_same = 0;
+      for (size_t t = 0; t < want.size(); ++t) {
+        sum_abs += std::fabs(want[t]);
+        sum_diff += std::fabs(g->logprobs[t] - want[t]);
+        max_diff = std::max(max_diff, std::fabs(g->logprobs[t] - want[t]));
+        const float* row = &g->full_logprobs[t * V];
+        top1_same += std::max_element(row, row + V) - row == top1[t];
+      }
+      std::printf("hf_gpu_vs_transformers %s tokens=%zu mean_abs_logprob=%.3f mean_abs_diff=%.4f max_abs_diff=%.4f "
+                  "relative=%.5f top1_same=%zu/%zu\n",
+                  name.c_str(), ids.size(), sum_abs / want.size(), sum_diff / want.size(), max_diff, sum_diff / sum_abs,
+                  top1_same, want.size());
+      EXPECT_LT(sum_diff / sum_abs, 0.03) << name;
+      EXPECT_GE(top1_same * 10, want.size() * 8) << name;
+    }
+  }
 }
 
 }  // namespace

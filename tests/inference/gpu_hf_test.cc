@@ -229,15 +229,16 @@ TEST_F(HfGpuTest, RoutingCaptureAndResumeOnGpu) {
   }
 }
 
-TEST_F(HfGpuTest, UnsupportedFamilyIsRefusedNamingModelType) {
+// Every family runs on CUDA; yarn's attention factor outside the latent attention does not yet.
+TEST_F(HfGpuTest, UnsupportedRopeScalingIsRefusedNamingTheField) {
   EngineOptions opts;
   opts.backend = "cuda";
   opts.kv_memory_bytes = 8 << 20;
   auto e = Engine::Create(opts);
   ASSERT_TRUE(e.ok());
-  const absl::Status s = (*e)->LoadHfModel("m", flotilla::testing::HfFixtureRoot() + "/deepseek_v3_qlora", 1);
+  const absl::Status s = (*e)->LoadHfModel("m", flotilla::testing::HfFixtureRoot() + "/qwen3_yarn", 1);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("config.json model_type 'deepseek_v3'"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("config.json rope_parameters.rope_type 'yarn'"));
 }
 
 }  // namespace

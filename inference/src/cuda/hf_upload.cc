@@ -71,29 +71,55 @@ struct Uploader {
   }
 };
 
+// DeepSeek-V3's attention weights: q (through q_lora or directly) into wqkv, the latent and the
+// shared key rotation rows of kv_a_proj_with_mqa apart, kv_b, and o_proj with each head's v_head_dim
+// columns followed by zeros up to the key width.
+absl::Status UploadLatentAttention(const HfConfig& c, const std::string& ap, Uploader& up, DeviceLayer* d) {
+  const int64_t Hd = c.hidden_size, H = c.num_heads, kd = c.k_head_dim(), r = c.kv_lora_rank;
+  const int64_t rope = c.qk_rope_head_dim, nope = c.qk_nope_head_dim, vd = c.v_head_dim, rq = c.q_lora_rank;
+  if (rq > 0) {
+    RETURN_IF_ERROR(up.Bf16(&d->q_a, {{ap + "q_a_proj.weight", {rq, Hd}}}));
+    RETURN_IF_ERROR(up.F32(&d->q_a_norm, ap + "q_a_layernorm.weight", rq));
+    RETURN_IF_ERROR(up.Bf16(&d->wqkv, {{ap + "q_b_proj.weight", {H * kd, rq}}}));
+  } else {
+    RETURN_IF_ERROR(up.Bf16(&d->wqkv, {{ap + "q_proj.weight", {H * kd, Hd}}}));
+  }
+  ASSIGN_OR_RETURN(const Part kv_a, up.src.Get(ap + "kv_a_proj_with_mqa.weight", {r + rope, Hd}));
+  const size_t esize = kv_a.dtype == DType::kF32 ? 4 : 2, latent = static_cast<size_t>(r * Hd);
+  RETURN_IF_ERROR(UploadOne(&d->kv_a, {kv_a.data, kv_a.dtype, latent}, up.staging, up.stream));
+  RETURN_IF_ERROR(UploadOne(&d->kv_pe, {kv_a.data + latent * esize, kv_a.dtype, kv_a.size - latent}, up.staging, up.stream));
+  RETURN_IF_ERROR(up.F32(&d->kv_a_norm, ap + "kv_a_layernorm.weight", r));
+  RETURN_IF_ERROR(up.Bf16(&d->kv_b, {{ap + "kv_b_proj.weight", {H * (nope + vd), r}}}));
+  ASSIGN_OR_RETURN(const Part o, up.src.Get(ap + "o_proj.weight", {Hd, H * vd}));
+  if (vd == kd) return UploadOne(&d->wo, o, up.staging, up.stream);
+  const std::vector<float> zeros(static_cast<size_t>(Hd * H * (kd - vd)), 0.0f);
+  return UploadBf16(&d->wo, {o, PartOf(zeros)}, {static_cast<size_t>(vd), static_cast<size_t>(kd - vd)}, up.staging,
+                    up.stream);
+}
+
 }  // namespace
 
 absl::Status HfCudaSupports(const HfConfig& c) {
   if (c.mla) {
-    return absl::UnimplementedError(absl::StrCat("cuda backend: config.json model_type '", c.model_type,
-                                                 "' (multi-head latent attention) not supported yet (the cpu backend "
-                                                 "runs it)"));
-  }
-  if (c.router != Router::kSoftmax) {
-    return absl::UnimplementedError("cuda backend: config.json scoring_func sigmoid (grouped routing) is not supported yet");
-  }
-  if (c.shared_intermediate_size > 0 && c.family != HfFamily::kQwen2Moe) {
-    return absl::UnimplementedError(absl::StrCat("cuda backend: shared experts of model_type '", c.model_type,
-                                                 "' are not supported yet"));
+    if (c.qkv_bias) return absl::UnimplementedError("cuda backend: config.json attention_bias true with latent attention is not supported yet");
+    if (c.k_head_dim() > 128) {
+      return absl::UnimplementedError(absl::StrCat("cuda backend: config.json qk_nope_head_dim + qk_rope_head_dim = ",
+                                                   c.k_head_dim(), " over the attention kernels' 128"));
+    }
+    if (c.v_head_dim > c.k_head_dim()) {
+      return absl::UnimplementedError(absl::StrCat("cuda backend: config.json v_head_dim ", c.v_head_dim,
+                                                   " over qk_nope_head_dim + qk_rope_head_dim (", c.k_head_dim(), ")"));
+    }
   }
   std::vector<double> inv;
   double factor = 1.0;
   c.RopeTables(&inv, &factor);
-  if (factor != 1.0) {
+  // The latent attention's RoPE applies yarn's factor on cos/sin; the other families' does not.
+  if (factor != 1.0 && !c.mla) {
     return absl::UnimplementedError(absl::StrCat("cuda backend: config.json rope_parameters.rope_type '", c.rope.type,
                                                  "' scales attention (factor ", factor, "); not supported yet"));
   }
-  if (c.head_dim % 2 != 0) {
+  if (!c.mla && c.head_dim % 2 != 0) {
     return absl::InvalidArgumentError(absl::StrCat("config.json: head_dim ", c.head_dim, " must be even for RoPE"));
   }
   if (c.num_moe_layers() > 0 && (c.num_experts > 256 || c.top_k > 16)) {
@@ -119,6 +145,9 @@ absl::Status UploadHfWeights(const HfConfig& c, const HfCheckpoint& ckpt, Device
     const std::string lp = absl::StrCat("model.layers.", l, "."), ap = lp + "self_attn.";
     RETURN_IF_ERROR(up.F32(&d.attn_norm, lp + "input_layernorm.weight", Hd));
     RETURN_IF_ERROR(up.F32(&d.ffn_norm, lp + "post_attention_layernorm.weight", Hd));
+    if (c.mla) {
+      RETURN_IF_ERROR(UploadLatentAttention(c, ap, up, &d));
+    } else {
     RETURN_IF_ERROR(up.Bf16(&d.wqkv, {{ap + "q_proj.weight", {H * hd, Hd}},
                                       {ap + "k_proj.weight", {KV * hd, Hd}},
                                       {ap + "v_proj.weight", {KV * hd, Hd}}}));
@@ -139,6 +168,7 @@ absl::Status UploadHfWeights(const HfConfig& c, const HfCheckpoint& ckpt, Device
       RETURN_IF_ERROR(up.F32(&d.q_norm, ap + "q_norm.weight", H * hd));
       RETURN_IF_ERROR(up.F32(&d.k_norm, ap + "k_norm.weight", KV * hd));
     }
+    }
     if (!c.moe_layer[l]) {
       const std::string p = lp + "mlp.";
       RETURN_IF_ERROR(up.Bf16(&d.s13, {{p + "gate_proj.weight", {Id, Hd}}, {p + "up_proj.weight", {Id, Hd}}}));
@@ -151,6 +181,7 @@ absl::Status UploadHfWeights(const HfConfig& c, const HfCheckpoint& ckpt, Device
     const std::string p = src.Has(lp + "block_sparse_moe.gate.weight") ? lp + "block_sparse_moe." : lp + "mlp.";
     const bool w_names = src.Has(p + "experts.0.w1.weight");
     RETURN_IF_ERROR(up.Bf16(&d.router, {{p + "gate.weight", {E, Hd}}}));
+    if (c.router == Router::kSigmoidGrouped) RETURN_IF_ERROR(up.F32(&d.score_bias, p + "gate.e_score_correction_bias", E));
     if (src.Has(p + "experts.gate_up_proj") || (!src.Has(p + "experts.0.gate_proj.weight") && !w_names)) {
       RETURN_IF_ERROR(up.Bf16(&d.w13, {{p + "experts.gate_up_proj", {E, 2 * I, Hd}}}));
       RETURN_IF_ERROR(up.Bf16(&d.w2, {{p + "experts.down_proj", {E, Hd, I}}}));
@@ -165,9 +196,9 @@ absl::Status UploadHfWeights(const HfConfig& c, const HfCheckpoint& ckpt, Device
       RETURN_IF_ERROR(up.Bf16(&d.w13, w13));
       RETURN_IF_ERROR(up.Bf16(&d.w2, w2));
     }
-    if (c.shared_intermediate_size > 0) {  // qwen2_moe's one shared expert
+    if (c.shared_intermediate_size > 0) {  // qwen2_moe's one shared expert, DeepSeek-V3's as one MLP
       const int64_t Is = c.shared_intermediate_size;
-      const std::string sp = p + "shared_expert.";
+      const std::string sp = p + (c.family == HfFamily::kQwen2Moe ? "shared_expert." : "shared_experts.");
       RETURN_IF_ERROR(up.Bf16(&d.s13, {{sp + "gate_proj.weight", {Is, Hd}}, {sp + "up_proj.weight", {Is, Hd}}}));
       RETURN_IF_ERROR(up.Bf16(&d.s2, {{sp + "down_proj.weight", {Hd, Is}}}));
       if (c.shared_expert_gate) RETURN_IF_ERROR(up.Bf16(&d.shared_gate, {{p + "shared_expert_gate.weight", {1, Hd}}}));
