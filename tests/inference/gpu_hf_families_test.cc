@@ -106,6 +106,17 @@ TEST_F(HfGpuFamilyTest, Qwen2MoeMatchesCpu) {
   Check(f, "qwen2_moe", 2);
 }
 
+// qwen3 with yarn RoPE (factor 4 over an original context of 32): the inverse frequencies
+// ramp and the attention factor on cos and sin.
+TEST_F(HfGpuFamilyTest, Qwen3YarnMatchesCpu) {
+  FamilyFolder f;
+  f.family = "qwen3";
+  f.head_dim = 64;
+  f.rope = {{"rope_type", "yarn"}, {"rope_theta", 10000.0}, {"factor", 4.0}, {"original_max_position_embeddings", 32}};
+  f.seed = 27;
+  Check(f, "qwen3_yarn", 0);
+}
+
 // DeepSeek-V3: latent attention through q_lora (48) with kv_lora 32, nope 32 + rope 16 key
 // heads and v_head_dim 24 (padded to the key width in the pages), interleaved yarn RoPE (factor
 // 4, mscale 0.707 against mscale_all_dim 1: both the cos/sin factor and the softmax scale move);
@@ -139,11 +150,33 @@ TEST_F(HfGpuFamilyTest, DeepseekV3WithoutQLoraMatchesCpu) {
   Check(f, "deepseek_v3_no_q_lora", 2);
 }
 
+// DeepSeek-V3's own head sizes (nope 128 + rope 64) are over the attention kernels' 128 values
+// a key head: refused at load, naming the fields.
+TEST_F(HfGpuFamilyTest, KeyHeadsOverTheKernelsAreRefusedNamingTheFields) {
+  FamilyFolder f;
+  f.family = "deepseek_v3";
+  f.nope_dim = 128;
+  f.rope_dim = 64;
+  f.v_dim = 128;
+  f.layers = 2;
+  const std::string out = dir_.file("wide_heads");
+  ASSERT_TRUE(flotilla::testing::WriteFamilyFolder(f, out).ok());
+  EngineOptions opts;
+  opts.backend = "cuda";
+  opts.kv_memory_bytes = 8 << 20;
+  auto e = Engine::Create(opts);
+  ASSERT_TRUE(e.ok());
+  const absl::Status s = (*e)->LoadHfModel("m", out, 1);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(std::string(s.message()).find("config.json qk_nope_head_dim + qk_rope_head_dim = 192"), std::string::npos)
+      << s;
+}
+
 // The fixtures' weights are drawn so that logits span tens of nats: bf16 rounding of weights
 // and activations then moves logprobs by a small fraction of their size, so the check is
 // relative (and on the argmax), as for the qwen3_moe bf16 fixture in gpu_hf_test.cc.
 TEST_F(HfGpuFamilyTest, FamilyFixturesNearTransformers) {
-  for (const std::string name : {"llama_a", "llama3_rope", "mixtral_a", "mixtral_b", "olmoe_a", "olmoe_b", "qwen2_moe_a",
+  for (const std::string name : {"qwen3_a", "qwen3_yarn", "llama_a", "llama3_rope", "mixtral_a", "mixtral_b", "olmoe_a", "olmoe_b", "qwen2_moe_a",
                                  "qwen2_moe_sparse", "deepseek_v3_qlora", "deepseek_v3_yarn", "deepseek_v3_qlora_fp8"}) {
     const std::string dir = flotilla::testing::HfFixtureRoot() + "/" + name;
     const nlohmann::json golden = flotilla::testing::ReadJsonFile(dir + "/golden.json");

@@ -2,7 +2,8 @@
 // folder: full-vocabulary logprobs within bf16 tolerance over 64-token sequences for a random
 // qwen3_moe with Qwen3's vocabulary (151,936) in both expert layouts, the sparse bf16 fixture
 // (mlp_only_layers, norm_topk_prob false, tied embeddings) and a dense qwen3; routing capture,
-// interrupt/resume and state save/load on the GPU. Skips without a CUDA device.
+// interrupt/resume and state save/load on the GPU. Skips without a CUDA device. The other
+// families: gpu_hf_families_test.cc.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -13,7 +14,6 @@
 #include <vector>
 
 #include "engine_test_fixture.h"
-#include "gmock/gmock.h"
 #include "flotilla/inference/hf_init.h"
 #include "gpu_hf_compare.h"
 #include "hf_fixtures.h"
@@ -22,7 +22,6 @@ namespace flotilla::inference {
 namespace {
 
 using testing::Collected;
-using ::testing::HasSubstr;
 
 constexpr int64_t kQwen3Vocab = 151936;
 
@@ -227,18 +226,6 @@ TEST_F(HfGpuTest, RoutingCaptureAndResumeOnGpu) {
     EXPECT_EQ(rest.tokens[i].token, full->tokens[6 + i].token) << i;
     EXPECT_EQ(rest.tokens[i].experts, full->tokens[6 + i].experts) << i;
   }
-}
-
-// Every family runs on CUDA; yarn's attention factor outside the latent attention does not yet.
-TEST_F(HfGpuTest, UnsupportedRopeScalingIsRefusedNamingTheField) {
-  EngineOptions opts;
-  opts.backend = "cuda";
-  opts.kv_memory_bytes = 8 << 20;
-  auto e = Engine::Create(opts);
-  ASSERT_TRUE(e.ok());
-  const absl::Status s = (*e)->LoadHfModel("m", flotilla::testing::HfFixtureRoot() + "/qwen3_yarn", 1);
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("config.json rope_parameters.rope_type 'yarn'"));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Small random Hugging Face folders (config.json + one model.safetensors) of the families the
-// CUDA backend runs beside qwen3_moe / qwen3 (which flotilla's hf_init writes): llama, mixtral,
-// olmoe, qwen2_moe and deepseek_v3, with the tensor names and config fields transformers uses. Norm weights
+// CUDA backend runs beside qwen3_moe (which flotilla's hf_init writes): llama, qwen3 (with any
+// rope_parameters, which hf_init does not write), mixtral, olmoe, qwen2_moe and deepseek_v3, with
+// the tensor names and config fields transformers uses. Norm weights
 // are 1 + normal(0, 0.1) and biases normal(0, 0.1), so neither is at its default; projections
 // are drawn large enough that attention and routing are far from uniform. One seed, one folder.
 #pragma once
@@ -22,7 +23,7 @@
 namespace flotilla::testing {
 
 struct FamilyFolder {
-  std::string family;  // llama | mixtral | olmoe | qwen2_moe | deepseek_v3
+  std::string family;  // llama | qwen3 | mixtral | olmoe | qwen2_moe | deepseek_v3
   int64_t vocab = 4096, hidden = 128, layers = 3, heads = 4, kv_heads = 2, head_dim = 32;
   int64_t intermediate = 160;        // the dense MLP's (and mixtral's / olmoe's experts')
   int64_t experts = 8, top_k = 2, moe_intermediate = 48, shared_intermediate = 96;
@@ -68,7 +69,7 @@ class FolderTensors {
 };
 
 inline absl::Status WriteFamilyFolder(const FamilyFolder& f, const std::string& dir) {
-  const bool moe = f.family != "llama";
+  const bool moe = f.family != "llama" && f.family != "qwen3";
   nlohmann::ordered_json c;
   c["model_type"] = f.family;
   c["vocab_size"] = f.vocab;
@@ -164,6 +165,10 @@ inline absl::Status WriteFamilyFolder(const FamilyFolder& f, const std::string& 
       t.Normal(a + "v_proj.bias", {KV * hd}, 0.1f);
     }
     if (f.attention_bias) t.Normal(a + "o_proj.bias", {h}, 0.1f);
+    if (f.family == "qwen3") {  // per head
+      t.Normal(a + "q_norm.weight", {hd}, 0.1f, 1.0f);
+      t.Normal(a + "k_norm.weight", {hd}, 0.1f, 1.0f);
+    }
     if (f.family == "olmoe") {  // over the whole projections
       t.Normal(a + "q_norm.weight", {H * hd}, 0.1f, 1.0f);
       t.Normal(a + "k_norm.weight", {KV * hd}, 0.1f, 1.0f);

@@ -94,10 +94,11 @@ class CudaBackend final : public ModelBackend {
     for (int i = 0; i < c_.head_dim / 2; ++i) inv[i] = std::pow(static_cast<double>(c_.rope_theta), -2.0 * i / c_.head_dim);
     if (hf_ != nullptr) {
       double factor = 1.0;
-      hf_->RopeTables(&inv, &factor);  // the factor is 1 but for the latent attention's yarn
+      hf_->RopeTables(&inv, &factor);
+      rope_scale_ = static_cast<float>(factor);  // yarn's factor on cos/sin (1 for the other types)
       const double scale = hf_->attention_scale() * std::sqrt(static_cast<double>(c_.head_dim));
       mla_shape_ = {hf_->num_heads, hf_->qk_nope_head_dim, hf_->qk_rope_head_dim, hf_->v_head_dim, hf_->rope_interleave,
-                    static_cast<float>(factor), static_cast<float>(scale)};
+                    static_cast<float>(scale)};
     }
     rope_half_ = static_cast<int>(inv.size());
     RETURN_IF_ERROR(inv_freq_.Reserve(inv.size() * sizeof(double)));
@@ -196,6 +197,7 @@ class CudaBackend final : public ModelBackend {
   bool grouped_router_ = false;
   cuda::MlaShape mla_shape_{};
   int rope_half_ = 0;      // rotations per position (head_dim / 2; the latent attention: rope / 2)
+  float rope_scale_ = 1.0f;
   bool renormalize_ = true;
   int dense_hidden_ = 0;
   absl::Status RefuseHf(const char* what) const {
@@ -698,7 +700,7 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
   cuda::KvGeometry kv{pages_.as<uint16_t>(), table_dev, stride, static_cast<int>(page_tokens_), c_.n_layers, kvd_};
   ASSIGN_OR_RETURN(float* rot, Ws<float>(rot_, static_cast<size_t>(T) * hd));
   CUDA_RETURN_IF_ERROR(cuda::LaunchEmbed(tokens_dev, w_->embed.as<uint16_t>(), x, T, D, nullptr));
-  CUDA_RETURN_IF_ERROR(cuda::LaunchRopeTable(positions_dev, inv_freq_.as<double>(), T, rope_half_, rot, nullptr));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchRopeTable(positions_dev, inv_freq_.as<double>(), T, rope_half_, rot, nullptr, rope_scale_));
   const size_t routing_ints = static_cast<size_t>(T) * n_moe_ * c_.top_k;
   RETURN_IF_ERROR(experts_.Reserve(std::max<size_t>(routing_ints, 1) * 4));
   // Layer 0's attention norm; every later one comes out of the previous layer's combine.

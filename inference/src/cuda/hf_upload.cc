@@ -111,14 +111,6 @@ absl::Status HfCudaSupports(const HfConfig& c) {
                                                    " over qk_nope_head_dim + qk_rope_head_dim (", c.k_head_dim(), ")"));
     }
   }
-  std::vector<double> inv;
-  double factor = 1.0;
-  c.RopeTables(&inv, &factor);
-  // The latent attention's RoPE applies yarn's factor on cos/sin; the other families' does not.
-  if (factor != 1.0 && !c.mla) {
-    return absl::UnimplementedError(absl::StrCat("cuda backend: config.json rope_parameters.rope_type '", c.rope.type,
-                                                 "' scales attention (factor ", factor, "); not supported yet"));
-  }
   if (!c.mla && c.head_dim % 2 != 0) {
     return absl::InvalidArgumentError(absl::StrCat("config.json: head_dim ", c.head_dim, " must be even for RoPE"));
   }

@@ -3,8 +3,9 @@
 // backend's per-head layout (K [nope | rope], V [v | zeros] padded to the key's width, so the
 // attention kernels and pages of the other families serve it unchanged). RoPE covers only the
 // last rope_dim values of each query head and the one key rotation shared by all heads,
-// rotating pairs (2i, 2i+1) when `interleave`, halves otherwise; yarn's factor multiplies cos
-// and sin, and q is scaled by q_scale (the softmax scale relative to 1/sqrt(key width)).
+// rotating pairs (2i, 2i+1) when `interleave`, halves otherwise (yarn's factor on cos and sin
+// comes with the rotations), and q is scaled by q_scale (the softmax scale relative to
+// 1/sqrt(key width)).
 #include <cuda_bf16.h>
 
 #include "ops.cuh"
@@ -37,7 +38,7 @@ __global__ void MlaRopeKvKernel(const __nv_bfloat16* q, const __nv_bfloat16* k_r
   extern __shared__ float krot[];
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
     const int i1 = s.interleave ? 2 * i : i, i2 = s.interleave ? 2 * i + 1 : i + half;
-    const float c = cs[i].x * s.rope_factor, sn = cs[i].y * s.rope_factor;
+    const float c = cs[i].x, sn = cs[i].y;
     const float x1 = __bfloat162float(kr[i1]), x2 = __bfloat162float(kr[i2]);
     krot[i1] = x1 * c - x2 * sn;
     krot[i2] = x2 * c + x1 * sn;
@@ -53,7 +54,7 @@ __global__ void MlaRopeKvKernel(const __nv_bfloat16* q, const __nv_bfloat16* k_r
       const bool first = s.interleave ? (j % 2 == 0) : (j < half);
       if (first) {
         const int i = s.interleave ? j / 2 : j, j2 = s.interleave ? j + 1 : j + half;
-        const float c = cs[i].x * s.rope_factor, sn = cs[i].y * s.rope_factor;
+        const float c = cs[i].x, sn = cs[i].y;
         const float x1 = __bfloat162float(qr[h * kd + s.nope + j]), x2 = __bfloat162float(qr[h * kd + s.nope + j2]);
         qo[h * kd + s.nope + j] = __float2bfloat16((x1 * c - x2 * sn) * s.q_scale);
         qo[h * kd + s.nope + j2] = __float2bfloat16((x2 * c + x1 * sn) * s.q_scale);

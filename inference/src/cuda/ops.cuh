@@ -43,10 +43,11 @@ struct KvGeometry {
   int kv_dim;               // n_kv_heads * head_dim
 };
 
-// rot[r, i] = (cos, sin) of positions[r] * inv_freq[i] (f32 pairs, rows x half; computed in
-// double): the step's rotations, made once and read by every layer's LaunchRopeKvWrite.
+// rot[r, i] = scale * (cos, sin) of positions[r] * inv_freq[i] (f32 pairs, rows x half; computed
+// in double): the step's rotations, made once and read by every layer's LaunchRopeKvWrite.
+// `scale`: yarn's attention factor on cos and sin (1 for the other rope types).
 cudaError_t LaunchRopeTable(const int32_t* positions, const double* inv_freq, int rows, int half, float* rot,
-                            cudaStream_t stream);
+                            cudaStream_t stream, float scale = 1.0f);
 
 // From qkv (bf16, rows x (H + 2 KVH) * hd): rotates q and k (rotate-half RoPE, rotations from
 // LaunchRopeTable), writes q as bf16 and k, v into their pages at (layer, position).
@@ -59,11 +60,10 @@ cudaError_t LaunchRopeKvWrite(const uint16_t* qkv, const int32_t* positions, con
 // rope)), the shared key rotation k_rope (bf16, rows x rope) and the decompressed kv_b (bf16, rows
 // x heads x (nope + v)), writes q_out (q with its rope part rotated, all times q_scale) and each
 // head's K [nope | rotated k_rope] and V [v | zeros] (width nope + rope, the pages' head width)
-// at (layer, position). Rotations from LaunchRopeTable (rope / 2 of them), times rope_factor.
+// at (layer, position). Rotations from LaunchRopeTable (rope / 2 of them).
 struct MlaShape {
   int heads, nope, rope, v;
   bool interleave;     // rotate pairs (2i, 2i+1) instead of halves
-  float rope_factor;   // yarn's factor on cos and sin
   float q_scale;
 };
 cudaError_t LaunchMlaRopeKvWrite(const uint16_t* q, const uint16_t* k_rope, const uint16_t* kv_b,
