@@ -22,8 +22,11 @@ def main():
                             mlp_only_layers=[], rms_norm_eps=1e-6, max_position_embeddings=40960,
                             rope_theta=1000000.0, tie_word_embeddings=False)
     torch.manual_seed(0)
+    # Made in bf16 on the GPU (an f32 copy of 48 layers would not fit beside the bf16 one).
+    torch.set_default_dtype(torch.bfloat16)
     with torch.device("cuda"):
-        model = Qwen3MoeForCausalLM(config).to(torch.bfloat16).eval()
+        model = Qwen3MoeForCausalLM(config).eval()
+    torch.set_default_dtype(torch.float32)
     print(f"torch.hf_generate_layers={layers}")
     g = torch.Generator(device="cuda").manual_seed(0)
     for i, batch in enumerate(batches):

@@ -2,10 +2,12 @@
 // of Qwen3-30B-A3B's layer shape (hidden 2048, 32 query / 4 KV heads of 128, 128 experts top-8
 // of hidden 768, q/k RMSNorm, norm_topk_prob, Qwen3's 151,936-token vocabulary) with fewer
 // layers, random bf16 weights made on the device. Per batch: the forward step's time with every
-// row's logits copied to the host (what the engine's host sampler needs at this vocabulary),
-// and without logits (the layers alone), against the bytes the step must read (every weight it
-// touches, the experts counted from the step's own routing, plus the KV it attends over) and the
-// measured device copy bandwidth.
+// row sampled on the device (temperature 1: only tokens and logprobs come back, what the engine
+// does), with every row's logits copied to the host instead (the host sampler's path, kept for
+// comparison), and without logits (the layers alone), against the bytes the step must read
+// (every weight it touches, the experts counted from the step's own routing, plus the KV it
+// attends over) and the measured device copy bandwidth. Then one sequence's 32,768-token
+// prompt prefilled in chunks, its last row sampled on the device.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -64,6 +66,37 @@ double TimeSteps(inference::ModelBackend& b, inference::StepInput& in, int iters
   return ms[ms.size() / 2];
 }
 
+// Milliseconds to prefill one sequence of `tokens` tokens in steps of `chunk` rows (pages from
+// 0), the last row sampled on the device; -1 on error.
+double TimePrefill(inference::ModelBackend& b, int tokens, int chunk) {
+  const int vocab = b.config().vocab_size, page_tokens = static_cast<int>(b.page_tokens());
+  std::vector<int32_t> table;
+  for (int p = 0; p * page_tokens < tokens; ++p) table.push_back(p);
+  cudaDeviceSynchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int start = 0; start < tokens; start += chunk) {
+    const int n = std::min(chunk, tokens - start);
+    inference::StepInput in;
+    in.seq_pages.push_back(table);
+    for (int i = start; i < start + n; ++i) {
+      in.tokens.push_back(static_cast<int32_t>((static_cast<int64_t>(i) * 2654435761LL + 17) % vocab));
+      in.positions.push_back(i);
+      in.row_seq.push_back(0);
+    }
+    if (start + n == tokens) {
+      in.logit_rows.push_back(n - 1);
+      in.sampling.push_back({1.0f, 0, 12345});
+    }
+    inference::StepOutput out;
+    if (absl::Status s = b.Forward(in, &out); !s.ok()) {
+      std::printf("engine.hf_gpu=error (prefill: %s)\n", std::string(s.message()).c_str());
+      return -1;
+    }
+  }
+  cudaDeviceSynchronize();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 }  // namespace
 
 int RunHfGpuBench(int layers) {
@@ -86,7 +119,9 @@ int RunHfGpuBench(int layers) {
     return 1;
   }
   const inference::HfConfig& c = *config;
-  auto backend = inference::CreateHfCudaBackend(c, nullptr, 16, 8ull << 30);
+  // KV for 256 rows at position 512 (and the 32k prefill, which reuses those pages).
+  const uint64_t kv_bytes = static_cast<uint64_t>(layers) * 2 * 4 * 128 * 2 * 16 * 9000;
+  auto backend = inference::CreateHfCudaBackend(c, nullptr, 16, kv_bytes);
   if (!backend.ok() || !(*backend)->SetRandomWeights(1, 0.02f).ok()) {
     std::printf("engine.hf_gpu=error (%s)\n", backend.ok() ? "random weights" : std::string(backend.status().message()).c_str());
     return 1;
@@ -110,23 +145,44 @@ int RunHfGpuBench(int layers) {
       in.positions.push_back(kContext);
       in.row_seq.push_back(b);
     }
-    for (bool logits : {true, false}) {
+    // 0: sampled on the device, 1: logits to the host, 2: layers only.
+    for (int mode : {0, 1, 2}) {
+      const bool logits = mode < 2;
       in.logit_rows.clear();
+      in.sampling.clear();
       if (logits) {
         for (int b = 0; b < batch; ++b) in.logit_rows.push_back(b);
+      }
+      if (mode == 0) {
+        for (int b = 0; b < batch; ++b) in.sampling.push_back({1.0f, 0, 0x5eed0000ull + static_cast<uint64_t>(b)});
       }
       double touched = 0;
       const double ms = TimeSteps(**backend, in, kIters, c.vocab_size, &touched);
       if (ms < 0) return 1;
       const double bytes = layers * layer_fixed + touched * expert_bytes + (logits ? V * D * 2 : 0) +
                            static_cast<double>(batch) * (kContext + 1) * layers * kv_per_token_layer;
-      const std::string tag = absl::StrCat(logits ? "" : "layers_only_", "b", batch);
+      const char* prefix[] = {"", "logits_to_host_", "layers_only_"};
+      const std::string tag = absl::StrCat(prefix[mode], "b", batch);
       std::printf("engine.hf_gpu_step_ms_%s=%.3f\nengine.hf_gpu_decode_tps_%s=%.0f\n"
                   "engine.hf_gpu_experts_per_layer_%s=%.1f\nengine.hf_gpu_roofline_frac_%s=%.3f\n",
                   tag.c_str(), ms, tag.c_str(), batch / (ms * 1e-3), tag.c_str(), touched / layers, tag.c_str(),
                   bytes / (ms * 1e-3) / bw);
       std::fflush(stdout);
     }
+  }
+  // 32k-token prefill: one step, then chunks of 8,192 and 2,048 rows; each chunking timed twice
+  // (the first run also grows the workspaces), the faster printed.
+  constexpr int kPrefill = 32768;
+  for (int chunk : {kPrefill, 8192, 2048}) {
+    double best = -1;
+    for (int rep = 0; rep < 2; ++rep) {
+      const double ms = TimePrefill(**backend, kPrefill, chunk);
+      if (ms < 0) return 1;
+      best = best < 0 ? ms : std::min(best, ms);
+    }
+    std::printf("engine.hf_gpu_prefill32k_ms_chunk%d=%.1f\nengine.hf_gpu_prefill32k_tps_chunk%d=%.0f\n", chunk, best,
+                chunk, kPrefill / (best * 1e-3));
+    std::fflush(stdout);
   }
   return 0;
 }

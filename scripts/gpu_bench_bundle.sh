@@ -2,8 +2,8 @@
 # Stages what the GPU benchmarks and tests need on a machine that has only the NVIDIA driver
 # and CUDA runtime: the stripped binaries, the non-system shared libraries they load, and
 # run.sh, which runs the `gpu` tests (default and forced attention kernels), the engine
-# benchmark (Flotilla's format and a Hugging Face qwen3_moe, with transformers' generate beside
-# it) and the rollout benchmark on the CUDA backend, writing logs to $OUT (or ./out).
+# benchmark (Flotilla's format and a Hugging Face qwen3_moe at 10 and 48 layers, with
+# transformers' generate beside it) and the rollout benchmark on the CUDA backend, writing logs to $OUT (or ./out).
 # Usage: scripts/gpu_bench_bundle.sh DEST   (after building with CUDA into ./build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +39,9 @@ echo "gpu tests (routing 'separate'): $(grep -E 'PASSED|FAILED' "$OUT/gpu_test_r
 # backend's decode step, then transformers' generate on the same shape.
 [ -n "$SKIP_ENGINE" ] || ./flotilla_engine_bench --gpu-hf 10 | tee "$OUT/hf_engine.log"
 [ -n "$SKIP_ENGINE" ] || python3 hf_generate_torch.py 10 32 32 64 256 2>&1 | tee "$OUT/hf_generate.log" | grep '^torch\.'
+# The full 48 layers of Qwen3-30B-A3B (the decode step and the 32k prefill), then transformers.
+[ -n "$SKIP_ENGINE" ] || ./flotilla_engine_bench --gpu-hf 48 | tee "$OUT/hf_engine48.log"
+[ -n "$SKIP_ENGINE" ] || python3 hf_generate_torch.py 48 32 32 256 2>&1 | tee "$OUT/hf_generate48.log" | grep '^torch\.'
 FLOTILLA_ENGINE_PROFILE=1 ./flotilla_rollout_bench --backend cuda --steps "${STEPS:-8}" --threads 0 \
   > "$OUT/rollout.log" 2> "$OUT/rollout_err.log"
 cat "$OUT/rollout.log"

@@ -1,9 +1,14 @@
 #include "flotilla/bench/soak_bench.h"
 
 #include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <linux/bpf.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,6 +22,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -64,6 +70,44 @@ int Cgroups(const std::string& prefix) {
          it.increment(walk)) {
       if (it->is_directory()) ++n;
     }
+  }
+  return n;
+}
+
+// The cgroup v2 hierarchy: the root on a pure v2 host, "unified" on a hybrid one.
+fs::path UnifiedHierarchy() {
+  std::error_code ec;
+  if (fs::exists("/sys/fs/cgroup/cgroup.controllers", ec)) return "/sys/fs/cgroup";
+  return "/sys/fs/cgroup/unified";
+}
+
+// BPF links that belong to the soak: link fds this process holds, and cgroup links attached
+// to a cgroup under the soak's prefix (a cgroup v2 id is its directory's inode number). Links
+// of other processes on the host are not counted.
+int BpfLinks(const std::string& prefix) {
+  int n = 0;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator("/proc/self/fd", ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const fs::path target = fs::read_symlink(it->path(), ec);
+    if (!ec && target.string() == "anon_inode:bpf_link") ++n;
+  }
+  std::unordered_set<uint64_t> ours;
+  const fs::path top = UnifiedHierarchy() / prefix;
+  std::error_code walk;
+  for (auto it = fs::recursive_directory_iterator(top, walk); !walk && it != fs::recursive_directory_iterator();
+       it.increment(walk)) {
+    struct stat st {};
+    if (it->is_directory() && ::stat(it->path().c_str(), &st) == 0) ours.insert(st.st_ino);
+  }
+  struct stat st {};
+  if (::stat(top.c_str(), &st) == 0) ours.insert(st.st_ino);
+  for (__u32 id = 0; bpf_link_get_next_id(id, &id) == 0;) {
+    UniqueFd link(bpf_link_get_fd_by_id(id));
+    if (link.get() < 0) continue;
+    bpf_link_info info{};
+    __u32 len = sizeof(info);
+    if (bpf_obj_get_info_by_fd(link.get(), &info, &len) != 0) continue;
+    if (info.type == BPF_LINK_TYPE_CGROUP && ours.contains(info.cgroup.cgroup_id)) ++n;
   }
   return n;
 }
@@ -136,11 +180,15 @@ absl::Status ChatRequest(int port, int session, int mode, int max_tokens) {
 }
 
 struct Sample {
-  int fds = 0, mounts = 0, cgroups = 0;
+  int fds = 0, mounts = 0, cgroups = 0, bpf_links = 0;
+  int64_t kv_pages = 0;  // pages referenced by the engine's sequences
   uint64_t rss_kib = 0;
 };
 
-Sample Take(const std::string& prefix) { return Sample{OpenFds(), Mounts(), Cgroups(prefix), RssKib()}; }
+Sample Take(const std::string& prefix, const inference::Engine* engine) {
+  return Sample{OpenFds(), Mounts(), Cgroups(prefix), BpfLinks(prefix),
+                engine == nullptr ? 0 : static_cast<int64_t>(engine->Stats().kv_pages_used), RssKib()};
+}
 
 }  // namespace
 
@@ -148,6 +196,12 @@ absl::Status RunSoakBench(const SoakBenchOptions& o) {
   if (o.seconds <= 0 || o.warmup_seconds < 0 || o.sandbox_threads < 0 || o.session_threads < 0 ||
       o.sandbox_threads + o.session_threads == 0) {
     return absl::InvalidArgumentError("soak: --seconds must be positive and some --sandboxes or --sessions threads given");
+  }
+  // The soak runs in a mount namespace of its own, private to it, so that the mounts it counts
+  // are its own and its sandboxes' host-side ones, not what other processes of the host mount
+  // and unmount meanwhile.
+  if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    return absl::InternalError(absl::StrCat("soak: a private mount namespace: ", std::strerror(errno)));
   }
   ScratchDir scratch(fs::path(o.state_dir.empty() ? "/var/tmp" : o.state_dir) / NewId("flotilla-soak"));
   std::error_code ec;
@@ -228,12 +282,16 @@ absl::Status RunSoakBench(const SoakBenchOptions& o) {
   const int load_threads = static_cast<int>(threads.size());
   // Dropped streams end on the worker's side a little later, and the runtime prepares its next
   // sandbox in the background: a sample is taken once two in a row 500 ms apart agree.
+  const inference::Engine* engine = worker ? &worker->engine() : nullptr;
   auto settled = [&] {
-    Sample a = Take(prefix);
+    Sample a = Take(prefix, engine);
     for (int i = 0; i < 20; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      Sample b = Take(prefix);
-      if (a.fds == b.fds && a.mounts == b.mounts && a.cgroups == b.cgroups) return b;
+      Sample b = Take(prefix, engine);
+      if (a.fds == b.fds && a.mounts == b.mounts && a.cgroups == b.cgroups && a.bpf_links == b.bpf_links &&
+          a.kv_pages == b.kv_pages) {
+        return b;
+      }
       a = b;
     }
     return a;
@@ -263,6 +321,10 @@ absl::Status RunSoakBench(const SoakBenchOptions& o) {
   std::printf("soak.leaked_fds=%d\n", end.fds - base.fds);
   std::printf("soak.leaked_mounts=%d\n", end.mounts - base.mounts);
   std::printf("soak.leaked_cgroups=%d\n", end.cgroups - base.cgroups);
+  std::printf("soak.bpf_links_baseline=%d\n", base.bpf_links);
+  std::printf("soak.kv_pages_baseline=%lld\n", static_cast<long long>(base.kv_pages));
+  std::printf("soak.leaked_bpf_links=%d\n", end.bpf_links - base.bpf_links);
+  std::printf("soak.leaked_kv_pages=%lld\n", static_cast<long long>(end.kv_pages - base.kv_pages));
   std::printf("soak.rss_growth_frac=%.4f\n",
               base.rss_kib == 0 ? 0.0 : static_cast<double>(rss_end) / static_cast<double>(base.rss_kib) - 1.0);
   worker.reset();

@@ -86,8 +86,9 @@ class ModelBackend {
   // Deterministic random weights made in place (the benchmark's large models).
   virtual absl::Status SetRandomWeights(uint64_t seed, float stddev) = 0;
   virtual absl::Status Forward(const StepInput& in, StepOutput* out) = 0;
-  // Whether Forward takes StepInput::sampling (then it draws exactly what SampleToken would
-  // from the same logits and RNG state).
+  // Whether Forward takes StepInput::sampling (then it draws what SampleToken would from the
+  // same logits and RNG state; the CUDA sampler sums in another order than the host, which can
+  // matter only at a rounding boundary: cuda/sample.cu).
   virtual bool SamplesOnDevice() const { return false; }
 
   virtual uint32_t page_tokens() const = 0;

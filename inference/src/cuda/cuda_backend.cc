@@ -707,6 +707,9 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
   if (c_.n_layers > 0) {
     CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, w_->layers[0].attn_norm.as<float>(), nullptr, xn, T, D, c_.norm_eps, nullptr));
   }
+  // Rows mostly in runs of one sequence (prefill chunks, 4 rows a sequence or more on average):
+  // the attention that reads each K/V tile once per run.
+  const bool prefill_runs = T >= 4 * static_cast<int>(in.seq_pages.size()) && cuda::GqaPrefillSupports(H, KVH, hd, kvd_);
   int moe_slot = 0;
   for (int l = 0; l < c_.n_layers; ++l) {
     const DeviceLayer& L = w_->layers[l];
@@ -725,8 +728,13 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
       }
       CUDA_RETURN_IF_ERROR(cuda::LaunchRopeKvWrite(qkv, positions_dev, row_seq_dev, rot, kv, l, T, H, KVH, hd, q, nullptr));
     }
-    CUDA_RETURN_IF_ERROR(cuda::LaunchPagedAttention(q, positions_dev, row_seq_dev, kv, l, T, H, KVH, hd,
-                                                    sliding_[l] ? c_.sliding_window : 0, c_.max_context, o, nullptr));
+    if (prefill_runs) {
+      CUDA_RETURN_IF_ERROR(cuda::LaunchGqaPrefill(q, positions_dev, row_seq_dev, kv, l, T, H, KVH,
+                                                  sliding_[l] ? c_.sliding_window : 0, o, nullptr));
+    } else {
+      CUDA_RETURN_IF_ERROR(cuda::LaunchPagedAttention(q, positions_dev, row_seq_dev, kv, l, T, H, KVH, hd,
+                                                      sliding_[l] ? c_.sliding_window : 0, c_.max_context, o, nullptr));
+    }
     // The block's output is added to the f32 residual stream by the product itself (beta = 1).
     RETURN_IF_ERROR(Gemm(o, L.wo.as<void>(), x, CUDA_R_32F, T, D, H * hd, 1.0f));
     if (L.bo.bytes() > 0) CUDA_RETURN_IF_ERROR(cuda::LaunchBiasAddF32(x, L.bo.as<float>(), T, D, nullptr));

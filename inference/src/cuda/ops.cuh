@@ -89,6 +89,15 @@ cudaError_t LaunchGqaAttentionMma(const uint16_t* q, const int32_t* positions, c
                                   int layer, int rows, int n_heads, int n_kv_heads, int window, uint16_t* o,
                                   cudaStream_t stream);
 
+// The same attention for prefill chunks (gqa_prefill_mma.cu): one block per KV head and run of
+// up to 4 * 16 / G consecutive rows of one sequence, each K/V tile read once for the run. Any
+// row layout is correct; it pays off when rows come in runs (the backend's choice).
+// GqaPrefillSupports: as GqaAttentionSupports, and no FLOTILLA_CUDA_ATTN kernel forced.
+bool GqaPrefillSupports(int n_heads, int n_kv_heads, int head_dim, int kv_dim);
+cudaError_t LaunchGqaPrefill(const uint16_t* q, const int32_t* positions, const int32_t* row_seq, KvGeometry kv,
+                             int layer, int rows, int n_heads, int n_kv_heads, int window, uint16_t* o,
+                             cudaStream_t stream);
+
 // Router: p = softmax(logits[r]); experts[r] = top_k(p) descending (ties: lower id); weights =
 // p at those experts, renormalised to sum 1 when `renormalize` (norm_topk_prob).
 cudaError_t LaunchRouterTopK(const float* logits, int rows, int n_experts, int top_k,
@@ -185,11 +194,11 @@ struct DeviceRowSampling {
   uint32_t top_logprobs;  // how many top entries to report (at most the launch's max_top)
   uint64_t rng_state;
 };
-constexpr int kMaxSampleVocab = 16384;
-bool SampleRowsSupports(int vocab);
+bool SampleRowsSupports(int vocab);  // any vocab > 0 (sample.cu reads the row from global memory)
 // For each row r of logits (rows x vocab, f32): out[r * (2 + 2 max_top) + ...] = token, then its
 // logprob's bits, then max_top top ids and max_top top logprobs' bits (the first
-// params[r].top_logprobs of each written), all as the host's SampleToken computes them.
+// params[r].top_logprobs of each written), all as the host's SampleToken computes them (up to
+// the order of its double sums: sample.cu says when that can matter).
 cudaError_t LaunchSampleRows(const float* logits, int rows, int vocab, const DeviceRowSampling* params,
                              int max_top, int32_t* out, cudaStream_t stream);
 

@@ -6,10 +6,13 @@
 // each request is a session of its own, closed afterwards as a scaffold closes an episode.
 //
 // After a warm-up the load pauses (every loop between two operations, nothing in flight) and
-// the process's open fds, its host-visible mounts, the cgroups under the soak's own prefix and
-// its resident memory are taken once they have settled; the load then runs for `seconds`,
-// pauses the same way, and they are taken again:
-//   soak.leaked_fds, soak.leaked_mounts, soak.leaked_cgroups   (end - baseline; 0 expected)
+// these are taken once they have settled: the process's open fds; the mounts of its own mount
+// namespace (made private at the start, so other processes' mounts do not count); the cgroups
+// under the soak's own prefix; the BPF links it holds or attached under that prefix; the KV
+// pages the engine's sequences reference; its resident memory. The load then runs for
+// `seconds`, pauses the same way, and they are taken again:
+//   soak.leaked_fds, soak.leaked_mounts, soak.leaked_cgroups, soak.leaked_bpf_links,
+//   soak.leaked_kv_pages   (end - baseline; 0 expected)
 //   soak.rss_growth_frac  (RSS at the end / RSS after warm-up - 1; <= 0.05 expected)
 // and after the runtime has closed, soak.cgroups_after_close (0 expected: its prefix is gone).
 // Prints name=value lines on stdout; a cycle or request that fails ends the run with its error.
