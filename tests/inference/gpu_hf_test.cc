@@ -2,7 +2,8 @@
 // folder: full-vocabulary logprobs within bf16 tolerance over 64-token sequences for a random
 // qwen3_moe with Qwen3's vocabulary (151,936) in both expert layouts, the sparse bf16 fixture
 // (mlp_only_layers, norm_topk_prob false, tied embeddings) and a dense qwen3; routing capture,
-// interrupt/resume and state save/load on the GPU. Skips without a CUDA device.
+// interrupt/resume and state save/load on the GPU. Skips without a CUDA device. The other
+// families: gpu_hf_families_test.cc.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -13,75 +14,16 @@
 #include <vector>
 
 #include "engine_test_fixture.h"
-#include "gmock/gmock.h"
 #include "flotilla/inference/hf_init.h"
+#include "gpu_hf_compare.h"
 #include "hf_fixtures.h"
 
 namespace flotilla::inference {
 namespace {
 
 using testing::Collected;
-using ::testing::HasSubstr;
 
 constexpr int64_t kQwen3Vocab = 151936;
-
-bool HaveGpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-std::unique_ptr<Engine> HfEngine(const char* backend, const std::string& dir) {
-  EngineOptions opts;
-  opts.backend = backend;
-  opts.threads = 2;
-  opts.kv_memory_bytes = 64 << 20;
-  auto e = Engine::Create(opts);
-  EXPECT_TRUE(e.ok()) << e.status();
-  if (!e.ok()) return nullptr;
-  const absl::Status s = (*e)->LoadHfModel("m", dir, 1);
-  EXPECT_TRUE(s.ok()) << backend << ": " << s;
-  return s.ok() ? std::move(*e) : nullptr;
-}
-
-// 64 ids spread over the vocabulary.
-std::vector<int32_t> Ids(int64_t vocab, int n = 64) {
-  std::vector<int32_t> ids;
-  for (int i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>((static_cast<int64_t>(i) * 2654435761LL + 17) % vocab));
-  return ids;
-}
-
-// Full-vocabulary logprobs of `ids` on both engines within bf16 tolerance. bf16 rounding can
-// flip a near-tied router choice at a position, which legitimately moves that position's
-// distribution; every other position stays close.
-void ExpectScoresAgree(Engine& cpu, Engine& gpu, const std::vector<int32_t>& ids, size_t vocab, const char* what) {
-  auto c = cpu.Score("m", ids, 0, 0, true);
-  auto g = gpu.Score("m", ids, 0, 0, true);
-  ASSERT_TRUE(c.ok()) << c.status();
-  ASSERT_TRUE(g.ok()) << g.status();
-  ASSERT_EQ(c->full_logprobs.size(), g->full_logprobs.size());
-  const size_t V = vocab, n = c->logprobs.size();
-  ASSERT_EQ(n + 1, ids.size());
-  ASSERT_EQ(c->full_logprobs.size(), n * V);
-  double max_diff = 0, sum_diff = 0;
-  size_t far_positions = 0;
-  for (size_t p = 0; p < n; ++p) {
-    double pos_max = 0;
-    for (size_t v = 0; v < V; ++v) {
-      ASSERT_TRUE(std::isfinite(g->full_logprobs[p * V + v])) << p;
-      const double d = std::fabs(c->full_logprobs[p * V + v] - g->full_logprobs[p * V + v]);
-      pos_max = std::max(pos_max, d);
-      sum_diff += d;
-    }
-    max_diff = std::max(max_diff, pos_max);
-    far_positions += pos_max > 0.15;
-  }
-  const double mean_diff = sum_diff / static_cast<double>(n * V);
-  std::printf("hf_gpu_vs_cpu %s tokens=%zu vocab=%zu max_abs_logprob_diff=%.5f mean_abs_logprob_diff=%.6f "
-              "positions_over_0.15=%zu/%zu\n",
-              what, ids.size(), V, max_diff, mean_diff, far_positions, n);
-  EXPECT_LT(mean_diff, 0.02);
-  EXPECT_LE(far_positions * 10, n);
-}
 
 HfInitOptions Qwen3MoeShape(const std::string& out, bool fused) {
   HfInitOptions o;
@@ -284,17 +226,6 @@ TEST_F(HfGpuTest, RoutingCaptureAndResumeOnGpu) {
     EXPECT_EQ(rest.tokens[i].token, full->tokens[6 + i].token) << i;
     EXPECT_EQ(rest.tokens[i].experts, full->tokens[6 + i].experts) << i;
   }
-}
-
-TEST_F(HfGpuTest, UnsupportedFamilyIsRefusedNamingModelType) {
-  EngineOptions opts;
-  opts.backend = "cuda";
-  opts.kv_memory_bytes = 8 << 20;
-  auto e = Engine::Create(opts);
-  ASSERT_TRUE(e.ok());
-  const absl::Status s = (*e)->LoadHfModel("m", flotilla::testing::HfFixtureRoot() + "/mixtral_a", 1);
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("config.json model_type 'mixtral'"));
 }
 
 }  // namespace

@@ -42,7 +42,7 @@ using cuda::UploadOne;
 
 class CudaBackend final : public ModelBackend {
  public:
-  // `hf`: a Hugging Face family's config (qwen3_moe, qwen3; CreateHfCudaBackend checks), of
+  // `hf`: a Hugging Face family's config (cuda::HfCudaSupports says which), of
   // which `c` is the summary; null for Flotilla's format.
   CudaBackend(const ModelConfig& c, uint32_t page_tokens, uint32_t num_pages, const HfConfig* hf = nullptr)
       : c_(c), page_tokens_(page_tokens), num_pages_(num_pages) {
@@ -55,6 +55,10 @@ class CudaBackend final : public ModelBackend {
       hf_ = std::make_unique<HfConfig>(*hf);
       moe_layer_ = hf->moe_layer;
       qk_norm_ = hf->qk_norm == QkNorm::kPerHead;
+      qk_full_ = hf->qk_norm == QkNorm::kFull;
+      shared_hidden_ = hf->shared_intermediate_size;
+      mla_ = hf->mla;
+      grouped_router_ = hf->router == Router::kSigmoidGrouped;
       renormalize_ = hf->norm_topk_prob;
       dense_hidden_ = hf->intermediate_size;
     }
@@ -66,7 +70,7 @@ class CudaBackend final : public ModelBackend {
                   cuda::MoeGemmSupports(2 * c.expert_hidden, c.d_model) &&
                   cuda::MoeGemmSupports(c.d_model, c.expert_hidden) && c.n_experts <= 256;
     const char* route = std::getenv("FLOTILLA_CUDA_ROUTE");
-    fused_route_ = !device_moe_ && cuda::MoeRouteSupports(c.d_model, c.n_experts, c.top_k) &&
+    fused_route_ = !device_moe_ && !grouped_router_ && cuda::MoeRouteSupports(c.d_model, c.n_experts, c.top_k) &&
                    (route == nullptr || std::string(route) != "separate");
   }
   ~CudaBackend() override {
@@ -90,8 +94,13 @@ class CudaBackend final : public ModelBackend {
     for (int i = 0; i < c_.head_dim / 2; ++i) inv[i] = std::pow(static_cast<double>(c_.rope_theta), -2.0 * i / c_.head_dim);
     if (hf_ != nullptr) {
       double factor = 1.0;
-      hf_->RopeTables(&inv, &factor);  // the factor is 1 for the families CreateHfCudaBackend takes
+      hf_->RopeTables(&inv, &factor);
+      rope_scale_ = static_cast<float>(factor);  // yarn's factor on cos/sin (1 for the other types)
+      const double scale = hf_->attention_scale() * std::sqrt(static_cast<double>(c_.head_dim));
+      mla_shape_ = {hf_->num_heads, hf_->qk_nope_head_dim, hf_->qk_rope_head_dim, hf_->v_head_dim, hf_->rope_interleave,
+                    static_cast<float>(scale)};
     }
+    rope_half_ = static_cast<int>(inv.size());
     RETURN_IF_ERROR(inv_freq_.Reserve(inv.size() * sizeof(double)));
     CUDA_RETURN_IF_ERROR(cudaMemcpy(inv_freq_.as<void>(), inv.data(), inv.size() * sizeof(double), cudaMemcpyHostToDevice));
     return absl::OkStatus();
@@ -160,6 +169,16 @@ class CudaBackend final : public ModelBackend {
   absl::Status StageFrom(const std::map<std::string, Part>& src);
   // x += the shared experts applied to xn_ (gu and h: workspaces of at least T rows).
   absl::Status SharedExperts(const DeviceLayer& L, int T, uint16_t* gu, uint16_t* h);
+  // A Hugging Face family's shared expert (qwen2_moe: hidden shared_hidden_, behind the sigmoid
+  // gate of L.shared_gate when it has one) on xn_, added to x_; own workspaces.
+  absl::Status HfSharedExpert(const DeviceLayer& L, int T);
+  // The router's choice from its logits rl (T x E): softmax top-k, or DeepSeek-V3's grouped
+  // sigmoid routing with L's score bias.
+  cudaError_t Choose(const DeviceLayer& L, const float* rl, int T, int32_t* ex, float* wt) const;
+  // DeepSeek-V3's latent attention up to the attention kernel: from xn_ the heads' queries into
+  // q, and their keys and values into the pages of `layer`.
+  absl::Status LatentAttentionInputs(const DeviceLayer& L, int layer, int T, const int32_t* positions,
+                                     const int32_t* row_seq, const float* rot, const cuda::KvGeometry& kv, uint16_t* q);
 
   ModelConfig c_;
   uint32_t page_tokens_, num_pages_;
@@ -172,6 +191,13 @@ class CudaBackend final : public ModelBackend {
   std::vector<bool> moe_layer_;
   int n_moe_ = 0;
   bool qk_norm_ = false;
+  bool qk_full_ = false;  // OLMoE: one q/k norm over the whole projection
+  int shared_hidden_ = 0;  // a Hugging Face family's shared expert's hidden size (0: none)
+  bool mla_ = false;       // DeepSeek-V3's latent attention
+  bool grouped_router_ = false;
+  cuda::MlaShape mla_shape_{};
+  int rope_half_ = 0;      // rotations per position (head_dim / 2; the latent attention: rope / 2)
+  float rope_scale_ = 1.0f;
   bool renormalize_ = true;
   int dense_hidden_ = 0;
   absl::Status RefuseHf(const char* what) const {
@@ -189,6 +215,8 @@ class CudaBackend final : public ModelBackend {
   DeviceBuffer step_dev_;
   cuda::PinnedBuffer step_host_;
   DeviceBuffer x_, xn_, qkv_, q_, o_, rlogits_, experts_, weights_, xe_, gu_, h_, y_, plan_dev_;
+  DeviceBuffer shared_gu_, shared_h_, shared_gate_;
+  DeviceBuffer latent_f32_, latent_bf16_, k_rope_, kv_b_out_;
   cuda::PinnedBuffer chosen_host_;
   // The fused routing (cuda::LaunchMoeRoute) where the shapes allow it: each expert's row count
   // reaches the host through mapped memory, followed by a ticket the host spins on.
@@ -321,9 +349,9 @@ absl::Status CudaBackend::AllocateWeights(DeviceWeights* dw) {
     DeviceLayer& d = dw->layers[l];
     RETURN_IF_ERROR(d.attn_norm.Reserve(D * 4));
     RETURN_IF_ERROR(d.ffn_norm.Reserve(D * 4));
-    if (qk_norm_) {
-      RETURN_IF_ERROR(d.q_norm.Reserve(hd * 4));
-      RETURN_IF_ERROR(d.k_norm.Reserve(hd * 4));
+    if (qk_norm_ || qk_full_) {
+      RETURN_IF_ERROR(d.q_norm.Reserve((qk_full_ ? H : 1) * hd * 4));
+      RETURN_IF_ERROR(d.k_norm.Reserve((qk_full_ ? KVH : 1) * hd * 4));
     }
     RETURN_IF_ERROR(d.wqkv.Reserve((H + 2 * KVH) * hd * D * 2));
     RETURN_IF_ERROR(d.wo.Reserve(D * H * hd * 2));
@@ -339,11 +367,21 @@ absl::Status CudaBackend::AllocateWeights(DeviceWeights* dw) {
       RETURN_IF_ERROR(d.s13.Reserve(S * 2 * F * D * 2));
       RETURN_IF_ERROR(d.s2.Reserve(S * D * F * 2));
     }
+    if (shared_hidden_ > 0) {
+      const size_t Is = shared_hidden_;
+      RETURN_IF_ERROR(d.s13.Reserve(2 * Is * D * 2));
+      RETURN_IF_ERROR(d.s2.Reserve(D * Is * 2));
+      if (hf_->shared_expert_gate) RETURN_IF_ERROR(d.shared_gate.Reserve(D * 2));
+    }
   }
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::SetRandomWeights(uint64_t seed, float stddev) {
+  if (mla_ || grouped_router_ || (hf_ != nullptr && hf_->qkv_bias)) {
+    return absl::UnimplementedError(absl::StrCat("cuda backend: random weights of model_type '", hf_->model_type,
+                                                 "' are not supported (load a checkpoint folder)"));
+  }
   auto dw = std::make_unique<DeviceWeights>();
   RETURN_IF_ERROR(AllocateWeights(dw.get()));
   uint64_t s = seed * 1000;
@@ -353,12 +391,12 @@ absl::Status CudaBackend::SetRandomWeights(uint64_t seed, float stddev) {
   if (!dw->tied) CUDA_RETURN_IF_ERROR(bf(dw->head));
   CUDA_RETURN_IF_ERROR(f32(dw->norm));
   for (DeviceLayer& d : dw->layers) {
-    for (DeviceBuffer* b : {&d.wqkv, &d.wo, &d.router, &d.w13, &d.w2, &d.s13, &d.s2}) {
+    for (DeviceBuffer* b : {&d.wqkv, &d.wo, &d.router, &d.w13, &d.w2, &d.s13, &d.s2, &d.shared_gate}) {
       if (b->bytes() > 0) CUDA_RETURN_IF_ERROR(bf(*b));
     }
     CUDA_RETURN_IF_ERROR(f32(d.attn_norm));
     CUDA_RETURN_IF_ERROR(f32(d.ffn_norm));
-    if (qk_norm_) {
+    if (qk_norm_ || qk_full_) {
       CUDA_RETURN_IF_ERROR(f32(d.q_norm));
       CUDA_RETURN_IF_ERROR(f32(d.k_norm));
     }
@@ -376,7 +414,7 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int slot, int T, 
   if (device_moe_) {
     ASSIGN_OR_RETURN(float* rl, Ws<float>(rlogits_, static_cast<size_t>(T) * E));
     RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.router.as<void>(), rl, CUDA_R_32F, T, E, D, 0.0f));
-    CUDA_RETURN_IF_ERROR(cuda::LaunchRouterTopK(rl, T, E, K, ex, wt, nullptr, renormalize_));
+    CUDA_RETURN_IF_ERROR(Choose(L, rl, T, ex, wt));
     return MoeOnDevice(L, T, ex, wt, next_norm);
   }
   ASSIGN_OR_RETURN(uint16_t* xe, Ws<uint16_t>(xe_, N * D));
@@ -470,7 +508,7 @@ absl::Status CudaBackend::RouteUnfused(const DeviceLayer& L, int T, int32_t* ex,
   const size_t N = static_cast<size_t>(T) * K;
   ASSIGN_OR_RETURN(float* rl, Ws<float>(rlogits_, static_cast<size_t>(T) * E));
   RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.router.as<void>(), rl, CUDA_R_32F, T, E, D, 0.0f));
-  CUDA_RETURN_IF_ERROR(cuda::LaunchRouterTopK(rl, T, E, K, ex, wt, nullptr, renormalize_));
+  CUDA_RETURN_IF_ERROR(Choose(L, rl, T, ex, wt));
   RETURN_IF_ERROR(chosen_host_.Reserve(N * 4));
   int32_t* chosen = chosen_host_.as<int32_t>();
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(chosen, ex, N * 4, cudaMemcpyDeviceToHost, nullptr));
@@ -524,6 +562,7 @@ absl::Status CudaBackend::DenseMlp(const DeviceLayer& L, int T, const float* nex
 }
 
 absl::Status CudaBackend::SharedExperts(const DeviceLayer& L, int T, uint16_t* gu, uint16_t* h) {
+  if (shared_hidden_ > 0) return HfSharedExpert(L, T);
   const int D = c_.d_model, F = c_.expert_hidden;
   const size_t w13_stride = static_cast<size_t>(2) * F * D, w2_stride = static_cast<size_t>(D) * F;
   for (int s = 0; s < c_.n_shared_experts; ++s) {
@@ -532,6 +571,54 @@ absl::Status CudaBackend::SharedExperts(const DeviceLayer& L, int T, uint16_t* g
     RETURN_IF_ERROR(Gemm(h, L.s2.as<uint16_t>() + s * w2_stride, x_.as<float>(), CUDA_R_32F, T, D, F, 1.0f));
   }
   return absl::OkStatus();
+}
+
+cudaError_t CudaBackend::Choose(const DeviceLayer& L, const float* rl, int T, int32_t* ex, float* wt) const {
+  if (!grouped_router_) return cuda::LaunchRouterTopK(rl, T, c_.n_experts, c_.top_k, ex, wt, nullptr, renormalize_);
+  return cuda::LaunchRouterGrouped(rl, L.score_bias.as<float>(), T, c_.n_experts, c_.top_k, hf_->n_group,
+                                   hf_->topk_group, renormalize_, hf_->routed_scaling_factor, ex, wt, nullptr);
+}
+
+absl::Status CudaBackend::LatentAttentionInputs(const DeviceLayer& L, int layer, int T, const int32_t* positions,
+                                                const int32_t* row_seq, const float* rot, const cuda::KvGeometry& kv,
+                                                uint16_t* q) {
+  const int D = c_.d_model, H = mla_shape_.heads, kd = c_.head_dim, r = hf_->kv_lora_rank, rq = hf_->q_lora_rank;
+  const int rope = mla_shape_.rope, kvb_w = H * (mla_shape_.nope + mla_shape_.v);
+  const size_t latent = static_cast<size_t>(T) * std::max(r, rq);
+  // Sized once for both latents before any use: the queued products read them in stream order.
+  ASSIGN_OR_RETURN(float* lat, Ws<float>(latent_f32_, latent));
+  ASSIGN_OR_RETURN(uint16_t* lat_n, Ws<uint16_t>(latent_bf16_, latent));
+  ASSIGN_OR_RETURN(uint16_t* k_rope, Ws<uint16_t>(k_rope_, static_cast<size_t>(T) * rope));
+  ASSIGN_OR_RETURN(uint16_t* kv_b, Ws<uint16_t>(kv_b_out_, static_cast<size_t>(T) * kvb_w));
+  uint16_t* q_raw = qkv_.as<uint16_t>();  // T x H kd of the T x 3 H kd workspace
+  if (rq > 0) {
+    RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.q_a.as<void>(), lat, CUDA_R_32F, T, rq, D, 0.0f));
+    CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(lat, L.q_a_norm.as<float>(), nullptr, lat_n, T, rq, c_.norm_eps, nullptr));
+    RETURN_IF_ERROR(Gemm(lat_n, L.wqkv.as<void>(), q_raw, CUDA_R_16BF, T, H * kd, rq, 0.0f));
+  } else {
+    RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.wqkv.as<void>(), q_raw, CUDA_R_16BF, T, H * kd, D, 0.0f));
+  }
+  RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.kv_a.as<void>(), lat, CUDA_R_32F, T, r, D, 0.0f));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(lat, L.kv_a_norm.as<float>(), nullptr, lat_n, T, r, c_.norm_eps, nullptr));
+  RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.kv_pe.as<void>(), k_rope, CUDA_R_16BF, T, rope, D, 0.0f));
+  RETURN_IF_ERROR(Gemm(lat_n, L.kv_b.as<void>(), kv_b, CUDA_R_16BF, T, kvb_w, r, 0.0f));
+  CUDA_RETURN_IF_ERROR(
+      cuda::LaunchMlaRopeKvWrite(q_raw, k_rope, kv_b, positions, row_seq, rot, kv, layer, T, mla_shape_, q, nullptr));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::HfSharedExpert(const DeviceLayer& L, int T) {
+  const int D = c_.d_model, I = shared_hidden_;
+  ASSIGN_OR_RETURN(uint16_t* gu, Ws<uint16_t>(shared_gu_, static_cast<size_t>(T) * 2 * I));
+  ASSIGN_OR_RETURN(uint16_t* h, Ws<uint16_t>(shared_h_, static_cast<size_t>(T) * I));
+  float* gate = nullptr;
+  if (L.shared_gate.bytes() > 0) {
+    ASSIGN_OR_RETURN(gate, Ws<float>(shared_gate_, static_cast<size_t>(T)));
+    RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.shared_gate.as<void>(), gate, CUDA_R_32F, T, 1, D, 0.0f));
+  }
+  RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.s13.as<void>(), gu, CUDA_R_16BF, T, 2 * I, D, 0.0f));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchSiluMulGate(gu, T, I, gate, h, nullptr));
+  return Gemm(h, L.s2.as<void>(), x_.as<float>(), CUDA_R_32F, T, D, I, 1.0f);
 }
 
 absl::Status CudaBackend::MoeOnDevice(const DeviceLayer& L, int T, const int32_t* ex, const float* wt,
@@ -613,7 +700,7 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
   cuda::KvGeometry kv{pages_.as<uint16_t>(), table_dev, stride, static_cast<int>(page_tokens_), c_.n_layers, kvd_};
   ASSIGN_OR_RETURN(float* rot, Ws<float>(rot_, static_cast<size_t>(T) * hd));
   CUDA_RETURN_IF_ERROR(cuda::LaunchEmbed(tokens_dev, w_->embed.as<uint16_t>(), x, T, D, nullptr));
-  CUDA_RETURN_IF_ERROR(cuda::LaunchRopeTable(positions_dev, inv_freq_.as<double>(), T, hd / 2, rot, nullptr));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchRopeTable(positions_dev, inv_freq_.as<double>(), T, rope_half_, rot, nullptr, rope_scale_));
   const size_t routing_ints = static_cast<size_t>(T) * n_moe_ * c_.top_k;
   RETURN_IF_ERROR(experts_.Reserve(std::max<size_t>(routing_ints, 1) * 4));
   // Layer 0's attention norm; every later one comes out of the previous layer's combine.
@@ -627,12 +714,20 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
   for (int l = 0; l < c_.n_layers; ++l) {
     const DeviceLayer& L = w_->layers[l];
     Mark(l, 0);
-    RETURN_IF_ERROR(Gemm(xn, L.wqkv.as<void>(), qkv, CUDA_R_16BF, T, qkv_w, D, 0.0f));
-    if (qk_norm_) {
-      CUDA_RETURN_IF_ERROR(cuda::LaunchQkNorm(qkv, T, H, KVH, hd, L.q_norm.as<float>(), L.k_norm.as<float>(),
-                                              c_.norm_eps, nullptr));
+    if (mla_) {
+      RETURN_IF_ERROR(LatentAttentionInputs(L, l, T, positions_dev, row_seq_dev, rot, kv, q));
+    } else {
+      RETURN_IF_ERROR(Gemm(xn, L.wqkv.as<void>(), qkv, CUDA_R_16BF, T, qkv_w, D, 0.0f));
+      if (L.bqkv.bytes() > 0) CUDA_RETURN_IF_ERROR(cuda::LaunchBiasAdd(qkv, L.bqkv.as<float>(), T, qkv_w, nullptr));
+      if (qk_norm_) {
+        CUDA_RETURN_IF_ERROR(cuda::LaunchQkNorm(qkv, T, H, KVH, hd, L.q_norm.as<float>(), L.k_norm.as<float>(),
+                                                c_.norm_eps, nullptr));
+      } else if (qk_full_) {
+        CUDA_RETURN_IF_ERROR(cuda::LaunchQkNormFull(qkv, T, H * hd, KVH * hd, qkv_w, L.q_norm.as<float>(),
+                                                    L.k_norm.as<float>(), c_.norm_eps, nullptr));
+      }
+      CUDA_RETURN_IF_ERROR(cuda::LaunchRopeKvWrite(qkv, positions_dev, row_seq_dev, rot, kv, l, T, H, KVH, hd, q, nullptr));
     }
-    CUDA_RETURN_IF_ERROR(cuda::LaunchRopeKvWrite(qkv, positions_dev, row_seq_dev, rot, kv, l, T, H, KVH, hd, q, nullptr));
     if (prefill_runs) {
       CUDA_RETURN_IF_ERROR(cuda::LaunchGqaPrefill(q, positions_dev, row_seq_dev, kv, l, T, H, KVH,
                                                   sliding_[l] ? c_.sliding_window : 0, o, nullptr));
@@ -642,6 +737,7 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
     }
     // The block's output is added to the f32 residual stream by the product itself (beta = 1).
     RETURN_IF_ERROR(Gemm(o, L.wo.as<void>(), x, CUDA_R_32F, T, D, H * hd, 1.0f));
+    if (L.bo.bytes() > 0) CUDA_RETURN_IF_ERROR(cuda::LaunchBiasAddF32(x, L.bo.as<float>(), T, D, nullptr));
     if (!fused_route_ || !moe_layer_[l]) {
       CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, L.ffn_norm.as<float>(), nullptr, xn, T, D, c_.norm_eps, nullptr));
     }

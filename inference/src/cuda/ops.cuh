@@ -23,6 +23,16 @@ cudaError_t LaunchRmsNorm(const float* x, const float* w, const int32_t* src, ui
 cudaError_t LaunchQkNorm(uint16_t* qkv, int rows, int n_heads, int n_kv_heads, int head_dim, const float* q_w,
                          const float* k_w, float eps, cudaStream_t stream);
 
+// OLMoE's q/k RMSNorm, in place on qkv (bf16, rows x row_width): the first q_dim values of a
+// row (the whole query projection) normalised with q_w (f32, q_dim), the next k_dim (the keys)
+// with k_w (f32, k_dim).
+cudaError_t LaunchQkNormFull(uint16_t* qkv, int rows, int q_dim, int k_dim, int row_width, const float* q_w,
+                             const float* k_w, float eps, cudaStream_t stream);
+
+// y[r, c] += b[c] for rows x cols: bf16 y (rounded once after the sum), or f32 y.
+cudaError_t LaunchBiasAdd(uint16_t* y, const float* b, int rows, int cols, cudaStream_t stream);
+cudaError_t LaunchBiasAddF32(float* y, const float* b, int rows, int cols, cudaStream_t stream);
+
 // Paged KV geometry shared by the RoPE/KV-write and attention kernels.
 struct KvGeometry {
   uint16_t* pages;          // num_pages x page_elems (bf16)
@@ -33,10 +43,11 @@ struct KvGeometry {
   int kv_dim;               // n_kv_heads * head_dim
 };
 
-// rot[r, i] = (cos, sin) of positions[r] * inv_freq[i] (f32 pairs, rows x half; computed in
-// double): the step's rotations, made once and read by every layer's LaunchRopeKvWrite.
+// rot[r, i] = scale * (cos, sin) of positions[r] * inv_freq[i] (f32 pairs, rows x half; computed
+// in double): the step's rotations, made once and read by every layer's LaunchRopeKvWrite.
+// `scale`: yarn's attention factor on cos and sin (1 for the other rope types).
 cudaError_t LaunchRopeTable(const int32_t* positions, const double* inv_freq, int rows, int half, float* rot,
-                            cudaStream_t stream);
+                            cudaStream_t stream, float scale = 1.0f);
 
 // From qkv (bf16, rows x (H + 2 KVH) * hd): rotates q and k (rotate-half RoPE, rotations from
 // LaunchRopeTable), writes q as bf16 and k, v into their pages at (layer, position).
@@ -44,6 +55,20 @@ cudaError_t LaunchRopeKvWrite(const uint16_t* qkv, const int32_t* positions, con
                               const float* rot, KvGeometry kv, int layer, int rows,
                               int n_heads, int n_kv_heads, int head_dim, uint16_t* q_out,
                               cudaStream_t stream);
+
+// DeepSeek-V3's latent attention heads (mla_rope_kv.cu): from q (bf16, rows x heads x (nope +
+// rope)), the shared key rotation k_rope (bf16, rows x rope) and the decompressed kv_b (bf16, rows
+// x heads x (nope + v)), writes q_out (q with its rope part rotated, all times q_scale) and each
+// head's K [nope | rotated k_rope] and V [v | zeros] (width nope + rope, the pages' head width)
+// at (layer, position). Rotations from LaunchRopeTable (rope / 2 of them).
+struct MlaShape {
+  int heads, nope, rope, v;
+  bool interleave;     // rotate pairs (2i, 2i+1) instead of halves
+  float q_scale;
+};
+cudaError_t LaunchMlaRopeKvWrite(const uint16_t* q, const uint16_t* k_rope, const uint16_t* kv_b,
+                                 const int32_t* positions, const int32_t* row_seq, const float* rot, KvGeometry kv,
+                                 int layer, int rows, const MlaShape& shape, uint16_t* q_out, cudaStream_t stream);
 
 // o[r, h, :] = softmax(q k^T / sqrt(hd)) v over positions [lo, pos] of row r's sequence.
 cudaError_t LaunchPagedAttention(const uint16_t* q, const int32_t* positions, const int32_t* row_seq,
@@ -78,11 +103,22 @@ cudaError_t LaunchGqaPrefill(const uint16_t* q, const int32_t* positions, const 
 cudaError_t LaunchRouterTopK(const float* logits, int rows, int n_experts, int top_k,
                              int32_t* experts, float* weights, cudaStream_t stream, bool renormalize = true);
 
+// DeepSeek-V3's sigmoid router with grouped top-k (router_grouped.cu): experts chosen by
+// sigmoid(logits) + bias within the topk_group best of n_group groups; weights the sigmoid
+// scores, renormalised when `renormalize`, times `scaling`. Needs n_experts <= 256.
+cudaError_t LaunchRouterGrouped(const float* logits, const float* bias, int rows, int n_experts, int top_k,
+                                int n_group, int topk_group, bool renormalize, float scaling, int32_t* experts,
+                                float* weights, cudaStream_t stream);
+
 // Expert dispatch: gather rows by expert, SwiGLU activation, weighted combine back.
 cudaError_t LaunchGatherRows(const uint16_t* x, const int32_t* src, int n, int dim, uint16_t* out,
                              cudaStream_t stream);
 // h[i, f] = bf16(silu(gu[i, f]) * gu[i, F + f]) for gu of shape n x 2F (bf16).
 cudaError_t LaunchSiluMul(const uint16_t* gu, int n, int hidden, uint16_t* h, cudaStream_t stream);
+// The same times sigmoid(gate[i]) (f32, one per row): qwen2_moe's gated shared expert. A null
+// gate: LaunchSiluMul.
+cudaError_t LaunchSiluMulGate(const uint16_t* gu, int n, int hidden, const float* gate, uint16_t* h,
+                              cudaStream_t stream);
 // x[r, :] += sum_k weights[r, k] * y[inv[r * K + k], :]   (y bf16); with norm_w, then also
 // xn = the RMS norm of the updated x (as LaunchRmsNorm): the next layer's input, in the same pass.
 cudaError_t LaunchCombine(const uint16_t* y, const int32_t* inv, const float* weights, int rows,

@@ -12,14 +12,15 @@ __device__ __forceinline__ __nv_bfloat16* KvSlot(const KvGeometry& kv, int seq, 
   return reinterpret_cast<__nv_bfloat16*>(kv.pages) + page * page_elems + off;
 }
 
-// rot[r * half + i] = (cos, sin) of positions[r] * inv_freq[i], computed in double as the CPU
-// backend does: once per forward, shared by every layer and head.
-__global__ void RopeTableKernel(const int32_t* positions, const double* inv_freq, int rows, int half, float2* rot) {
+// rot[r * half + i] = scale * (cos, sin) of positions[r] * inv_freq[i], computed in double as the
+// CPU backend does: once per forward, shared by every layer and head.
+__global__ void RopeTableKernel(const int32_t* positions, const double* inv_freq, int rows, int half, float scale,
+                                float2* rot) {
   const int k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k >= rows * half) return;
   double s, c;
   sincos(static_cast<double>(positions[k / half]) * inv_freq[k % half], &s, &c);
-  rot[k] = make_float2(static_cast<float>(c), static_cast<float>(s));
+  rot[k] = make_float2(static_cast<float>(c * scale), static_cast<float>(s * scale));
 }
 
 __device__ __forceinline__ void Rotate(float x1, float x2, float2 cs, __nv_bfloat16* y1, __nv_bfloat16* y2) {
@@ -93,10 +94,11 @@ __global__ void RopeKvVecKernel(const __nv_bfloat16* qkv, const int32_t* positio
 }  // namespace
 
 cudaError_t LaunchRopeTable(const int32_t* positions, const double* inv_freq, int rows, int half, float* rot,
-                            cudaStream_t stream) {
+                            cudaStream_t stream, float scale) {
   if (rows == 0) return cudaSuccess;
   const int n = rows * half;
-  RopeTableKernel<<<(n + 255) / 256, 256, 0, stream>>>(positions, inv_freq, rows, half, reinterpret_cast<float2*>(rot));
+  RopeTableKernel<<<(n + 255) / 256, 256, 0, stream>>>(positions, inv_freq, rows, half, scale,
+                                                       reinterpret_cast<float2*>(rot));
   return cudaGetLastError();
 }
 

@@ -19,13 +19,24 @@ namespace flotilla::inference::cuda {
 
 struct DeviceLayer {
   DeviceBuffer attn_norm, ffn_norm;  // f32
-  DeviceBuffer q_norm, k_norm;       // f32 [head_dim]: a Hugging Face family's q/k RMSNorm, or empty
+  DeviceBuffer q_norm, k_norm;       // f32 [head_dim] (OLMoE: [H hd], [KVH hd]): a Hugging Face
+                                     // family's q/k RMSNorm, or empty
   DeviceBuffer wqkv;                 // [(H + 2 KVH) hd, D]
+  DeviceBuffer bqkv;                 // f32 [(H + 2 KVH) hd]: q/k/v biases, or empty
   DeviceBuffer wo;                   // [D, H hd]
+  DeviceBuffer bo;                   // f32 [D]: o_proj's bias, or empty
   DeviceBuffer router;               // [E, D]; empty in a dense layer
   DeviceBuffer w13;                  // [E, 2F, D]: w1 (gate) rows then w3 (up) rows
   DeviceBuffer w2;                   // [E, D, F]
   DeviceBuffer s13, s2;              // shared experts (same layout), or a dense layer's MLP
+  DeviceBuffer shared_gate;          // [1, D]: qwen2_moe's sigmoid gate on the shared expert, or empty
+  // DeepSeek-V3's latent attention (wqkv then holds q_b_proj or q_proj, wo o_proj with zero
+  // columns padding each head's v to the key width) and router bias.
+  DeviceBuffer q_a, q_a_norm;        // [q_lora_rank, D], f32 [q_lora_rank]; empty without q_lora
+  DeviceBuffer kv_a, kv_a_norm;      // [kv_lora_rank, D] (kv_a_proj_with_mqa's latent rows), f32
+  DeviceBuffer kv_pe;                // [rope, D]: its rows of the shared key rotation
+  DeviceBuffer kv_b;                 // [H (nope + v), kv_lora_rank]
+  DeviceBuffer score_bias;           // f32 [E]: e_score_correction_bias
 };
 
 struct DeviceWeights {

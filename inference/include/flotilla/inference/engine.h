@@ -129,8 +129,8 @@ class Engine {
   virtual absl::Status LoadModel(const std::string& name, const ModelConfig& config,
                                  const std::string& safetensors_path, int64_t version) = 0;
   // Loads a Hugging Face checkpoint folder (config.json + safetensors, hf_config.h's families)
-  // for the CPU backend (f32), or the cuda backend (bf16; qwen3_moe and qwen3, other families
-  // refused as UNIMPLEMENTED naming config.json's field); its context is
+  // for the CPU backend (f32), or the cuda backend (bf16; every family; what its kernels cannot
+  // take is refused as UNIMPLEMENTED naming config.json's field); its context is
   // max_position_embeddings. Such a model takes no weight updates. Token records carry the
   // experts of its MoE layers only (a dense model's records carry none).
   virtual absl::Status LoadHfModel(const std::string& name, const std::string& dir, int64_t version) = 0;
