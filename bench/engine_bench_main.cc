@@ -8,9 +8,11 @@
 int main(int argc, char** argv) {
   flotilla::bench::EngineBenchOptions o;
   for (int i = 1; i < argc; ++i) {
-    // --gpu-hf [LAYERS]: only the Hugging Face qwen3_moe decode step (hf_gpu_bench.cc).
+    // --gpu-hf [LAYERS [prefill]]: only the Hugging Face qwen3_moe decode step and 32k
+    // prefill (hf_gpu_bench.cc); with `prefill`, only the prefill.
     if (std::strcmp(argv[i], "--gpu-hf") == 0) {
-      return flotilla::bench::RunHfGpuBench(i + 1 < argc ? std::atoi(argv[i + 1]) : 10);
+      const bool prefill_only = i + 2 < argc && std::strcmp(argv[i + 2], "prefill") == 0;
+      return flotilla::bench::RunHfGpuBench(i + 1 < argc ? std::atoi(argv[i + 1]) : 10, prefill_only);
     }
     if (std::strcmp(argv[i], "--gpu-only") == 0) o.cpu = false;
     if (std::strcmp(argv[i], "--cpu-only") == 0) o.gpu = false;

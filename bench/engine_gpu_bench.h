@@ -25,7 +25,8 @@ int RunGpuBench(bool forward_only = false);
 // The decode step of a Qwen3-30B-A3B-shaped Hugging Face qwen3_moe (`layers` layers, random bf16
 // weights) on the CUDA backend at batch 64 and 256, against the measured copy bandwidth
 // (hf_gpu_bench.cc).
-int RunHfGpuBench(int layers);
+// prefill_only: only the 32k prefill, in chunks of 32,768 / 16,384 / 8,192 / 4,096 rows.
+int RunHfGpuBench(int layers, bool prefill_only = false);
 
 // Device-to-device copy bandwidth (bytes read + written per second), median of 10.
 double MeasureCopyBandwidth();

@@ -27,7 +27,7 @@
 namespace flotilla::bench {
 
 #ifndef FLOTILLA_HAVE_CUDA
-int RunHfGpuBench(int) {
+int RunHfGpuBench(int, bool) {
   std::printf("engine.hf_gpu=unavailable (built without CUDA)\n");
   return 0;
 }
@@ -99,7 +99,7 @@ double TimePrefill(inference::ModelBackend& b, int tokens, int chunk) {
 
 }  // namespace
 
-int RunHfGpuBench(int layers) {
+int RunHfGpuBench(int layers, bool prefill_only) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
     std::printf("engine.hf_gpu=unavailable (no CUDA device)\n");
@@ -135,6 +135,7 @@ int RunHfGpuBench(int layers) {
   constexpr int kContext = 512;  // every row decodes at this position
   constexpr int kIters = 20;
   for (int batch : {64, 256}) {
+    if (prefill_only) break;
     inference::StepInput in;
     int page = 0;
     for (int b = 0; b < batch; ++b) {
@@ -170,10 +171,13 @@ int RunHfGpuBench(int layers) {
       std::fflush(stdout);
     }
   }
-  // 32k-token prefill: one step, then chunks of 8,192 and 2,048 rows; each chunking timed twice
-  // (the first run also grows the workspaces), the faster printed.
+  // 32k-token prefill: one step, then chunks of 8,192 and 2,048 rows (prefill_only: 16,384,
+  // 8,192 and 4,096); each chunking timed twice (the first run also grows the workspaces), the
+  // faster printed.
   constexpr int kPrefill = 32768;
-  for (int chunk : {kPrefill, 8192, 2048}) {
+  const std::vector<int> chunks = prefill_only ? std::vector<int>{kPrefill, 16384, 8192, 4096}
+                                               : std::vector<int>{kPrefill, 8192, 2048};
+  for (int chunk : chunks) {
     double best = -1;
     for (int rep = 0; rep < 2; ++rep) {
       const double ms = TimePrefill(**backend, kPrefill, chunk);

@@ -379,7 +379,7 @@ TEST_P(GpuMoeRouteTest, MatchesHostReference) {
   ASSERT_EQ(cudaMalloc(&xn_d, x.size() * 2), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&xe_d, N * D * 2), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&ex_d, N * 4), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&bc_d, static_cast<size_t>(blocks) * E * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&bc_d, static_cast<size_t>(blocks + 1) * E * 4), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&plan_d, (E + 1 + 2 * N) * 4), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&ptrs_d, 6 * E * sizeof(void*)), cudaSuccess);
   int32_t* mapped = nullptr;

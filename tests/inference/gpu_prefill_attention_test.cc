@@ -1,8 +1,9 @@
 // The prefill attention kernel (cuda/gqa_prefill_mma.cu) against the per-row grouped kernel on
 // the same paged K/V and queries: a 150-row prefill run of one sequence at positions 850..999
 // beside single decode rows of four other sequences (runs of one row mixed into its blocks),
-// query groups of 8, 4 and 2 heads per KV head, full attention and a 64-token window. Both
-// accumulate in f32 and round P and O to bf16, so they agree within bf16 rounding.
+// query groups of 8, 4 and 2 heads per KV head, full attention and a 64-token window, each
+// block shape (warps x m16 fragments per warp). Both accumulate in f32 and round P and O to
+// bf16, so they agree within bf16 rounding.
 // Skips without a CUDA device.
 #include <cuda_runtime.h>
 
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "cuda/ops.cuh"
@@ -45,7 +47,7 @@ T* Upload(const std::vector<T>& v) {
 }
 
 struct Case {
-  int n_heads, n_kv_heads, window;
+  int n_heads, n_kv_heads, window, warps, frags;
 };
 
 class GpuPrefillAttentionTest : public ::testing::TestWithParam<Case> {};
@@ -92,7 +94,8 @@ TEST_P(GpuPrefillAttentionTest, MatchesPerRowKernel) {
   KvGeometry kv{d_pages, d_table, pages_per_seq, kPageTokens, kLayers, kvd};
   ASSERT_EQ(LaunchGqaAttentionMma(d_q, d_pos, d_seq, kv, kLayer, rows, c.n_heads, c.n_kv_heads, c.window, d_ref, nullptr),
             cudaSuccess);
-  ASSERT_EQ(LaunchGqaPrefill(d_q, d_pos, d_seq, kv, kLayer, rows, c.n_heads, c.n_kv_heads, c.window, d_out, nullptr),
+  ASSERT_EQ(LaunchGqaPrefill(d_q, d_pos, d_seq, kv, kLayer, rows, c.n_heads, c.n_kv_heads, c.window, d_out, nullptr,
+                             c.warps, c.frags),
             cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<uint16_t> ref(q.size()), out(q.size());
@@ -109,14 +112,25 @@ TEST_P(GpuPrefillAttentionTest, MatchesPerRowKernel) {
     max_diff = std::max(max_diff, std::fabs(a - b));
     max_ref = std::max(max_ref, std::fabs(a));
   }
-  std::printf("gpu_prefill_attention heads=%d kv_heads=%d window=%d rows=%d max_abs_diff=%.5f max_abs_out=%.4f\n",
-              c.n_heads, c.n_kv_heads, c.window, rows, max_diff, max_ref);
+  std::printf("gpu_prefill_attention heads=%d kv_heads=%d window=%d shape=%dx%d rows=%d max_abs_diff=%.5f "
+              "max_abs_out=%.4f\n",
+              c.n_heads, c.n_kv_heads, c.window, c.warps, c.frags, rows, max_diff, max_ref);
   EXPECT_GT(max_ref, 0.05);  // outputs are not all zero
   EXPECT_LT(max_diff, 0.02);
 }
 
-INSTANTIATE_TEST_SUITE_P(Groups, GpuPrefillAttentionTest,
-                         ::testing::Values(Case{32, 4, 0}, Case{16, 4, 0}, Case{8, 4, 0}, Case{32, 4, 64}));
+std::vector<Case> Cases() {
+  std::vector<Case> cases;
+  for (const auto& [warps, frags] : {std::pair{4, 2}, std::pair{4, 1}, std::pair{8, 1}, std::pair{8, 2}}) {
+    cases.push_back({32, 4, 0, warps, frags});
+    cases.push_back({16, 4, 0, warps, frags});
+    cases.push_back({8, 4, 0, warps, frags});
+    cases.push_back({32, 4, 64, warps, frags});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(GroupsAndShapes, GpuPrefillAttentionTest, ::testing::ValuesIn(Cases()));
 
 }  // namespace
 }  // namespace flotilla::inference::cuda

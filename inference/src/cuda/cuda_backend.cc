@@ -75,8 +75,10 @@ class CudaBackend final : public ModelBackend {
   }
   ~CudaBackend() override {
     for (const auto& [rows, t] : profile_totals_) {
-      std::fprintf(stderr, "cuda profile rows=%d forwards=%.0f ms/forward: attention=%.3f router_shared_plan=%.3f experts=%.3f combine=%.3f\n",
-                   rows, t[4], t[0] / t[4], t[1] / t[4], t[2] / t[4], t[3] / t[4]);
+      std::fprintf(stderr,
+                   "cuda profile rows=%d forwards=%.0f ms/forward: qkv_rope=%.3f attention=%.3f out_proj=%.3f "
+                   "router_shared_plan=%.3f experts=%.3f combine=%.3f\n",
+                   rows, t[6], t[0] / t[6], t[1] / t[6], t[2] / t[6], t[3] / t[6], t[4] / t[6], t[5] / t[6]);
     }
     for (cudaEvent_t e : marks_) {
       if (e != nullptr) cudaEventDestroy(e);
@@ -229,12 +231,14 @@ class CudaBackend final : public ModelBackend {
   cudaEvent_t routing_ready_ = nullptr;  // the router's choices have reached the host
   bool grouped_ok_ = true;
   bool device_moe_ = false;
-  // FLOTILLA_CUDA_PROFILE: events at phase boundaries of each layer (attention; router, shared
-  // experts and the host's dispatch plan; routed experts; combine), summed per batch size and
-  // printed when the backend is destroyed.
+  // FLOTILLA_CUDA_PROFILE: events at phase boundaries of each layer (q/k/v product, norms and
+  // RoPE; the attention kernel; output product and norm; router, shared experts and the host's
+  // dispatch plan; routed experts; combine), summed per batch size and printed when the
+  // backend is destroyed.
+  static constexpr int kMarks = 7;
   void Mark(int layer, int phase) {
     if (!profile_) return;
-    auto& ev = marks_[static_cast<size_t>(layer) * 5 + phase];
+    auto& ev = marks_[static_cast<size_t>(layer) * kMarks + phase];
     if (ev == nullptr) cudaEventCreate(&ev);
     cudaEventRecord(ev, nullptr);
   }
@@ -242,17 +246,17 @@ class CudaBackend final : public ModelBackend {
     if (!profile_) return;
     auto& t = profile_totals_[rows];
     for (int l = 0; l < c_.n_layers; ++l) {
-      for (int p = 0; p < 4; ++p) {
+      for (int p = 0; p + 1 < kMarks; ++p) {
         float ms = 0;
-        cudaEventElapsedTime(&ms, marks_[l * 5 + p], marks_[l * 5 + p + 1]);
+        cudaEventElapsedTime(&ms, marks_[l * kMarks + p], marks_[l * kMarks + p + 1]);
         t[p] += ms;
       }
     }
-    t[4] += 1;
+    t[kMarks - 1] += 1;
   }
   bool profile_ = std::getenv("FLOTILLA_CUDA_PROFILE") != nullptr;
-  std::vector<cudaEvent_t> marks_ = std::vector<cudaEvent_t>(static_cast<size_t>(c_.n_layers) * 5, nullptr);
-  std::map<int, std::array<double, 5>> profile_totals_;
+  std::vector<cudaEvent_t> marks_ = std::vector<cudaEvent_t>(static_cast<size_t>(c_.n_layers) * kMarks, nullptr);
+  std::map<int, std::array<double, kMarks>> profile_totals_;
   DeviceBuffer hn_rows_, logits_, sampled_dev_;
   cuda::PinnedBuffer sampled_host_;
   // FLOTILLA_CUDA_SAMPLE=host keeps sampling on the host (for comparison runs).
@@ -436,7 +440,7 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int slot, int T, 
   std::vector<int32_t> counts;
   if (fused_route_) {
     RETURN_IF_ERROR(counts_host_.Reserve((E + 1) * sizeof(int32_t)));
-    ASSIGN_OR_RETURN(int32_t* block_counts, Ws<int32_t>(block_counts_, static_cast<size_t>(cuda::MoeRouteBlocks(T)) * E));
+    ASSIGN_OR_RETURN(int32_t* block_counts, Ws<int32_t>(block_counts_, static_cast<size_t>(cuda::MoeRouteBlocks(T) + 1) * E));
     const int32_t ticket = ++route_ticket_;
     const cuda::MoeRouteArgs args{x_.as<float>(), L.ffn_norm.as<float>(), L.router.as<uint16_t>(), T, D, E, K,
                                   c_.norm_eps, xn_.as<uint16_t>(), ex, wt, block_counts, ops,
@@ -455,7 +459,7 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int slot, int T, 
     if (counts[e] > 0) active.push_back(e);
   }
   const int G = static_cast<int>(active.size());
-  Mark(layer, 2);
+  Mark(layer, 4);
   bool done = false;
   if (grouped_ok_ && G > 0) {
     std::vector<cublasOperation_t> ta(G, CUBLAS_OP_T), tb(G, CUBLAS_OP_N);
@@ -495,7 +499,7 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int slot, int T, 
                            y + static_cast<size_t>(offsets[e]) * D, CUDA_R_16BF, n, D, F, 0.0f));
     }
   }
-  Mark(layer, 3);
+  Mark(layer, 5);
   CUDA_RETURN_IF_ERROR(cuda::LaunchCombine(y, inv_dev, wt, T, K, D, x_.as<float>(), next_norm, c_.norm_eps,
                                            xn_.as<uint16_t>(), nullptr));
   return absl::OkStatus();
@@ -728,6 +732,7 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
       }
       CUDA_RETURN_IF_ERROR(cuda::LaunchRopeKvWrite(qkv, positions_dev, row_seq_dev, rot, kv, l, T, H, KVH, hd, q, nullptr));
     }
+    Mark(l, 1);
     if (prefill_runs) {
       CUDA_RETURN_IF_ERROR(cuda::LaunchGqaPrefill(q, positions_dev, row_seq_dev, kv, l, T, H, KVH,
                                                   sliding_[l] ? c_.sliding_window : 0, o, nullptr));
@@ -735,22 +740,23 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
       CUDA_RETURN_IF_ERROR(cuda::LaunchPagedAttention(q, positions_dev, row_seq_dev, kv, l, T, H, KVH, hd,
                                                       sliding_[l] ? c_.sliding_window : 0, c_.max_context, o, nullptr));
     }
+    Mark(l, 2);
     // The block's output is added to the f32 residual stream by the product itself (beta = 1).
     RETURN_IF_ERROR(Gemm(o, L.wo.as<void>(), x, CUDA_R_32F, T, D, H * hd, 1.0f));
     if (L.bo.bytes() > 0) CUDA_RETURN_IF_ERROR(cuda::LaunchBiasAddF32(x, L.bo.as<float>(), T, D, nullptr));
     if (!fused_route_ || !moe_layer_[l]) {
       CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, L.ffn_norm.as<float>(), nullptr, xn, T, D, c_.norm_eps, nullptr));
     }
-    Mark(l, 1);
+    Mark(l, 3);
     const float* next_norm = l + 1 < c_.n_layers ? w_->layers[l + 1].attn_norm.as<float>() : nullptr;
     if (moe_layer_[l]) {
       RETURN_IF_ERROR(Moe(L, l, moe_slot++, T, next_norm));
     } else {
       RETURN_IF_ERROR(DenseMlp(L, T, next_norm));
-      Mark(l, 2);
-      Mark(l, 3);
+      Mark(l, 4);
+      Mark(l, 5);
     }
-    Mark(l, 4);
+    Mark(l, 6);
   }
   // The routing of every layer ([layer][row][slot] on the device), copied back once with the
   // step's results and reordered to [row][layer][slot] below.

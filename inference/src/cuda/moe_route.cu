@@ -1,6 +1,7 @@
-// The MoE block's front half in two kernels instead of six: the FFN norm, the router product
-// and its top-k in one (NormRouteKernel), then the dispatch plan, the gather of each expert's
-// rows and the per-expert row counts for the host in the other (DispatchKernel).
+// The MoE block's front half in three kernels instead of six: the FFN norm, the router product
+// and its top-k in one (NormRouteKernel), each expert's count per block scanned over the blocks
+// (ScanCountsKernel), then the dispatch plan, the gather of each expert's rows and the
+// per-expert row counts for the host (DispatchKernel).
 #include <cuda_bf16.h>
 
 #include "moe_group_ptrs.cuh"
@@ -166,12 +167,41 @@ __global__ void __launch_bounds__(kRouteThreads)
   }
 }
 
-// One block per NormRouteKernel block. Every block sums the per-block counts into each
-// expert's total and the part that earlier blocks hold, so an entry's place is its expert's
-// start, plus the entries of earlier blocks, plus those of earlier rows in its own block: rows
-// keep their order within an expert, as MoePlanKernel places them. Then the block copies its
-// rows to their places. Block 0 also writes the offsets, the grouped product's pointer arrays
-// and, where given, the counts and `ticket` to host-mapped memory (the ticket last).
+// One block per expert: block_counts[b][e] becomes the entries of expert e in blocks before b
+// (an exclusive scan down the column, 256 blocks at a time), and row `blocks` gets the total.
+__global__ void __launch_bounds__(kDispatchThreads)
+    ScanCountsKernel(int32_t* block_counts, int blocks, int n_experts) {
+  __shared__ int32_t warp_sums[kDispatchThreads / 32];
+  const int e = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  int32_t carry = 0;
+  for (int base = 0; base < blocks; base += kDispatchThreads) {
+    const int b = base + tid;
+    const int32_t c = b < blocks ? block_counts[static_cast<int64_t>(b) * n_experts + e] : 0;
+    int32_t incl = c;
+    for (int off = 1; off < 32; off <<= 1) {
+      const int32_t v = __shfl_up_sync(0xffffffffu, incl, off);
+      if (lane >= off) incl += v;
+    }
+    if (lane == 31) warp_sums[warp] = incl;
+    __syncthreads();
+    int32_t warp_before = 0, chunk = 0;
+    for (int w = 0; w < kDispatchThreads / 32; ++w) {
+      warp_before += w < warp ? warp_sums[w] : 0;
+      chunk += warp_sums[w];
+    }
+    if (b < blocks) block_counts[static_cast<int64_t>(b) * n_experts + e] = carry + warp_before + incl - c;
+    carry += chunk;
+    __syncthreads();  // warp_sums is rewritten by the next round
+  }
+  if (tid == 0) block_counts[static_cast<int64_t>(blocks) * n_experts + e] = carry;
+}
+
+// One block per NormRouteKernel block, after ScanCountsKernel: an entry's place is its
+// expert's start (the totals summed over lower experts), plus the entries of earlier blocks,
+// plus those of earlier rows in its own block: rows keep their order within an expert, as
+// MoePlanKernel places them. Then the block copies its rows to their places. Block 0 also
+// writes the offsets, the grouped product's pointer arrays and, where given, the counts and
+// `ticket` to host-mapped memory (the ticket last).
 __global__ void __launch_bounds__(kDispatchThreads)
     DispatchKernel(const int32_t* chosen, const int32_t* block_counts, int blocks, int rows_per_block, int rows,
                    int top_k, int n_experts, const uint4* xn, int vecs8, MoeGroupOperands ops, int32_t* offsets,
@@ -181,16 +211,8 @@ __global__ void __launch_bounds__(kDispatchThreads)
   __shared__ int32_t place[4 * kMaxTopK];
   const int tid = threadIdx.x, b = blockIdx.x;
   for (int e = tid; e < n_experts; e += kDispatchThreads) {
-    total[e + 1] = 0;
-    before[e] = 0;
-  }
-  __syncthreads();
-  for (int i = tid; i < blocks * n_experts; i += kDispatchThreads) {
-    const int c = block_counts[i];
-    if (c == 0) continue;
-    const int e = i % n_experts;
-    atomicAdd(&total[e + 1], c);
-    if (i / n_experts < b) atomicAdd(&before[e], c);
+    total[e + 1] = block_counts[static_cast<int64_t>(blocks) * n_experts + e];
+    before[e] = block_counts[static_cast<int64_t>(b) * n_experts + e];
   }
   __syncthreads();
   if (tid == 0) {
@@ -256,6 +278,7 @@ cudaError_t LaunchMoeRoute(const MoeRouteArgs& a) {
   const size_t smem = static_cast<size_t>(rb) * a.dim * 2;
   cudaError_t err = rb == 4 ? LaunchRoute<4>(a, blocks, smem) : LaunchRoute<2>(a, blocks, smem);
   if (err != cudaSuccess) return err;
+  ScanCountsKernel<<<a.n_experts, kDispatchThreads, 0, a.stream>>>(a.block_counts, blocks, a.n_experts);
   DispatchKernel<<<blocks, kDispatchThreads, 0, a.stream>>>(
       a.experts, a.block_counts, blocks, rb, a.rows, a.top_k, a.n_experts, reinterpret_cast<const uint4*>(a.xn),
       a.dim / 8, a.ops, a.offsets, a.src, a.inv, a.ptrs, a.host_counts, a.ticket);

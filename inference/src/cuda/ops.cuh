@@ -94,9 +94,11 @@ cudaError_t LaunchGqaAttentionMma(const uint16_t* q, const int32_t* positions, c
 // row layout is correct; it pays off when rows come in runs (the backend's choice).
 // GqaPrefillSupports: as GqaAttentionSupports, and no FLOTILLA_CUDA_ATTN kernel forced.
 bool GqaPrefillSupports(int n_heads, int n_kv_heads, int head_dim, int kv_dim);
+// A block is `warps` warps of `frags` m16 fragments (16 / G rows of G heads each); 0, 0 takes
+// 8 x 2, or what FLOTILLA_CUDA_PREFILL=WxF names. Shapes: 4x1, 4x2, 8x1, 8x2.
 cudaError_t LaunchGqaPrefill(const uint16_t* q, const int32_t* positions, const int32_t* row_seq, KvGeometry kv,
                              int layer, int rows, int n_heads, int n_kv_heads, int window, uint16_t* o,
-                             cudaStream_t stream);
+                             cudaStream_t stream, int warps = 0, int frags = 0);
 
 // Router: p = softmax(logits[r]); experts[r] = top_k(p) descending (ties: lower id); weights =
 // p at those experts, renormalised to sum 1 when `renormalize` (norm_topk_prob).
@@ -147,13 +149,13 @@ struct MoeGroupOperands {
 cudaError_t LaunchMoePlan(const int32_t* chosen, int rows, int top_k, int n_experts, int32_t* offsets, int32_t* src,
                           int32_t* inv, const MoeGroupOperands* ops, void** ptrs, cudaStream_t stream);
 
-// The MoE block's routing and dispatch in two launches (moe_route.cu): xn = RMSNorm(x) with
+// The MoE block's routing and dispatch in three launches (moe_route.cu): xn = RMSNorm(x) with
 // norm_w (as LaunchRmsNorm); the router's top-k of xn (as LaunchRouterTopK) into experts and
 // weights; the plan of LaunchMoePlan (offsets, src, inv and, from ops, ptrs); xn's rows gathered
 // into ops.xe at their places; and, with host_counts (a host-mapped array of n_experts + 1, as
 // a device pointer), each expert's row count followed by `ticket`, written when the plan is
 // known so the host can launch the grouped products without a copy or an event.
-// block_counts: a workspace of MoeRouteBlocks(rows) * n_experts.
+// block_counts: a workspace of (MoeRouteBlocks(rows) + 1) * n_experts.
 struct MoeRouteArgs {
   const float* x;
   const float* norm_w;
