@@ -31,6 +31,7 @@
 #include "flotilla/inference/safetensors.h"
 #include "flotilla/inference/tokenizer.h"
 #include "flotilla/node/node_agent.h"
+#include "flotilla/sandbox/runtime.h"
 #include "flotilla/trainer_bridge/rollout_controller.h"
 #include "flotilla/trainer_bridge/rollout_runner.h"
 #include "flotilla/trainer_bridge/task_source.h"
@@ -97,7 +98,8 @@ struct ModeResult {
   double stall_ms_mean = 0;
   double stall_ms_max = 0;
   double stage_ms_mean = 0;
-  uint64_t tokens = 0;
+  uint64_t tokens = 0;           // generated, whether a step consumed them or not
+  uint64_t consumed_tokens = 0;  // generated tokens of the groups the trainer took
   uint64_t prefill_on_resume = 0;
   uint64_t samples = 0;
   uint64_t sandboxes = 0;
@@ -177,6 +179,9 @@ ModeResult RunMode(const RolloutBenchOptions& o, inference::Engine& engine, work
   };
   for (uint32_t step = 0; step < o.steps; ++step) {
     auto groups = runner.TakeGroups(o.prompts_per_step, nullptr);
+    for (const auto& g : groups) {
+      for (const trainer_bridge::RolloutSample& s : g) r.consumed_tokens += s.GeneratedTokens();
+    }
     Stopwatch busy;
     std::this_thread::sleep_for(std::chrono::duration<double>(train_s));
     r.trainer_busy_s += busy.ElapsedMillis() / 1000.0;
@@ -440,6 +445,16 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
                                (sync.sandbox_ms + async.sandbox_ms) / std::max<double>(1, sync.sandboxes + async.sandboxes));
   std::cout << absl::StrFormat("rollout.sandbox_overhead_frac=%.4f\n",
                                episode_ms > 0 ? (sync.sandbox_ms + async.sandbox_ms) / episode_ms : 0.0);
+  // Where the node's sandbox time went (both modes): mean milliseconds per run of each phase.
+  const sandbox::RuntimeTimings t = (*platform)->node()->runtime().Timings();
+  for (const auto& [name, phase] : std::vector<std::pair<const char*, sandbox::PhaseTiming>>{
+           {"create_warm", t.create_warm}, {"create_waited", t.create_waited}, {"create_cold", t.create_cold},
+           {"destroy", t.destroy}, {"reset_exit", t.reset_exit}, {"reset_start", t.reset_start},
+           {"pool_grow", t.pool_grow}, {"start_layer", t.start_layer}, {"start_spawn", t.start_spawn},
+           {"start_setup", t.start_setup}}) {
+    std::cout << absl::StrFormat("rollout.node.%s_ms=%.2f\nrollout.node.%s_runs=%d\n", name,
+                                 phase.ms / std::max<double>(1, phase.count), name, phase.count);
+  }
   (*platform)->Stop();
   platform->reset();  // its node's sandboxes (pooled ones too) go before their state dir
   std::error_code ec;

@@ -369,6 +369,7 @@ absl::StatusOr<CreateResult> RuntimeImpl::Create(const SandboxOptions& options) 
   result.started_ahead = started_ahead;
   result.reused = reused;
   result.create_ms = watch.ElapsedMillis();
+  Time(reused ? &RuntimeTimings::create_warm : &RuntimeTimings::create_cold, result.create_ms);
   Emit(MakeEvent(sb->id, SandboxEvent::Kind::kCreated));
   return result;
 }
@@ -421,6 +422,7 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image, bool at
   // namespace: nothing per sandbox (or per runtime) is created on the host's filesystem.
   const std::string& rw = layer_dir_;
   const std::string& root = root_dir_;
+  Stopwatch phase;
   // The writable layer: a size-limited tmpfs, created detached so it never shows in the host's
   // mount table; init attaches it inside its own mount namespace.
   {
@@ -443,6 +445,7 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image, bool at
       return ErrnoStatus("chown writable layer");
     }
   }
+  Time(&RuntimeTimings::start_layer, phase.ElapsedMillis());
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return ErrnoStatus("socketpair");
   sb.control.Reset(sv[0]);
@@ -544,13 +547,17 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image, bool at
   }
   sb.enforcement->AddChildHooks(&plan);
 
+  phase.Reset();
   ASSIGN_OR_RETURN(Zygote::Spawned spawned, Spawn(plan));
+  Time(&RuntimeTimings::start_spawn, phase.ElapsedMillis());
+  phase.Reset();
   sb.pid = spawned.pid;
   sb.pidfd = std::move(spawned.pidfd);
   child_end.Reset();
   // While init sets itself up: it runs no command before it reports ready.
   if (attach) RETURN_IF_ERROR(sb.enforcement->AttachToCgroup(sb.cgroup->unified_dir()));
   RETURN_IF_ERROR(WaitReady(sb));
+  Time(&RuntimeTimings::start_setup, phase.ElapsedMillis());
   if (sb.execution_class == ExecutionClass::kBestEffort) {
     struct sched_param idle {};
     if (::sched_setscheduler(sb.pid, SCHED_IDLE, &idle) != 0) return ErrnoStatus("SCHED_IDLE for the sandbox's init");
@@ -638,8 +645,10 @@ absl::Status RuntimeImpl::Destroy(const std::string& id) {
     sandboxes_.erase(it);
   }
   sb->destroying = true;
+  Stopwatch watch;
   // One that ended cleanly goes back to the warm pool (reset there), any other is torn down.
   if (!ReturnToPool(sb)) Teardown(*sb);
+  Time(&RuntimeTimings::destroy, watch.ElapsedMillis());
   Emit(MakeEvent(id, SandboxEvent::Kind::kDestroyed, StopReason::kDestroyed));
   return absl::OkStatus();
 }
@@ -733,6 +742,18 @@ void RuntimeImpl::OnInitExit(const std::shared_ptr<Sandbox>& sb) {
   }
   sb->cv.notify_all();
   if (!sb->destroying) Emit(MakeEvent(sb->id, SandboxEvent::Kind::kCrashed, reason, detail));
+}
+
+void RuntimeImpl::Time(PhaseTiming RuntimeTimings::*phase, double ms) {
+  std::lock_guard<std::mutex> lock(timings_mu_);
+  PhaseTiming& t = timings_.*phase;
+  ++t.count;
+  t.ms += ms;
+}
+
+RuntimeTimings RuntimeImpl::Timings() const {
+  std::lock_guard<std::mutex> lock(timings_mu_);
+  return timings_;
 }
 
 void RuntimeImpl::Emit(SandboxEvent event) {

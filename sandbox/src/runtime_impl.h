@@ -105,11 +105,14 @@ class RuntimeImpl final : public Runtime {
   absl::StatusOr<int> OpenNetworkNamespace(const std::string& id) override;
   absl::Status Destroy(const std::string& id) override;
   std::vector<SandboxInfo> List() const override;
+  RuntimeTimings Timings() const override;
   absl::StatusOr<SandboxInfo> Info(const std::string& id) const override;
   std::unique_ptr<Watch> WatchEvents(const std::string& id, EventCallback callback) override;
   absl::StatusOr<CleanupReport> CleanupLeftovers() override;
 
   void Emit(SandboxEvent event);
+  // Adds one run of a phase to Timings().
+  void Time(PhaseTiming RuntimeTimings::*phase, double ms);
   void Unsubscribe(uint64_t token);
 
  private:
@@ -240,6 +243,9 @@ class RuntimeImpl final : public Runtime {
   std::mutex monitor_mu_;
   std::map<int, std::weak_ptr<Sandbox>> watched_;  // pidfd -> sandbox
   std::thread monitor_;
+
+  mutable std::mutex timings_mu_;
+  RuntimeTimings timings_;  // guarded by timings_mu_
 
   std::mutex watch_mu_;
   std::map<uint64_t, std::pair<std::string, EventCallback>> subscribers_;

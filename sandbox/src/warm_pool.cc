@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "flotilla/common/clock.h"
 #include "flotilla/common/ids.h"
 #include "flotilla/common/logging.h"
 #include "flotilla/common/status.h"
@@ -81,6 +82,7 @@ bool RuntimeImpl::ReturnToPool(const std::shared_ptr<Sandbox>& sb) {
 }
 
 absl::StatusOr<std::shared_ptr<Sandbox>> RuntimeImpl::Reset(std::shared_ptr<Sandbox> old) {
+  Stopwatch phase;
   KillAndWait(*old);
   bool dead = false;
   {
@@ -98,6 +100,8 @@ absl::StatusOr<std::shared_ptr<Sandbox>> RuntimeImpl::Reset(std::shared_ptr<Sand
                                                                                               ? "still in use"
                                                                                               : "processes left"));
   }
+  Time(&RuntimeTimings::reset_exit, phase.ElapsedMillis());
+  phase.Reset();
   auto fresh = std::make_shared<Sandbox>();
   fresh->id = NewId("sbx");
   fresh->options = old->options;
@@ -121,6 +125,7 @@ absl::StatusOr<std::shared_ptr<Sandbox>> RuntimeImpl::Reset(std::shared_ptr<Sand
     Teardown(*fresh);
     return s;
   }
+  Time(&RuntimeTimings::reset_start, phase.ElapsedMillis());
   return fresh;
 }
 
@@ -152,6 +157,7 @@ std::shared_ptr<Sandbox> RuntimeImpl::TakeWarm(const SandboxOptions& options) {
                                                               [&](const SandboxOptions& r) { return SameSandbox(r, options); }));
       if (coming > promised_) {
         ++promised_;
+        Stopwatch waited;
         pool_cv_.wait_for(lock, std::chrono::seconds(10), [&] {
           return pool_stop_ || std::any_of(warm_.begin(), warm_.end(), same) ||
                  (std::none_of(returned_.begin(), returned_.end(), same) &&
@@ -159,6 +165,9 @@ std::shared_ptr<Sandbox> RuntimeImpl::TakeWarm(const SandboxOptions& options) {
                                [&](const SandboxOptions& r) { return SameSandbox(r, options); }));
         });
         --promised_;
+        lock.unlock();
+        Time(&RuntimeTimings::create_waited, waited.ElapsedMillis());
+        lock.lock();
         it = std::find_if(warm_.begin(), warm_.end(), same);
       }
     }
@@ -228,8 +237,11 @@ void RuntimeImpl::RecyclerLoop(bool grows) {
     }
     resetting_for_.push_back(options);
     lock.unlock();
+    Stopwatch grow;
+    const bool growing = old == nullptr;
     absl::StatusOr<std::shared_ptr<Sandbox>> fresh =
         old != nullptr ? Reset(std::move(old)) : Build(options, NewId("sbx"), nullptr);
+    if (growing && fresh.ok()) Time(&RuntimeTimings::pool_grow, grow.ElapsedMillis());
     if (!fresh.ok()) FLOG(warn, "warm pool: reset failed", {{"error", std::string(fresh.status().message())}});
     lock.lock();
     resetting_for_.erase(std::find_if(resetting_for_.begin(), resetting_for_.end(),

@@ -232,6 +232,25 @@ struct RuntimeOptions {
   uint32_t warm_pool_size = 0;
 };
 
+// Where the runtime's time went since it opened (Runtime::Timings): per phase, how often it ran
+// and its wall time summed, for telling what a sandbox's create and destroy cost is made of.
+struct PhaseTiming {
+  uint64_t count = 0;
+  double ms = 0;
+};
+struct RuntimeTimings {
+  PhaseTiming create_warm;    // Creates handed a reset sandbox of the warm pool
+  PhaseTiming create_waited;  // ... of those, the ones that waited for a reset under way (the wait)
+  PhaseTiming create_cold;    // Creates that started one of their own or were handed one started ahead
+  PhaseTiming destroy;        // Destroys (a return to the warm pool or a teardown)
+  PhaseTiming reset_exit;     // warm pool: the old init's exit (its namespaces, mounts, layer) and reap
+  PhaseTiming reset_start;    // warm pool: the new init's start, until it reported ready
+  PhaseTiming pool_grow;      // warm pool: sandboxes started to grow it
+  PhaseTiming start_layer;    // every start: the writable layer (a detached tmpfs)
+  PhaseTiming start_spawn;    // every start: the zygote's clone of init (one at a time)
+  PhaseTiming start_setup;    // every start: init's set-up (mounts, pivot_root, policy) until ready
+};
+
 // What the host supports, detected when the runtime opens.
 struct HostFeatures {
   bool cgroup_v2_controllers = false;  // pure v2 with memory/pids/cpu enabled
@@ -288,6 +307,8 @@ class Runtime {
   virtual absl::Status Destroy(const std::string& id) = 0;
 
   virtual std::vector<SandboxInfo> List() const = 0;
+  // Per-phase timings of creates, destroys, starts and warm-pool resets since Open.
+  virtual RuntimeTimings Timings() const = 0;
   virtual absl::StatusOr<SandboxInfo> Info(const std::string& id) const = 0;
 
   // Subscribes to events of one sandbox (`id`) or of all (`id` empty).
