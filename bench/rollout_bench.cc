@@ -426,7 +426,20 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
   std::cout << absl::StrFormat("rollout.sync_seconds=%.2f\nrollout.async_seconds=%.2f\n", sync.seconds, async.seconds);
   std::cout << absl::StrFormat("rollout.sync_tokens_per_s=%.0f\nrollout.async_tokens_per_s=%.0f\n",
                                sync.tokens / std::max(sync.seconds, 1e-9), async.tokens / std::max(async.seconds, 1e-9));
-  std::cout << absl::StrFormat("rollout.async_vs_sync=%.2f\n", sync.seconds / std::max(async.seconds, 1e-9));
+  // The same work: the modes take the same number of steps, but not the same tokens. The
+  // asynchronous mode hands the trainer the groups that finished first (shorter ones) and ends
+  // with a step's worth of samples in flight, partly generated and thrown away, while the
+  // synchronous mode trains on every group it dispatched. So the figure is the rate of the work
+  // the trainer got: generated tokens of the groups it took, per second of the run.
+  const double sync_rate = sync.consumed_tokens / std::max(sync.seconds, 1e-9);
+  const double async_rate = async.consumed_tokens / std::max(async.seconds, 1e-9);
+  std::cout << absl::StrFormat("rollout.sync_consumed_tokens=%d\nrollout.async_consumed_tokens=%d\n",
+                               sync.consumed_tokens, async.consumed_tokens);
+  std::cout << absl::StrFormat("rollout.sync_consumed_tokens_per_s=%.0f\nrollout.async_consumed_tokens_per_s=%.0f\n",
+                               sync_rate, async_rate);
+  std::cout << absl::StrFormat("rollout.async_vs_sync=%.2f\n", async_rate / std::max(sync_rate, 1e-9));
+  // The earlier figure: seconds for the same number of steps, whatever their tokens.
+  std::cout << absl::StrFormat("rollout.async_vs_sync_seconds=%.2f\n", sync.seconds / std::max(async.seconds, 1e-9));
   std::cout << absl::StrFormat("rollout.trainer_idle_fraction.sync=%.3f\nrollout.trainer_idle_fraction.async=%.3f\n",
                                idle(sync), idle(async));
   std::cout << absl::StrFormat("rollout.switch_stall_ms=%.2f\nrollout.switch_stall_ms_max=%.2f\n", async.stall_ms_mean,

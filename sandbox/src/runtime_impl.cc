@@ -177,9 +177,10 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
   } join_groups{groups};
 
   ASSIGN_OR_RETURN(rt->userns_, CreateUserNamespace(options.host_uid_base));
-  // The zygote is forked now, while this process is small (before the image layers load; the
+  // The zygotes are forked now, while this process is small (before the image layers load; the
   // zygote closes every descriptor but its channel and never touches the other threads' data).
   RuntimeImpl* raw = rt.get();
+  rt->zygote_count_ = options.warm_pool_size > 0 ? kZygotes : 1;
   rt->spawner_ = std::thread([raw] { raw->SpawnerLoop(); });
   {
     std::unique_lock<std::mutex> lock(rt->spawn_mu_);
@@ -210,7 +211,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
   if (options.prepare_ahead) rt->preparer_ = std::thread([raw] { raw->PreparerLoop(); });
   if (options.warm_pool_size > 0) {
     // Resets overlap: most of one is waiting for the old init's exit to take its mount tree
-    // and namespaces down (RCU grace periods), and only the clone is one at a time (the zygote).
+    // and namespaces down (RCU grace periods), and the clones are spread over the zygotes.
+    std::lock_guard<std::mutex> lock(rt->pool_mu_);
     for (int i = 0; i < 4; ++i) rt->recyclers_.emplace_back([raw, i] { raw->RecyclerLoop(i == 0); });
   }
   return std::unique_ptr<Runtime>(std::move(rt));
@@ -257,46 +259,69 @@ RuntimeImpl::~RuntimeImpl() {
 
 std::string RuntimeImpl::CgroupName(const std::string& id) const { return instance_ + "." + id; }
 
-absl::StatusOr<Zygote::Spawned> RuntimeImpl::Spawn(const InitPlan& plan) {
-  std::lock_guard<std::mutex> zlock(zygote_mu_);
-  if (zygote_ == nullptr) {
+absl::StatusOr<Zygote::Spawned> RuntimeImpl::Spawn(const InitPlan& plan, size_t* slot) {
+  // A free zygote if there is one (starts overlap: each clone waits for its zygote's turn on
+  // a CPU), else the next in turn.
+  const size_t first = next_zygote_.fetch_add(1) % zygote_count_;
+  std::unique_lock<std::mutex> zlock;
+  for (size_t i = 0; i < zygote_count_ && !zlock.owns_lock(); ++i) {
+    *slot = (first + i) % zygote_count_;
+    zlock = std::unique_lock<std::mutex>(zygotes_[*slot].mu, std::try_to_lock);
+  }
+  if (!zlock.owns_lock()) {
+    *slot = first;
+    zlock = std::unique_lock<std::mutex>(zygotes_[*slot].mu);
+  }
+  std::unique_ptr<Zygote>& zygote = zygotes_[*slot].zygote;
+  if (zygote == nullptr) {
     std::lock_guard<std::mutex> lock(spawn_mu_);
     return zygote_started_;
   }
-  absl::StatusOr<Zygote::Spawned> result = zygote_->Spawn(plan);
+  absl::StatusOr<Zygote::Spawned> result = zygote->Spawn(plan);
   if (absl::IsUnavailable(result.status())) {
     // The zygote is gone (killed from outside). This Create fails (its plan may have reached
     // an init already); the next one gets a new zygote, forked by the spawner thread.
     std::unique_lock<std::mutex> lock(spawn_mu_);
+    spawn_cv_.wait(lock, [&] { return !restart_zygote_; });  // one restart at a time
     restart_zygote_ = true;
+    restart_slot_ = *slot;
     spawn_cv_.notify_all();
     spawn_cv_.wait(lock, [&] { return !restart_zygote_; });
   }
   return result;
 }
 
-void RuntimeImpl::PrepareNext() {
-  std::lock_guard<std::mutex> zlock(zygote_mu_);
+void RuntimeImpl::PrepareNext(size_t slot) {
+  std::lock_guard<std::mutex> zlock(zygotes_[slot].mu);
   // A zygote that is gone is replaced by the next Spawn.
-  if (zygote_ != nullptr) (void)zygote_->Prepare();
+  if (zygotes_[slot].zygote != nullptr) (void)zygotes_[slot].zygote->Prepare();
 }
 
 void RuntimeImpl::SpawnerLoop() {
-  auto zygote = Zygote::Start(userns_.get(), options_.zygote_binary);
+  absl::Status started = absl::OkStatus();
+  for (size_t i = 0; i < zygote_count_; ++i) {
+    ZygoteSlot& z = zygotes_[i];
+    auto zygote = Zygote::Start(userns_.get(), options_.zygote_binary);
+    if (!zygote.ok()) {
+      started = zygote.status();
+      break;
+    }
+    z.zygote = std::move(*zygote);
+  }
   std::unique_lock<std::mutex> lock(spawn_mu_);
   zygote_known_ = true;
-  zygote_started_ = zygote.status();
-  if (zygote.ok()) zygote_ = std::move(*zygote);
+  zygote_started_ = started;
   spawn_cv_.notify_all();
   for (;;) {
     spawn_cv_.wait(lock, [&] { return zygote_closing_ || restart_zygote_; });
     if (!restart_zygote_) break;
+    std::unique_ptr<Zygote>& zygote = zygotes_[restart_slot_].zygote;
     lock.unlock();
-    zygote_.reset();
+    zygote.reset();
     auto again = Zygote::Start(userns_.get(), options_.zygote_binary);
     lock.lock();
     if (again.ok()) {
-      zygote_ = std::move(*again);
+      zygote = std::move(*again);
     } else {
       zygote_started_ = again.status();
     }
@@ -304,7 +329,7 @@ void RuntimeImpl::SpawnerLoop() {
     spawn_cv_.notify_all();
   }
   lock.unlock();
-  zygote_.reset();  // by the thread that forked it
+  for (ZygoteSlot& z : zygotes_) z.zygote.reset();  // by the thread that forked them
 }
 
 absl::StatusOr<std::shared_ptr<Sandbox>> RuntimeImpl::Find(const std::string& id) const {
@@ -548,7 +573,8 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image, bool at
   sb.enforcement->AddChildHooks(&plan);
 
   phase.Reset();
-  ASSIGN_OR_RETURN(Zygote::Spawned spawned, Spawn(plan));
+  size_t zygote = 0;
+  ASSIGN_OR_RETURN(Zygote::Spawned spawned, Spawn(plan, &zygote));
   Time(&RuntimeTimings::start_spawn, phase.ElapsedMillis());
   phase.Reset();
   sb.pid = spawned.pid;
@@ -562,7 +588,7 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image, bool at
     struct sched_param idle {};
     if (::sched_setscheduler(sb.pid, SCHED_IDLE, &idle) != 0) return ErrnoStatus("SCHED_IDLE for the sandbox's init");
   }
-  if (options_.prepare_ahead) PrepareNext();
+  if (options_.prepare_ahead) PrepareNext(zygote);
   sb.layer_fd_in_init = spawned.layer_fd_in_init;
   sb.layer.Reset();
   return sb.enforcement->AfterStart();

@@ -228,7 +228,9 @@ struct RuntimeOptions {
   // (CreateResult::reused) under the id it names (also its hostname), its wall-clock limit and
   // creation time counting from that Create. Pooled sandboxes are not listed, send no events
   // and are torn down when the runtime closes or when the pool is full; each costs an idle
-  // sandbox's host memory (about 0.9 MiB).
+  // sandbox's host memory (about 0.9 MiB). Resets run side by side: four recyclers, one more
+  // whenever returned sandboxes queue up behind the busy ones (up to 32), cloning from four
+  // zygotes instead of one.
   uint32_t warm_pool_size = 0;
 };
 
