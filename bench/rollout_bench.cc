@@ -15,6 +15,7 @@
 #include <iostream>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -113,6 +114,22 @@ struct ModeResult {
 double ReusedSandboxes(MetricsRegistry& metrics) {
   return metrics.GetCounter("flotilla_node_sandboxes_reused_total", "", {{"class", "best_effort"}}).value() +
          metrics.GetCounter("flotilla_node_sandboxes_reused_total", "", {{"class", "latency_sensitive"}}).value();
+}
+
+// The mean of a histogram family over all its labels, in milliseconds, read from the registry's
+// Prometheus text (0 when it has no observations).
+double MeanMillis(const MetricsRegistry& registry, const std::string& family) {
+  double sum = 0, count = 0;
+  std::istringstream text(registry.RenderPrometheus());
+  for (std::string line; std::getline(text, line);) {
+    for (auto [suffix, total] : {std::pair<const char*, double*>{"_sum", &sum}, {"_count", &count}}) {
+      const std::string name = family + suffix;
+      if (line.starts_with(name) && (line[name.size()] == '{' || line[name.size()] == ' ')) {
+        *total += std::atof(line.c_str() + line.rfind(' ') + 1);
+      }
+    }
+  }
+  return count > 0 ? 1000.0 * sum / count : 0.0;
 }
 
 // Admission sized for the in-flight bound: every sample holds a sandbox while it waits for the
@@ -458,6 +475,13 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
                                (sync.sandbox_ms + async.sandbox_ms) / std::max<double>(1, sync.sandboxes + async.sandboxes));
   std::cout << absl::StrFormat("rollout.sandbox_overhead_frac=%.4f\n",
                                episode_ms > 0 ? (sync.sandbox_ms + async.sandbox_ms) / episode_ms : 0.0);
+  // A sample's create and destroy as the scheduler's front door and the node agent saw them
+  // (both modes): what the sample's figure adds on top of them is the gRPC hops.
+  std::cout << absl::StrFormat("rollout.scheduler.placement_ms=%.2f\n",
+                               MeanMillis(registry, "flotilla_scheduler_placement_latency_seconds"));
+  std::cout << absl::StrFormat("rollout.node_agent.create_ms=%.2f\nrollout.node_agent.destroy_ms=%.2f\n",
+                               MeanMillis(registry, "flotilla_node_sandbox_create_seconds"),
+                               MeanMillis(registry, "flotilla_node_sandbox_destroy_seconds"));
   // Where the node's sandbox time went (both modes): mean milliseconds per run of each phase.
   const sandbox::RuntimeTimings t = (*platform)->node()->runtime().Timings();
   for (const auto& [name, phase] : std::vector<std::pair<const char*, sandbox::PhaseTiming>>{
