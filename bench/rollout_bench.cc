@@ -15,6 +15,7 @@
 #include <iostream>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -31,6 +32,7 @@
 #include "flotilla/inference/safetensors.h"
 #include "flotilla/inference/tokenizer.h"
 #include "flotilla/node/node_agent.h"
+#include "flotilla/sandbox/runtime.h"
 #include "flotilla/trainer_bridge/rollout_controller.h"
 #include "flotilla/trainer_bridge/rollout_runner.h"
 #include "flotilla/trainer_bridge/task_source.h"
@@ -97,7 +99,8 @@ struct ModeResult {
   double stall_ms_mean = 0;
   double stall_ms_max = 0;
   double stage_ms_mean = 0;
-  uint64_t tokens = 0;
+  uint64_t tokens = 0;           // generated, whether a step consumed them or not
+  uint64_t consumed_tokens = 0;  // generated tokens of the groups the trainer took
   uint64_t prefill_on_resume = 0;
   uint64_t samples = 0;
   uint64_t sandboxes = 0;
@@ -111,6 +114,22 @@ struct ModeResult {
 double ReusedSandboxes(MetricsRegistry& metrics) {
   return metrics.GetCounter("flotilla_node_sandboxes_reused_total", "", {{"class", "best_effort"}}).value() +
          metrics.GetCounter("flotilla_node_sandboxes_reused_total", "", {{"class", "latency_sensitive"}}).value();
+}
+
+// The mean of a histogram family over all its labels, in milliseconds, read from the registry's
+// Prometheus text (0 when it has no observations).
+double MeanMillis(const MetricsRegistry& registry, const std::string& family) {
+  double sum = 0, count = 0;
+  std::istringstream text(registry.RenderPrometheus());
+  for (std::string line; std::getline(text, line);) {
+    for (auto [suffix, total] : {std::pair<const char*, double*>{"_sum", &sum}, {"_count", &count}}) {
+      const std::string name = family + suffix;
+      if (line.starts_with(name) && (line[name.size()] == '{' || line[name.size()] == ' ')) {
+        *total += std::atof(line.c_str() + line.rfind(' ') + 1);
+      }
+    }
+  }
+  return count > 0 ? 1000.0 * sum / count : 0.0;
 }
 
 // Admission sized for the in-flight bound: every sample holds a sandbox while it waits for the
@@ -177,6 +196,9 @@ ModeResult RunMode(const RolloutBenchOptions& o, inference::Engine& engine, work
   };
   for (uint32_t step = 0; step < o.steps; ++step) {
     auto groups = runner.TakeGroups(o.prompts_per_step, nullptr);
+    for (const auto& g : groups) {
+      for (const trainer_bridge::RolloutSample& s : g) r.consumed_tokens += s.GeneratedTokens();
+    }
     Stopwatch busy;
     std::this_thread::sleep_for(std::chrono::duration<double>(train_s));
     r.trainer_busy_s += busy.ElapsedMillis() / 1000.0;
@@ -421,7 +443,20 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
   std::cout << absl::StrFormat("rollout.sync_seconds=%.2f\nrollout.async_seconds=%.2f\n", sync.seconds, async.seconds);
   std::cout << absl::StrFormat("rollout.sync_tokens_per_s=%.0f\nrollout.async_tokens_per_s=%.0f\n",
                                sync.tokens / std::max(sync.seconds, 1e-9), async.tokens / std::max(async.seconds, 1e-9));
-  std::cout << absl::StrFormat("rollout.async_vs_sync=%.2f\n", sync.seconds / std::max(async.seconds, 1e-9));
+  // The same work: the modes take the same number of steps, but not the same tokens. The
+  // asynchronous mode hands the trainer the groups that finished first (shorter ones) and ends
+  // with a step's worth of samples in flight, partly generated and thrown away, while the
+  // synchronous mode trains on every group it dispatched. So the figure is the rate of the work
+  // the trainer got: generated tokens of the groups it took, per second of the run.
+  const double sync_rate = sync.consumed_tokens / std::max(sync.seconds, 1e-9);
+  const double async_rate = async.consumed_tokens / std::max(async.seconds, 1e-9);
+  std::cout << absl::StrFormat("rollout.sync_consumed_tokens=%d\nrollout.async_consumed_tokens=%d\n",
+                               sync.consumed_tokens, async.consumed_tokens);
+  std::cout << absl::StrFormat("rollout.sync_consumed_tokens_per_s=%.0f\nrollout.async_consumed_tokens_per_s=%.0f\n",
+                               sync_rate, async_rate);
+  std::cout << absl::StrFormat("rollout.async_vs_sync=%.2f\n", async_rate / std::max(sync_rate, 1e-9));
+  // The earlier figure: seconds for the same number of steps, whatever their tokens.
+  std::cout << absl::StrFormat("rollout.async_vs_sync_seconds=%.2f\n", sync.seconds / std::max(async.seconds, 1e-9));
   std::cout << absl::StrFormat("rollout.trainer_idle_fraction.sync=%.3f\nrollout.trainer_idle_fraction.async=%.3f\n",
                                idle(sync), idle(async));
   std::cout << absl::StrFormat("rollout.switch_stall_ms=%.2f\nrollout.switch_stall_ms_max=%.2f\n", async.stall_ms_mean,
@@ -440,6 +475,23 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
                                (sync.sandbox_ms + async.sandbox_ms) / std::max<double>(1, sync.sandboxes + async.sandboxes));
   std::cout << absl::StrFormat("rollout.sandbox_overhead_frac=%.4f\n",
                                episode_ms > 0 ? (sync.sandbox_ms + async.sandbox_ms) / episode_ms : 0.0);
+  // A sample's create and destroy as the scheduler's front door and the node agent saw them
+  // (both modes): what the sample's figure adds on top of them is the gRPC hops.
+  std::cout << absl::StrFormat("rollout.scheduler.placement_ms=%.2f\n",
+                               MeanMillis(registry, "flotilla_scheduler_placement_latency_seconds"));
+  std::cout << absl::StrFormat("rollout.node_agent.create_ms=%.2f\nrollout.node_agent.destroy_ms=%.2f\n",
+                               MeanMillis(registry, "flotilla_node_sandbox_create_seconds"),
+                               MeanMillis(registry, "flotilla_node_sandbox_destroy_seconds"));
+  // Where the node's sandbox time went (both modes): mean milliseconds per run of each phase.
+  const sandbox::RuntimeTimings t = (*platform)->node()->runtime().Timings();
+  for (const auto& [name, phase] : std::vector<std::pair<const char*, sandbox::PhaseTiming>>{
+           {"create_warm", t.create_warm}, {"create_waited", t.create_waited}, {"create_cold", t.create_cold},
+           {"destroy", t.destroy}, {"reset_exit", t.reset_exit}, {"reset_start", t.reset_start},
+           {"pool_grow", t.pool_grow}, {"start_layer", t.start_layer}, {"start_spawn", t.start_spawn},
+           {"start_setup", t.start_setup}}) {
+    std::cout << absl::StrFormat("rollout.node.%s_ms=%.2f\nrollout.node.%s_runs=%d\n", name,
+                                 phase.ms / std::max<double>(1, phase.count), name, phase.count);
+  }
   (*platform)->Stop();
   platform->reset();  // its node's sandboxes (pooled ones too) go before their state dir
   std::error_code ec;

@@ -10,11 +10,15 @@
 // through the worker's ChatService) in its own sandbox from the embedded scheduler's front door,
 // with the task's tests run in it.
 //
-// Prints name=value lines: rollout.async_vs_sync, rollout.trainer_idle_fraction.{async,sync},
+// Prints name=value lines: rollout.async_vs_sync (the rate of the work the trainer got, the
+// generated tokens of the groups it took per second, async over sync: the modes take the same
+// steps but not the same tokens; rollout.async_vs_sync_seconds is the plain ratio of the two
+// modes' seconds), rollout.trainer_idle_fraction.{async,sync},
 // rollout.switch_stall_ms (with rollout.weight_load_ms, the part of it spent reading the new
 // weights), rollout.sandbox_overhead_frac (what acquiring and releasing the samples' sandboxes
 // took, create + destroy or a warm-pool hand-over and give-back, over the samples' wall time),
-// rollout.sandboxes_reused (creates the node answered from its warm pool), and the raw timings.
+// rollout.sandboxes_reused (creates the node answered from its warm pool), rollout.node.* (the
+// node runtime's per-phase timings: mean ms and runs), and the raw timings.
 // The node's admission is sized for the in-flight bound (prompts_per_step x group_size).
 //
 // With metrics_overhead it instead runs the asynchronous mode alternately without and with

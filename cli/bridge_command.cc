@@ -11,12 +11,10 @@
 #include "commands.h"
 #include "daemon_metrics.h"
 #include "task_environment.h"
-#include "flotilla/app/embedded_node.h"
+#include "flotilla/app/embedded_platform.h"
 #include "flotilla/common/shutdown_signals.h"
-#include "flotilla/inference/engine.h"
 #include "flotilla/proto/trainer.grpc.pb.h"
-#include "flotilla/trainer_bridge/experiment.h"
-#include "flotilla/worker/sandbox_client.h"
+#include "flotilla/trainer_bridge/experiment_config.h"
 
 namespace flotilla::cli {
 namespace {
@@ -24,58 +22,37 @@ namespace {
 int Serve(const std::string& experiment, const std::string& listen, int threads, const std::string& env_store,
           const std::string& agents_dir, const DaemonMetricsFlags& metrics_flags) {
   ShutdownSignals signals;  // before the engine's, sandbox's and gRPC's threads exist
-  // The engine's, the node agent's and the bridge's figures (before them all: they count into it).
-  MetricsRegistry metrics;
   auto cfg = trainer_bridge::LoadExperimentConfig(experiment);
   if (!cfg.ok()) {
     std::cerr << "bridge: " << cfg.status().message() << "\n";
     return 2;
   }
-  inference::EngineOptions eo;
-  eo.threads = threads;
-  eo.max_batch = std::max<uint32_t>(64, cfg->rollout.max_in_flight);
-  eo.metrics = &metrics;
-  auto engine = inference::Engine::Create(eo);
-  if (!engine.ok()) {
-    std::cerr << "bridge: engine: " << engine.status().message() << "\n";
-    return 1;
-  }
-  trainer_bridge::ExperimentOptions xo;
-  xo.listen = listen;
-  xo.metrics = &metrics;
-  auto images = SetExperimentEnvironments(*cfg, env_store, agents_dir, &xo);
+  // The embedded default, wired where `flotilla run` wires it: the scheduler and its in-process
+  // node agent (every sample's sandbox from the scheduler's front door), the engine, the one
+  // trajectory store and the experiment's trainer bridge; only the trainer is external.
+  app::PlatformOptions po = app::ExperimentPlatformOptions(*cfg);
+  auto images = SetExperimentEnvironments(*cfg, env_store, agents_dir, &po.experiment_options);
   if (!images.ok()) {
     std::cerr << "bridge: " << images.status().message() << "\n";
     return 2;
   }
-  app::EmbeddedNodeOptions no;
-  no.state_dir = cfg->state_dir + "/sandbox";
-  no.image_dir = *images;  // folder tasks' built environments
-  no.cleanup_leftovers = true;
-  // Every sample has a sandbox, idle while the model writes: each is charged a fiftieth of a
-  // core and 256 MiB unless it asks for more, so the in-flight bound is admitted.
-  no.admission.default_cpu_millicores = 20;
-  no.admission.default_memory_bytes = 256ull << 20;
-  no.metrics = &metrics;
-  auto sandbox = app::EmbeddedNode::Start(no);
-  if (!sandbox.ok()) {
-    std::cerr << "bridge: sandbox: " << sandbox.status().message() << "\n";
+  po.image_dir = *images;  // folder tasks' built environments
+  po.worker.engine.threads = threads;
+  po.experiment_options.listen = listen;
+  auto platform = app::EmbeddedPlatform::Start(po);
+  if (!platform.ok()) {
+    std::cerr << "bridge: " << platform.status().message() << "\n";
     return 1;
   }
-  worker::SandboxClient sandboxes((*sandbox)->channel());
-  auto exp = trainer_bridge::Experiment::Start(*cfg, **engine, &sandboxes, xo);
-  if (!exp.ok()) {
-    std::cerr << "bridge: " << exp.status().message() << "\n";
-    return 1;
-  }
-  auto metrics_server = ServeDaemonMetrics("bridge", metrics_flags, metrics);
+  // The engine's, the node agent's, the scheduler's and the bridge's figures.
+  auto metrics_server = ServeDaemonMetrics("bridge", metrics_flags, (*platform)->metrics());
   if (!metrics_server.ok()) {
     std::cerr << "bridge: " << metrics_server.status().message() << "\n";
     return 2;
   }
-  std::cout << "bridge: listening on " << (*exp)->address() << std::endl;
+  std::cout << "bridge: listening on " << (*platform)->experiment()->address() << std::endl;
   signals.Wait();
-  (*exp)->Stop();
+  (*platform)->Stop();
   return 0;
 }
 

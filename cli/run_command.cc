@@ -143,25 +143,16 @@ int Run(const RunFlags& f) {
     }
     cfg->policy.init = *merged;
   }
-  app::PlatformOptions po;
+  app::PlatformOptions po = app::ExperimentPlatformOptions(*cfg);
   if (auto images = SetExperimentEnvironments(*cfg, f.env_store, f.agents_dir, &po.experiment_options); images.ok()) {
     po.image_dir = *images;
   } else {
     std::cerr << "run: " << images.status().message() << "\n";
     return 2;
   }
-  po.worker.state_dir = cfg->state_dir;
-  po.worker.serve_model = false;  // the policy is the trainer's to publish
   po.worker.engine.backend = f.backend;
   po.worker.engine.threads = f.engine_threads;
-  po.worker.engine.max_batch = std::max<uint32_t>(64, cfg->rollout.max_in_flight);
-  po.sandbox_state_dir = (std::filesystem::path(cfg->state_dir) / "sandbox").string();
-  // A sample's sandbox is idle while the model writes (and a prompt task's tests are one shell
-  // script): a sandbox that asks for no CPU quota is charged a fiftieth of a core, so that the
-  // whole in-flight bound is admitted on a small machine (the charge limits nothing at run time).
-  po.admission.default_cpu_millicores = 20;
   po.scheduler_address = f.scheduler;
-  po.experiment = &*cfg;
   po.experiment_options.listen = f.listen;
   po.worker.http_address = f.http;
   auto platform = app::EmbeddedPlatform::Start(po);

@@ -25,6 +25,8 @@ absl::StatusOr<std::unique_ptr<EmbeddedNode>> EmbeddedNode::Start(const std::str
   return Start(o);
 }
 
+sandbox::Runtime& EmbeddedNode::runtime() { return agent_->runtime(); }
+
 absl::StatusOr<std::unique_ptr<EmbeddedNode>> EmbeddedNode::Start(const EmbeddedNodeOptions& o) {
   if (!o.scheduler_address.empty() && o.listen.empty()) {
     return absl::InvalidArgumentError("embedded node: scheduler_address needs a listen address");

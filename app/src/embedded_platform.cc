@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -58,6 +59,17 @@ absl::StatusOr<std::vector<dashboard::FleetUnit>> FleetOf(v1::Scheduler::Stub& s
 }
 
 }  // namespace
+
+PlatformOptions ExperimentPlatformOptions(const trainer_bridge::ExperimentConfig& experiment) {
+  PlatformOptions po;
+  po.worker.state_dir = experiment.state_dir;
+  po.worker.serve_model = false;
+  po.worker.engine.max_batch = std::max<uint32_t>(64, experiment.rollout.max_in_flight);
+  po.sandbox_state_dir = (std::filesystem::path(experiment.state_dir) / "sandbox").string();
+  po.admission.default_cpu_millicores = 20;
+  po.experiment = &experiment;
+  return po;
+}
 
 absl::StatusOr<std::unique_ptr<EmbeddedPlatform>> EmbeddedPlatform::Start(const PlatformOptions& o) {
   std::unique_ptr<EmbeddedPlatform> p(new EmbeddedPlatform());

@@ -9,6 +9,8 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/status.h"
@@ -83,6 +85,18 @@ class NodeAgentImpl final : public NodeAgent, public v1::NodeAgent::Service {
       for (const auto& [key, n] : live) {
         w.Gauge("flotilla_node_sandboxes", "Sandboxes on the node now, by execution class and state",
                 {{"class", key.first}, {"state", key.second}}, n);
+      }
+      // Where the runtime's create, destroy, start and warm-pool reset time goes.
+      const sandbox::RuntimeTimings t = rt_->Timings();
+      for (const auto& [name, phase] : std::vector<std::pair<const char*, sandbox::PhaseTiming>>{
+               {"create_warm", t.create_warm}, {"create_waited", t.create_waited}, {"create_cold", t.create_cold},
+               {"destroy", t.destroy}, {"reset_exit", t.reset_exit}, {"reset_start", t.reset_start},
+               {"pool_grow", t.pool_grow}, {"start_layer", t.start_layer}, {"start_spawn", t.start_spawn},
+               {"start_setup", t.start_setup}}) {
+        w.Counter("flotilla_node_sandbox_phase_seconds_total", "Runtime time per phase of sandbox creates, "
+                  "destroys, starts and warm-pool resets", {{"phase", name}}, phase.ms / 1000.0);
+        w.Counter("flotilla_node_sandbox_phase_runs_total", "Runs of each runtime phase", {{"phase", name}},
+                  static_cast<double>(phase.count));
       }
     });
   }

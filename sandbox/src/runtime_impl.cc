@@ -177,9 +177,10 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
   } join_groups{groups};
 
   ASSIGN_OR_RETURN(rt->userns_, CreateUserNamespace(options.host_uid_base));
-  // The zygote is forked now, while this process is small (before the image layers load; the
+  // The zygotes are forked now, while this process is small (before the image layers load; the
   // zygote closes every descriptor but its channel and never touches the other threads' data).
   RuntimeImpl* raw = rt.get();
+  rt->zygote_count_ = options.warm_pool_size > 0 ? kZygotes : 1;
   rt->spawner_ = std::thread([raw] { raw->SpawnerLoop(); });
   {
     std::unique_lock<std::mutex> lock(rt->spawn_mu_);
@@ -210,7 +211,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> RuntimeImpl::Open(const RuntimeOptions&
   if (options.prepare_ahead) rt->preparer_ = std::thread([raw] { raw->PreparerLoop(); });
   if (options.warm_pool_size > 0) {
     // Resets overlap: most of one is waiting for the old init's exit to take its mount tree
-    // and namespaces down (RCU grace periods), and only the clone is one at a time (the zygote).
+    // and namespaces down (RCU grace periods), and the clones are spread over the zygotes.
+    std::lock_guard<std::mutex> lock(rt->pool_mu_);
     for (int i = 0; i < 4; ++i) rt->recyclers_.emplace_back([raw, i] { raw->RecyclerLoop(i == 0); });
   }
   return std::unique_ptr<Runtime>(std::move(rt));
@@ -257,46 +259,69 @@ RuntimeImpl::~RuntimeImpl() {
 
 std::string RuntimeImpl::CgroupName(const std::string& id) const { return instance_ + "." + id; }
 
-absl::StatusOr<Zygote::Spawned> RuntimeImpl::Spawn(const InitPlan& plan) {
-  std::lock_guard<std::mutex> zlock(zygote_mu_);
-  if (zygote_ == nullptr) {
+absl::StatusOr<Zygote::Spawned> RuntimeImpl::Spawn(const InitPlan& plan, size_t* slot) {
+  // A free zygote if there is one (starts overlap: each clone waits for its zygote's turn on
+  // a CPU), else the next in turn.
+  const size_t first = next_zygote_.fetch_add(1) % zygote_count_;
+  std::unique_lock<std::mutex> zlock;
+  for (size_t i = 0; i < zygote_count_ && !zlock.owns_lock(); ++i) {
+    *slot = (first + i) % zygote_count_;
+    zlock = std::unique_lock<std::mutex>(zygotes_[*slot].mu, std::try_to_lock);
+  }
+  if (!zlock.owns_lock()) {
+    *slot = first;
+    zlock = std::unique_lock<std::mutex>(zygotes_[*slot].mu);
+  }
+  std::unique_ptr<Zygote>& zygote = zygotes_[*slot].zygote;
+  if (zygote == nullptr) {
     std::lock_guard<std::mutex> lock(spawn_mu_);
     return zygote_started_;
   }
-  absl::StatusOr<Zygote::Spawned> result = zygote_->Spawn(plan);
+  absl::StatusOr<Zygote::Spawned> result = zygote->Spawn(plan);
   if (absl::IsUnavailable(result.status())) {
     // The zygote is gone (killed from outside). This Create fails (its plan may have reached
     // an init already); the next one gets a new zygote, forked by the spawner thread.
     std::unique_lock<std::mutex> lock(spawn_mu_);
+    spawn_cv_.wait(lock, [&] { return !restart_zygote_; });  // one restart at a time
     restart_zygote_ = true;
+    restart_slot_ = *slot;
     spawn_cv_.notify_all();
     spawn_cv_.wait(lock, [&] { return !restart_zygote_; });
   }
   return result;
 }
 
-void RuntimeImpl::PrepareNext() {
-  std::lock_guard<std::mutex> zlock(zygote_mu_);
+void RuntimeImpl::PrepareNext(size_t slot) {
+  std::lock_guard<std::mutex> zlock(zygotes_[slot].mu);
   // A zygote that is gone is replaced by the next Spawn.
-  if (zygote_ != nullptr) (void)zygote_->Prepare();
+  if (zygotes_[slot].zygote != nullptr) (void)zygotes_[slot].zygote->Prepare();
 }
 
 void RuntimeImpl::SpawnerLoop() {
-  auto zygote = Zygote::Start(userns_.get(), options_.zygote_binary);
+  absl::Status started = absl::OkStatus();
+  for (size_t i = 0; i < zygote_count_; ++i) {
+    ZygoteSlot& z = zygotes_[i];
+    auto zygote = Zygote::Start(userns_.get(), options_.zygote_binary);
+    if (!zygote.ok()) {
+      started = zygote.status();
+      break;
+    }
+    z.zygote = std::move(*zygote);
+  }
   std::unique_lock<std::mutex> lock(spawn_mu_);
   zygote_known_ = true;
-  zygote_started_ = zygote.status();
-  if (zygote.ok()) zygote_ = std::move(*zygote);
+  zygote_started_ = started;
   spawn_cv_.notify_all();
   for (;;) {
     spawn_cv_.wait(lock, [&] { return zygote_closing_ || restart_zygote_; });
     if (!restart_zygote_) break;
+    std::unique_ptr<Zygote>& zygote = zygotes_[restart_slot_].zygote;
     lock.unlock();
-    zygote_.reset();
+    zygote.reset();
     auto again = Zygote::Start(userns_.get(), options_.zygote_binary);
     lock.lock();
     if (again.ok()) {
-      zygote_ = std::move(*again);
+      zygote = std::move(*again);
     } else {
       zygote_started_ = again.status();
     }
@@ -304,7 +329,7 @@ void RuntimeImpl::SpawnerLoop() {
     spawn_cv_.notify_all();
   }
   lock.unlock();
-  zygote_.reset();  // by the thread that forked it
+  for (ZygoteSlot& z : zygotes_) z.zygote.reset();  // by the thread that forked them
 }
 
 absl::StatusOr<std::shared_ptr<Sandbox>> RuntimeImpl::Find(const std::string& id) const {
@@ -369,6 +394,7 @@ absl::StatusOr<CreateResult> RuntimeImpl::Create(const SandboxOptions& options) 
   result.started_ahead = started_ahead;
   result.reused = reused;
   result.create_ms = watch.ElapsedMillis();
+  Time(reused ? &RuntimeTimings::create_warm : &RuntimeTimings::create_cold, result.create_ms);
   Emit(MakeEvent(sb->id, SandboxEvent::Kind::kCreated));
   return result;
 }
@@ -425,6 +451,7 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image, bool at
   // namespace: nothing per sandbox (or per runtime) is created on the host's filesystem.
   const std::string& rw = layer_dir_;
   const std::string& root = root_dir_;
+  Stopwatch phase;
   // The writable layer: a size-limited tmpfs, created detached so it never shows in the host's
   // mount table; init attaches it inside its own mount namespace.
   {
@@ -447,6 +474,7 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image, bool at
       return ErrnoStatus("chown writable layer");
     }
   }
+  Time(&RuntimeTimings::start_layer, phase.ElapsedMillis());
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return ErrnoStatus("socketpair");
   sb.control.Reset(sv[0]);
@@ -548,18 +576,23 @@ absl::Status RuntimeImpl::Start(Sandbox& sb, const ResolvedImage& image, bool at
   }
   sb.enforcement->AddChildHooks(&plan);
 
-  ASSIGN_OR_RETURN(Zygote::Spawned spawned, Spawn(plan));
+  phase.Reset();
+  size_t zygote = 0;
+  ASSIGN_OR_RETURN(Zygote::Spawned spawned, Spawn(plan, &zygote));
+  Time(&RuntimeTimings::start_spawn, phase.ElapsedMillis());
+  phase.Reset();
   sb.pid = spawned.pid;
   sb.pidfd = std::move(spawned.pidfd);
   child_end.Reset();
   // While init sets itself up: it runs no command before it reports ready.
   if (attach) RETURN_IF_ERROR(sb.enforcement->AttachToCgroup(sb.cgroup->unified_dir()));
   RETURN_IF_ERROR(WaitReady(sb));
+  Time(&RuntimeTimings::start_setup, phase.ElapsedMillis());
   if (sb.execution_class == ExecutionClass::kBestEffort) {
     struct sched_param idle {};
     if (::sched_setscheduler(sb.pid, SCHED_IDLE, &idle) != 0) return ErrnoStatus("SCHED_IDLE for the sandbox's init");
   }
-  if (options_.prepare_ahead) PrepareNext();
+  if (options_.prepare_ahead) PrepareNext(zygote);
   sb.layer_fd_in_init = spawned.layer_fd_in_init;
   sb.layer.Reset();
   return sb.enforcement->AfterStart();
@@ -642,8 +675,10 @@ absl::Status RuntimeImpl::Destroy(const std::string& id) {
     sandboxes_.erase(it);
   }
   sb->destroying = true;
+  Stopwatch watch;
   // One that ended cleanly goes back to the warm pool (reset there), any other is torn down.
   if (!ReturnToPool(sb)) Teardown(*sb);
+  Time(&RuntimeTimings::destroy, watch.ElapsedMillis());
   Emit(MakeEvent(id, SandboxEvent::Kind::kDestroyed, StopReason::kDestroyed));
   return absl::OkStatus();
 }
@@ -737,6 +772,18 @@ void RuntimeImpl::OnInitExit(const std::shared_ptr<Sandbox>& sb) {
   }
   sb->cv.notify_all();
   if (!sb->destroying) Emit(MakeEvent(sb->id, SandboxEvent::Kind::kCrashed, reason, detail));
+}
+
+void RuntimeImpl::Time(PhaseTiming RuntimeTimings::*phase, double ms) {
+  std::lock_guard<std::mutex> lock(timings_mu_);
+  PhaseTiming& t = timings_.*phase;
+  ++t.count;
+  t.ms += ms;
+}
+
+RuntimeTimings RuntimeImpl::Timings() const {
+  std::lock_guard<std::mutex> lock(timings_mu_);
+  return timings_;
 }
 
 void RuntimeImpl::Emit(SandboxEvent event) {

@@ -1,14 +1,15 @@
 // RuntimeImpl: the Runtime behind runtime.h. Private.
 //
-// Threads: the caller's threads run Create/Exec/Destroy... and send init plans to the zygote
-// themselves (one at a time, under zygote_mu_); a spawner thread forks the zygote at Open
+// Threads: the caller's threads run Create/Exec/Destroy... and send init plans to a zygote
+// themselves (one at a time per zygote, under its slot's mutex; with a warm pool kZygotes of
+// them, so that starts overlap); a spawner thread forks the zygotes at Open
 // (each init's parent-death signal is tied to that thread, which lives as long as the runtime)
 // and starts a new one when it dies; a monitor thread reaps inits (pidfds in epoll), enforces
 // sandbox wall-clock limits and reports crashes; with prepare_ahead, a preparer thread makes
 // the next sandbox's cgroups, and with start_ahead it starts the next sandbox (start_ahead.cc);
 // with warm_pool_size, recycler threads reset the sandboxes Destroy returned (warm_pool.cc).
 // Locks: mu_ guards the sandbox map; each Sandbox guards its own state; watch_mu_ guards
-// subscribers (held while a callback runs, so unsubscribing waits for it); zygote_mu_ is taken
+// subscribers (held while a callback runs, so unsubscribing waits for it); a zygote slot's mutex is taken
 // before spawn_mu_, never after; spare_mu_ guards what is made ahead and pool_mu_ the warm
 // pool, and neither is held while taking another.
 #pragma once
@@ -105,11 +106,14 @@ class RuntimeImpl final : public Runtime {
   absl::StatusOr<int> OpenNetworkNamespace(const std::string& id) override;
   absl::Status Destroy(const std::string& id) override;
   std::vector<SandboxInfo> List() const override;
+  RuntimeTimings Timings() const override;
   absl::StatusOr<SandboxInfo> Info(const std::string& id) const override;
   std::unique_ptr<Watch> WatchEvents(const std::string& id, EventCallback callback) override;
   absl::StatusOr<CleanupReport> CleanupLeftovers() override;
 
   void Emit(SandboxEvent event);
+  // Adds one run of a phase to Timings().
+  void Time(PhaseTiming RuntimeTimings::*phase, double ms);
   void Unsubscribe(uint64_t token);
 
  private:
@@ -145,9 +149,10 @@ class RuntimeImpl final : public Runtime {
   std::vector<std::shared_ptr<Sandbox>> StopRecycler();
   // Has the zygote clone an init that runs `plan` (on the calling thread; a zygote that died
   // is replaced by the spawner thread, and this call fails).
-  absl::StatusOr<Zygote::Spawned> Spawn(const InitPlan& plan);
-  // Has the zygote make the next init's network namespace now (RuntimeOptions::prepare_ahead).
-  void PrepareNext();
+  // `slot`: the zygote that cloned it, for PrepareNext.
+  absl::StatusOr<Zygote::Spawned> Spawn(const InitPlan& plan, size_t* slot);
+  // Has zygote `slot` make its next init's network namespace now (RuntimeOptions::prepare_ahead).
+  void PrepareNext(size_t slot);
   // The cgroup directory name of sandbox `id`.
   std::string CgroupName(const std::string& id) const;
   // Makes a sandbox's cgroups (no limits yet) for a runtime-chosen id, kept for the next
@@ -185,16 +190,24 @@ class RuntimeImpl final : public Runtime {
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
   std::map<std::string, bool> creating_;
 
-  // The zygote and its spawner thread. zygote_ is used under zygote_mu_; the spawner thread
-  // replaces it (a restart) only while the holder of zygote_mu_ waits for that, and at the
-  // end, when no Create runs any more.
-  std::mutex zygote_mu_;
-  std::unique_ptr<Zygote> zygote_;
+  // The zygotes and their spawner thread. A slot's zygote is used under the slot's mutex; the
+  // spawner thread replaces it (a restart) only while the holder of that mutex waits for that,
+  // and at the end, when no Create runs any more.
+  // A runtime with a warm pool starts kZygotes (its recyclers' starts overlap), any other one.
+  static constexpr size_t kZygotes = 4;
+  struct ZygoteSlot {
+    std::mutex mu;
+    std::unique_ptr<Zygote> zygote;
+  };
+  ZygoteSlot zygotes_[kZygotes];
+  size_t zygote_count_ = 1;  // set at Open
+  std::atomic<size_t> next_zygote_{0};
   std::mutex spawn_mu_;
   std::condition_variable spawn_cv_;
   bool zygote_closing_ = false;                                    // guarded by spawn_mu_
   bool stopping_ = false;  // the monitor's end (guarded by spawn_mu_)
   bool restart_zygote_ = false;                                    // guarded by spawn_mu_
+  size_t restart_slot_ = 0;                                        // guarded by spawn_mu_
   absl::Status zygote_started_ = absl::UnknownError("starting");  // guarded by spawn_mu_
   bool zygote_known_ = false;                                      // guarded by spawn_mu_
   std::thread spawner_;
@@ -232,7 +245,8 @@ class RuntimeImpl final : public Runtime {
   size_t promised_ = 0;                             // Creates waiting for a reset to end
   std::vector<SandboxOptions> wanted_;              // one more to start for each (a Create found none)
   bool pool_stop_ = false;
-  std::vector<std::thread> recyclers_;
+  std::vector<std::thread> recyclers_;               // started at Open, more when resets queue
+  size_t idle_recyclers_ = 0;                       // recyclers waiting for work
 
   // Monitor.
   UniqueFd epoll_;
@@ -240,6 +254,9 @@ class RuntimeImpl final : public Runtime {
   std::mutex monitor_mu_;
   std::map<int, std::weak_ptr<Sandbox>> watched_;  // pidfd -> sandbox
   std::thread monitor_;
+
+  mutable std::mutex timings_mu_;
+  RuntimeTimings timings_;  // guarded by timings_mu_
 
   std::mutex watch_mu_;
   std::map<uint64_t, std::pair<std::string, EventCallback>> subscribers_;

@@ -1,7 +1,9 @@
 // The standalone daemons serve Prometheus /metrics on the project's one HTTP server: `flotilla
 // worker` at /metrics of its wire-API server (its figures move with a chat completion), and
 // `flotilla engine --metrics-listen` (the engine's families, over the model the worker wrote).
-// The scheduler's and the node agent's are scraped by cluster_run_e2e_test.
+// The scheduler's and the node agent's are scraped by cluster_run_e2e_test. `flotilla bridge
+// serve` runs the embedded platform (scheduler, node agent, engine, trainer bridge) and serves
+// every service's figures on --metrics-listen.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -91,6 +93,40 @@ TEST(DaemonMetricsTest, WorkerAndEngineDaemonsServeMetrics) {
     EXPECT_EQ(e.families.count(family), 1u) << family << "\n" << engine.Log();
   }
   EXPECT_EQ(testing::HttpCall(port, "GET", "/nothing").status, 404);
+}
+
+// `flotilla bridge serve` wires the embedded default where `flotilla run` does: the scheduler
+// and its node agent (registered: one node, figures of both), the engine and the bridge, all
+// in one registry on --metrics-listen.
+TEST(DaemonMetricsTest, BridgeServeRunsTheEmbeddedPlatform) {
+  if (::geteuid() != 0) GTEST_SKIP() << "the embedded node's sandbox runtime needs root";
+  testing::TempDir dir;
+  std::ofstream(dir.file("model.json"))
+      << R"({"vocab_size":272,"n_layers":1,"d_model":32,"n_heads":2,"n_kv_heads":2,"head_dim":16,)"
+         R"("n_experts":4,"top_k":2,"n_shared_experts":1,"expert_hidden":32,"max_context":64})";
+  std::ofstream(dir.file("exp.yaml")) << "name: served\nstate_dir: state\npolicy: {model_config: model.json}\n"
+                                         "datasets:\n  - {name: add, source: \"builtin:arith?ops=+\", weight: 1}\n"
+                                         "rollout: {group_size: 2, groups_per_step: 1, max_in_flight: 4}\n";
+  ChildProcess bridge({FlotillaBinary(), "bridge", "serve", dir.file("exp.yaml"), "--listen", "127.0.0.1:0",
+                       "--engine-threads", "1", "--metrics-listen", "127.0.0.1:0", "--metrics-port-file",
+                       dir.file("bridge.metrics")},
+                      dir.file("bridge.log"));
+  int port = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::ifstream in(dir.file("bridge.metrics"));
+        return bridge.Log().find("bridge: listening on 127.0.0.1:") != std::string::npos &&
+               static_cast<bool>(in >> port) && port > 0;
+      },
+      60))
+      << bridge.Log();
+  const MetricsScrape m = ScrapeAt(port);
+  for (const char* family : {"flotilla_scheduler_nodes", "flotilla_scheduler_placements_total",
+                             "flotilla_node_sandboxes", "flotilla_node_sandbox_phase_runs_total",
+                             "flotilla_engine_kv_pages"}) {
+    EXPECT_EQ(m.families.count(family), 1u) << family << "\n" << bridge.Log();
+  }
+  EXPECT_EQ(m.Sum("flotilla_scheduler_nodes", {"state=\"alive\""}), 1) << "the node agent registered\n" << bridge.Log();
 }
 
 }  // namespace

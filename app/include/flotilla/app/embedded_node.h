@@ -25,6 +25,9 @@ class Server;
 namespace flotilla::node {
 class NodeAgent;
 }
+namespace flotilla::sandbox {
+class Runtime;
+}
 
 namespace flotilla::app {
 
@@ -68,6 +71,9 @@ class EmbeddedNode {
   std::shared_ptr<grpc::Channel> channel() const { return channel_; }
   // "host:port" the node serves on; "" when in-process only.
   const std::string& address() const { return address_; }
+  // The node's sandbox runtime (its Timings(), for benchmarks); sandboxes are asked for
+  // through channel().
+  sandbox::Runtime& runtime();
   // Stops the scheduler link and the server (sandboxes go with the node's destruction).
   void Stop();
 

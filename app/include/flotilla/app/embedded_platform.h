@@ -62,6 +62,15 @@ struct PlatformOptions {
   trainer_bridge::ExperimentOptions experiment_options;
 };
 
+// The embedded default for an RL experiment, as `flotilla run` and `flotilla bridge serve` start
+// it: the state (trajectory store, sandbox runtime) under the experiment's state_dir, no served
+// model (the policy is the trainer's to publish), an engine batch of at least the in-flight
+// bound, and the experiment's trainer bridge. A sample's sandbox idles while the model writes
+// (a prompt task's tests are one shell script): one that asks for no CPU quota is charged a
+// fiftieth of a core, so that the whole in-flight bound is admitted on a small machine (the
+// charge limits nothing at run time). `experiment` is borrowed and must outlive the platform.
+PlatformOptions ExperimentPlatformOptions(const trainer_bridge::ExperimentConfig& experiment);
+
 // One started service, for `up` to print.
 struct ServiceEndpoint {
   std::string name;
