@@ -117,6 +117,14 @@ class NodeAgentImpl final : public NodeAgent, public v1::NodeAgent::Service {
         return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "extra_allow.port: above 65535");
       }
     }
+    const v1::Resources& asked = req->resources();
+    if (asked.cpu_quota_millicores() != 0 && asked.cpu_request_millicores() > asked.cpu_quota_millicores()) {
+      // A reservation above the limit could never be used: refused, as Kubernetes does.
+      CountFailure("invalid_request");
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("resources.cpu_request_millicores: ", asked.cpu_request_millicores(),
+                                       " above resources.cpu_quota_millicores ", asked.cpu_quota_millicores()));
+    }
     v1::AdmitRequest admit;
     *admit.mutable_resources() = req->resources();
     admit.set_execution_class(req->execution_class());
