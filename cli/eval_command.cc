@@ -189,6 +189,10 @@ void AddEvalCommand(CLI::App& app, int* exit_code) {
                  "job mode: where the agent CLIs are installed (scripts/test-deps.d/agent-clis.sh)");
   ev->add_option("-k,--attempts", job->attempts, "job mode: trials per agent and task");
   ev->add_option("-n,--concurrency", job->concurrency, "job mode: trials running at once");
+  ev->add_option("--cpu-request", job->cpu_request_millicores,
+                 "job mode: CPU millicores each trial reserves at admission (the task's cpus stay its "
+                 "limit; 0: its cpus)")
+      ->capture_default_str();
   ev->add_option("--jobs-dir", job->jobs_dir, "job mode: where job folders go");
   ev->add_option("--http", job->http, "job mode: serve the dashboard and /metrics here (HOST:PORT; port 0: any)");
   ev->add_option("--job-name", job->job_name, "job mode: the job folder's name (default: the UTC time)");

@@ -12,7 +12,8 @@
 // stacked on each task's environment as read-only layers (AddAgentLayer) and pointed at the
 // worker's in-sandbox endpoint; a CLI that exits non-zero makes its trial an agent_error.
 // Agents x tasks x attempts is the job; its trials run N at a time, each in its own sandbox of
-// the task's built environment.
+// the task's built environment, capped at the task's cpus and memory and reserving its memory
+// and --cpu-request millicores (a tenth of a core unless given) of the node.
 //
 // -m picks a model the model agents use: a Hugging Face model folder or a Flotilla model served
 // by the embedded engine, or an external OpenAI- or Anthropic-compatible endpoint's base URL
@@ -25,7 +26,8 @@
 // "<task>__<agent>__<attempt>" ("<task>__<agent>@<model>__<attempt>" for a model agent in a job
 // of several models, eval/job_models.h) with result.json (eval/trial_result.h: reward,
 // status, error_type, detail, seconds, steps, prompt and completion tokens, turns, the
-// trajectory id and its store), result.json of the job (eval/job_summary.h: per agent pass@1,
+// trajectory id and its store) and, for an agent CLI, agent/output.txt (what it printed),
+// result.json of the job (eval/job_summary.h: per agent pass@1,
 // pass@k (unbiased), mean reward and its standard error, errors, tokens; per task pass rates;
 // every trial), which the dashboard's eval view reads, and report.html (eval/report_html.h, no
 // network assets). `flotilla trajectories export --job DIR` writes the job's trajectories as
@@ -58,6 +60,11 @@ struct EvalJobFlags {
   std::vector<std::string> models;  // -m, repeatable (eval/job_models.h); empty: worker.model_prefix
   int attempts = 1;
   int concurrency = 1;
+  // What each trial's sandbox reserves of the node's CPU at admission. A task's [environment]
+  // cpus is a limit (Harbor and Docker apply it as a CFS quota, reserving nothing), so a trial
+  // capped at a core reserves only this (at most its cpus): -n trials are admitted at once on a
+  // node of fewer cores, each still capped. Memory is reserved as the task gives it.
+  uint32_t cpu_request_millicores = 100;
   std::string jobs_dir = "jobs";
   std::string http;  // the dashboard (its eval view reads jobs_dir) and /metrics; empty: none
   std::string job_name;

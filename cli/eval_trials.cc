@@ -124,6 +124,7 @@ absl::StatusOr<std::string> RunModelTrials(const EvalJobFlags& f, const app::Emb
       r.attempt = tr->attempt;
       r.model = eval::AgentUsesModel(tr->agent) ? model : "";
       auto t0 = std::chrono::steady_clock::now();
+      std::string agent_output;
       if (auto be = envs.build_errors.find(tr->task); be != envs.build_errors.end()) {
         r.error_type = "env_build_failed";
         r.detail = be->second;
@@ -140,6 +141,7 @@ absl::StatusOr<std::string> RunModelTrials(const EvalJobFlags& f, const app::Emb
           so.worker_port = worker_port;
         }
         so.experiment = wo.experiment;
+        so.cpu_request_millicores = f.cpu_request_millicores;
         so.seed = f.seed + static_cast<uint64_t>(tr - trials.data());
         auto res = RunScaffoldWhenThereIsRoom(w->service(), sandbox, task, so, stop);
         r.error_type = ErrorType(res);
@@ -150,6 +152,7 @@ absl::StatusOr<std::string> RunModelTrials(const EvalJobFlags& f, const app::Emb
           r.trajectory_id = res->trajectory_id;
           r.trajectory_store = store_path;
           r.steps = res->steps;
+          agent_output = std::move(res->agent_output);
           if (auto traj = w->store().Get(res->trajectory_id); traj.ok()) r.tokens = eval::CountTrialTokens(*traj);
         } else {
           r.detail = std::string(res.status().message());
@@ -158,6 +161,11 @@ absl::StatusOr<std::string> RunModelTrials(const EvalJobFlags& f, const app::Emb
       r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::error_code ec;
       fs::create_directories(fs::path(job_dir) / tr->name, ec);
+      if (!agent_output.empty()) {
+        // What an agent CLI printed: the first place to look when its trial failed.
+        fs::create_directories(fs::path(job_dir) / tr->name / "agent", ec);
+        std::ofstream(fs::path(job_dir) / tr->name / "agent" / "output.txt", std::ios::binary) << agent_output;
+      }
       // A trial whose result cannot be written stays missing, so --resume runs it again.
       const fs::path file = fs::path(job_dir) / tr->name / "result.json";
       if (absl::Status s = WriteJsonFile(file, eval::TrialResultToJson(r)); !s.ok()) {

@@ -33,6 +33,7 @@ uint64_t AdmissionCheck::MemoryOf(const v1::Resources& r) const {
 }
 
 uint32_t AdmissionCheck::CpuOf(const v1::Resources& r) const {
+  if (r.cpu_request_millicores() != 0) return r.cpu_request_millicores();
   return r.cpu_quota_millicores() ? r.cpu_quota_millicores() : config_.default_cpu_millicores;
 }
 

@@ -11,9 +11,11 @@ absl::Status AdmissionLimits::Validate(const AdmissionConfig& config) {
 }
 
 ResourceVector AdmissionLimits::RequestOf(const v1::Resources& r) const {
+  // The node's own charge, so the prediction and the node never disagree on it.
+  const AdmissionCheck node(config_);
   ResourceVector v;
-  v.memory_bytes = r.memory_bytes() != 0 ? r.memory_bytes() : config_.default_memory_bytes;
-  v.cpu_millicores = r.cpu_quota_millicores() != 0 ? r.cpu_quota_millicores() : config_.default_cpu_millicores;
+  v.memory_bytes = node.MemoryOf(r);
+  v.cpu_millicores = node.CpuOf(r);
   v.slots = 1;
   return v;
 }

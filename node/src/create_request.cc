@@ -1,11 +1,20 @@
 #include "create_request.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace flotilla::node {
 
 absl::StatusOr<sandbox::SandboxOptions> SandboxOptionsOf(const v1::CreateRequest& request) {
   if (request.execution_class() != v1::EXECUTION_CLASS_UNSPECIFIED &&
       !v1::ExecutionClass_IsValid(request.execution_class())) {
     return absl::InvalidArgumentError("execution_class: unknown value");
+  }
+  const v1::Resources& r = request.resources();
+  if (r.cpu_quota_millicores() != 0 && r.cpu_request_millicores() > r.cpu_quota_millicores()) {
+    // A reservation above the limit could never be used: refused, as Kubernetes does.
+    return absl::InvalidArgumentError(absl::StrCat("resources.cpu_request_millicores: ", r.cpu_request_millicores(),
+                                                   " above resources.cpu_quota_millicores ",
+                                                   r.cpu_quota_millicores()));
   }
   sandbox::SandboxOptions o;
   for (const auto& a : request.extra_allow()) {
@@ -16,7 +25,6 @@ absl::StatusOr<sandbox::SandboxOptions> SandboxOptionsOf(const v1::CreateRequest
   o.image = request.image();
   o.policy_yaml = request.policy_yaml();
   o.policy_name = request.policy_name();
-  const v1::Resources& r = request.resources();
   o.resources = {r.memory_bytes(), r.pids(), r.cpu_weight(), r.cpu_quota_millicores(), r.disk_bytes(), r.timeout_ms(),
                  "", ""};
   o.execution_class = request.execution_class() == v1::LATENCY_SENSITIVE ? sandbox::ExecutionClass::kLatencySensitive

@@ -1,6 +1,6 @@
 // How the node agent reads a CreateRequest before it reserves anything (private to node/): what
 // the runtime's options cannot carry is checked here (the execution class, each extra_allow
-// port), each refusal an InvalidArgument naming its field; the runtime checks the rest of the
+// port, a CPU request above its limit), each refusal an InvalidArgument naming its field; the runtime checks the rest of the
 // options itself.
 // Pure: no runtime, no lock, so the gRPC fuzz target runs it over any bytes.
 //

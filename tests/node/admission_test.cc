@@ -126,6 +126,36 @@ TEST(AdmissionCheckTest, ReleaseUndoesApplyAndStopsAtZero) {
   EXPECT_EQ(twice.partitions(1).memory_used(), 0u);
 }
 
+// A sandbox capped at a core that reserves a tenth of one is charged the tenth: on a node of 2
+// cores (1900 millicores at the 0.95 threshold) 19 are admitted, where a reservation of the
+// whole limit admits one.
+TEST(AdmissionCheckTest, ChargesTheCpuRequestNotTheLimit) {
+  struct Case {
+    uint32_t quota, request, charged, admitted;
+  } cases[] = {
+      {1000, 100, 100, 19},  // the request
+      {1000, 0, 1000, 1},    // no request: the limit is the reservation
+      {0, 0, 250, 7},        // neither: the node's default
+      {0, 300, 300, 6},      // a request without a limit
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << c.quota << "/" << c.request);
+    AdmissionCheck check(AdmissionConfig{.default_cpu_millicores = 250});
+    v1::AdmitRequest r = Req(kGiB / 8, c.quota);
+    r.mutable_resources()->set_cpu_request_millicores(c.request);
+    EXPECT_EQ(check.CpuOf(r.resources()), c.charged);
+    v1::NodeUsage u = Node(64 * kGiB, 0);
+    u.set_cpu_millicores_capacity(2000);
+    uint32_t admitted = 0;
+    while (check.Decide(u, r).admitted()) {
+      u = check.Apply(u, r);
+      ++admitted;
+    }
+    EXPECT_EQ(admitted, c.admitted);
+    EXPECT_EQ(u.cpu_millicores_used(), c.admitted * c.charged);
+  }
+}
+
 TEST(AdmissionCheckTest, MakeNamesTheBadField) {
   EXPECT_EQ(AdmissionCheck::Make({.memory_warning = 1.5}).status().message(), "memory_warning: must be in (0, 1], got 1.5");
   EXPECT_EQ(AdmissionCheck::Make({.memory_overcommit = 0.5}).status().message(), "memory_overcommit: must be >= 1, got 0.5");

@@ -250,6 +250,20 @@ TEST_F(NodeAgentTest, RefusedExtraAllowPortLeavesNoReservation) {
   EXPECT_TRUE(agent_->SandboxIds().empty());
 }
 
+TEST_F(NodeAgentTest, RefusedCpuRequestAboveItsLimitLeavesNoReservation) {
+  v1::CreateRequest creq;
+  creq.set_sandbox_id("sbx-bad-request");
+  creq.mutable_resources()->set_cpu_quota_millicores(500);
+  creq.mutable_resources()->set_cpu_request_millicores(600);
+  v1::CreateResponse cresp;
+  grpc::ClientContext c;
+  grpc::Status s = stub_->Create(&c, creq, &cresp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "resources.cpu_request_millicores: 600 above resources.cpu_quota_millicores 500");
+  EXPECT_EQ(agent_->Usage().cpu_millicores_used(), 0u);
+  EXPECT_TRUE(agent_->SandboxIds().empty());
+}
+
 // Create's partition check reads the node's usage, which concurrent Creates rewrite while they
 // reserve and release: a check outside the lock saw a half-rewritten usage (no partitions) and
 // refused a valid partition. The refused writers fail in the runtime (a bad id) after reserving.

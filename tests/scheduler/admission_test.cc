@@ -80,6 +80,10 @@ TEST(AdmissionLimitsTest, RequestTakesTheNodesDefaultsAndValidateNamesTheField) 
   r.set_memory_bytes(kGiB);
   r.set_cpu_quota_millicores(5);
   EXPECT_EQ(limits.RequestOf(r), (ResourceVector{kGiB, 5, 1}));
+  // A CPU request beside the limit is what the node charges, so what the engines predict.
+  r.set_cpu_request_millicores(2);
+  EXPECT_EQ(limits.RequestOf(r), (ResourceVector{kGiB, 2, 1}));
+  EXPECT_EQ(admission::AdmissionCheck(c).CpuOf(r), 2u);
   c.memory_warning = 1.5;
   absl::Status s = AdmissionLimits::Validate(c);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);

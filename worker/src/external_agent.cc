@@ -117,6 +117,8 @@ ExternalAgentSpec OpenCodeAgentSpec(const std::string& host_dir, int context_win
            {"OPENCODE_DISABLE_DEFAULT_PLUGINS", "1"},
            {"OPENCODE_DISABLE_LSP_DOWNLOAD", "1"},
            {"OPENCODE_DISABLE_SHARE", "1"}};
+  // Killed by the memory limit at 256 MiB while it loads, before any request.
+  s.memory_bytes = 1ull << 30;
   return s;
 }
 

@@ -32,6 +32,7 @@ struct AgentOutcome {
   std::string detail;
   v1::StopReason repercussion = v1::STOP_REASON_NONE;
   int exit_code = 0;  // an agent CLI's exit status (not 0: the trial is an agent error)
+  std::string output;  // an agent CLI's stdout and stderr
 };
 
 // Runs a command in the sandbox's /app with the time left before the deadline, as ctx.user.

@@ -156,7 +156,12 @@ absl::StatusOr<AgentOutcome> RunCliAgent(AgentContext& ctx) {
   outcome.end = out.reason == v1::TIMEOUT ? AgentOutcome::End::kTimeout : AgentOutcome::End::kSubmitted;
   outcome.steps = out.connections;
   outcome.detail = absl::StrCat(spec.name, " exited ", out.exit_code);
+  // Why the sandbox stopped it (the memory limit, the pids limit, ...), when it did.
+  if (out.reason != v1::STOP_REASON_NONE && out.reason != v1::TIMEOUT) {
+    absl::StrAppend(&outcome.detail, " (", v1::StopReason_Name(out.reason), ")");
+  }
   outcome.exit_code = out.exit_code;
+  outcome.output = std::move(out.output);
   return outcome;
 }
 
@@ -202,8 +207,18 @@ absl::StatusOr<ScaffoldResult> RunScaffold(ChatService& service, SandboxClient& 
   // carries no per-sandbox allow rules, so such a trial runs under "default" (loopback only).
   create.set_policy_name(cli && options.policy_name == "no-network" ? "default" : options.policy_name);
   create.set_image(task.image);
-  if (task.cpus > 0) create.mutable_resources()->set_cpu_quota_millicores(static_cast<uint32_t>(task.cpus * 1000));
-  if (task.memory_bytes > 0) create.mutable_resources()->set_memory_bytes(task.memory_bytes);
+  uint32_t cpu_request = options.cpu_request_millicores;
+  if (task.cpus > 0) {
+    const auto limit = static_cast<uint32_t>(task.cpus * 1000);
+    create.mutable_resources()->set_cpu_quota_millicores(limit);
+    cpu_request = std::min(cpu_request, limit);
+  }
+  create.mutable_resources()->set_cpu_request_millicores(cpu_request);
+  if (task.memory_bytes > 0) {
+    create.mutable_resources()->set_memory_bytes(task.memory_bytes);
+  } else if (cli && options.agent_cli->memory_bytes > 0) {
+    create.mutable_resources()->set_memory_bytes(options.agent_cli->memory_bytes);
+  }
   if (task.disk_bytes > 0) create.mutable_resources()->set_disk_bytes(task.disk_bytes);
   (*create.mutable_labels())["flotilla.task"] = task.name;
   (*create.mutable_labels())["flotilla.scaffold"] = scaffold;
@@ -285,6 +300,7 @@ absl::StatusOr<ScaffoldResult> RunScaffold(ChatService& service, SandboxClient& 
   if (!st.ok()) return finish(st);
   result.steps = agent.steps;
   result.commands = agent.commands;
+  result.agent_output = std::move(agent.output);
   if (agent.end == AgentOutcome::End::kSandboxBroken) {
     result.status = v1::CRASHED;
     result.repercussion = agent.repercussion;

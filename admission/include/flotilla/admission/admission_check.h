@@ -67,7 +67,9 @@ class AdmissionCheck {
   // "memory: 29.1 GiB of 32.0 GiB (0.91 > 0.90) after placement".
   [[nodiscard]] v1::AdmitResponse Decide(const v1::NodeUsage& usage, const v1::AdmitRequest& request) const;
 
-  // What `request` adds, with the defaults applied.
+  // What `request` adds, with the defaults applied. CPU is charged by its request
+  // (cpu_request_millicores), else by its limit (cpu_quota_millicores), else the default: a
+  // sandbox capped at a core may reserve a tenth of one, so idle sandboxes share the cores.
   [[nodiscard]] uint64_t MemoryOf(const v1::Resources& r) const;
   [[nodiscard]] uint32_t CpuOf(const v1::Resources& r) const;
 

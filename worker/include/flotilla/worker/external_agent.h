@@ -34,6 +34,10 @@ struct ExternalAgentSpec {
   // The install dir (and node, with host_node) are already in the sandbox's image (an agent
   // layer over the task's environment): nothing is copied.
   bool preinstalled = false;
+  // The memory the CLI needs in its sandbox, asked for when the task names none (a sandbox that
+  // asks for nothing gets the node's default charge as its limit, a few hundred MiB); 0: that
+  // default does.
+  uint64_t memory_bytes = 0;
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;
   std::map<std::string, std::string> files;      // sandbox path -> content
@@ -49,7 +53,8 @@ ExternalAgentSpec PiAgentSpec(const std::string& host_dir, int context_window, i
 ExternalAgentSpec CodexAgentSpec(const std::string& host_dir);
 
 // SST's OpenCode (npm opencode-linux-x64: its native binary), `opencode run`, with an
-// OpenAI-compatible provider (Chat Completions) in OPENCODE_CONFIG_CONTENT.
+// OpenAI-compatible provider (Chat Completions) in OPENCODE_CONFIG_CONTENT. Its Bun runtime
+// peaks near 512 MiB before its first request: it asks for 1 GiB (memory_bytes).
 ExternalAgentSpec OpenCodeAgentSpec(const std::string& host_dir, int context_window, int max_tokens);
 
 // Anthropic's Claude Code (npm @anthropic-ai/claude-code: its native binary), `claude -p`, over

@@ -66,6 +66,10 @@ struct ScaffoldOptions {
   float temperature = 1.0f;
   std::optional<uint64_t> seed;
   std::string policy_name = "no-network";
+  // The CPU the run's sandbox reserves at admission (resources.cpu_request_millicores), at most
+  // the task's cpus, which stay its limit; 0: the limit is the reservation (or, for a task
+  // without cpus, the node's default charge).
+  uint32_t cpu_request_millicores = 0;
   std::string experiment;
   uint32_t command_timeout_ms = 60'000;
   uint32_t output_limit_bytes = 10'000;  // of a command's output shown to the model
@@ -83,6 +87,7 @@ struct ScaffoldResult {
   std::string detail;
   int steps = 0;                     // model turns
   int commands = 0;                  // commands the agent ran in the sandbox (tool calls)
+  std::string agent_output;          // an agent CLI's stdout and stderr (agent "cli")
   double sandbox_create_ms = 0;
   double sandbox_destroy_ms = 0;
   v1::Trajectory trajectory;         // as stored
