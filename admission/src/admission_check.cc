@@ -1,6 +1,7 @@
 #include "flotilla/admission/admission_check.h"
 
 #include <cstdio>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -39,18 +40,21 @@ AdmissionOutcome AdmissionCheck::Check(const UsageFigures& node, const UsageFigu
                                        uint32_t partition_index, uint64_t memory_bytes,
                                        uint32_t cpu_millicores) const {
   AdmissionOutcome out;
-  // Refused when nothing can hold the request or used/capacity passes the threshold.
-  auto over = [&out](AdmissionOutcome::Resource what, double used, double cap, double threshold) {
-    if (cap > 0 && used / cap <= threshold + 1e-12) return false;
+  // Refused when nothing can hold the request, used/capacity passes the threshold, or the sum
+  // would not fit the 64-bit figure it is recorded in (a usage reported near 2^64).
+  auto over = [&out](AdmissionOutcome::Resource what, double used, double cap, double threshold,
+                     bool wraps = false) {
+    if (!wraps && cap > 0 && used / cap <= threshold + 1e-12) return false;
     out.refused = what;
     out.used = used;
     out.capacity = cap;
     out.threshold = threshold;
     return true;
   };
+  auto wraps = [memory_bytes](uint64_t used) { return memory_bytes > std::numeric_limits<uint64_t>::max() - used; };
   const double oc = config_.memory_overcommit;
-  if (over(AdmissionOutcome::kMemory, double(node.memory_used + memory_bytes), double(node.memory_capacity) * oc,
-           config_.memory_warning) ||
+  if (over(AdmissionOutcome::kMemory, double(node.memory_used) + double(memory_bytes),
+           double(node.memory_capacity) * oc, config_.memory_warning, wraps(node.memory_used)) ||
       over(AdmissionOutcome::kCpu, double(node.cpu_millicores_used) + cpu_millicores,
            double(node.cpu_millicores_capacity), config_.cpu_warning) ||
       over(AdmissionOutcome::kSlots, double(node.slots_used) + 1, double(node.slots_capacity),
@@ -59,8 +63,8 @@ AdmissionOutcome AdmissionCheck::Check(const UsageFigures& node, const UsageFigu
   }
   if (partition != nullptr) {
     out.partition = partition_index;
-    if (over(AdmissionOutcome::kPartitionMemory, double(partition->memory_used + memory_bytes),
-             double(partition->memory_capacity) * oc, config_.memory_warning) ||
+    if (over(AdmissionOutcome::kPartitionMemory, double(partition->memory_used) + double(memory_bytes),
+             double(partition->memory_capacity) * oc, config_.memory_warning, wraps(partition->memory_used)) ||
         over(AdmissionOutcome::kPartitionSlots, double(partition->slots_used) + 1,
              double(partition->slots_capacity), config_.slots_warning)) {
       return out;

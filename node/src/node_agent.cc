@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/status.h"
+#include "create_request.h"
 #include "node_metrics.h"
 
 namespace flotilla::node {
@@ -111,19 +112,14 @@ class NodeAgentImpl final : public NodeAgent, public v1::NodeAgent::Service {
   grpc::Status Create(grpc::ServerContext*, const v1::CreateRequest* req, v1::CreateResponse* resp) override {
     // Every check that can refuse the request runs before the reservation, which must not leak.
     const auto start = std::chrono::steady_clock::now();
-    for (const auto& a : req->extra_allow()) {
-      if (a.port() > 65535) {
-        CountFailure("invalid_request");
-        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "extra_allow.port: above 65535");
-      }
+    absl::StatusOr<SandboxOptions> options = SandboxOptionsOf(*req);
+    if (!options.ok()) {
+      CountFailure("invalid_request");
+      return ToGrpc(options.status());
     }
-    v1::AdmitRequest admit;
-    *admit.mutable_resources() = req->resources();
-    admit.set_execution_class(req->execution_class());
-    admit.set_numa_partition(req->numa_partition());
+    const v1::AdmitRequest admit = AdmitRequestOf(*req);
     // Reserve under the lock, create outside it, release on failure.
     std::string reservation = absl::StrCat("pending-", next_reservation_++);
-    std::string cpus, mems;  // the partition's cpuset, where the host can pin
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (req->numa_partition() >= static_cast<uint32_t>(std::max(1, usage_.partitions_size()))) {
@@ -144,24 +140,12 @@ class NodeAgentImpl final : public NodeAgent, public v1::NodeAgent::Service {
       const bool pin = rt_->features().cpuset && usage_.partitions_size() > 1;
       for (const auto& p : usage_.partitions()) {
         if (p.index() == req->numa_partition() && pin) {
-          cpus = p.cpus();
-          mems = absl::StrCat(p.numa_node());
+          options->resources.cpus = p.cpus();  // the partition's cpuset
+          options->resources.mems = absl::StrCat(p.numa_node());
         }
       }
     }
-    SandboxOptions o;
-    o.id = req->sandbox_id();
-    o.image = req->image();
-    o.policy_yaml = req->policy_yaml();
-    o.policy_name = req->policy_name();
-    const v1::Resources& r = req->resources();
-    o.resources = {r.memory_bytes(), r.pids(), r.cpu_weight(), r.cpu_quota_millicores(), r.disk_bytes(), r.timeout_ms(),
-                   cpus, mems};
-    o.execution_class =
-        req->execution_class() == v1::LATENCY_SENSITIVE ? ExecutionClass::kLatencySensitive : ExecutionClass::kBestEffort;
-    o.labels = {req->labels().begin(), req->labels().end()};
-    for (const auto& a : req->extra_allow()) o.extra_allow.push_back({a.cidr(), static_cast<uint16_t>(a.port())});
-    auto created = rt_->Create(o);
+    auto created = rt_->Create(*options);
     std::function<void(const v1::NodeUsage&)> listener;
     v1::NodeUsage now;
     {

@@ -165,14 +165,20 @@ absl::StatusOr<ResourcePolicy> ParseResources(const ConfigNode& node) {
   ResourcePolicy r;
   ASSIGN_OR_RETURN(r.memory_bytes, node["memory"].AsBytes(0));
   ASSIGN_OR_RETURN(r.pids, node["pids"].AsInt(0));
-  if (r.pids < 0) return node["pids"].Error("must be >= 0");
+  if (r.pids < 0 || r.pids > kMaxPids) return node["pids"].Error(absl::StrCat("must be in 0..", kMaxPids));
   ASSIGN_OR_RETURN(r.cpu_weight, node["cpu_weight"].AsInt(100));
   if (r.cpu_weight < 1 || r.cpu_weight > 10000) return node["cpu_weight"].Error("must be in 1..10000");
   ASSIGN_OR_RETURN(r.cpu_quota, node["cpu_quota"].AsDouble(0));
-  if (r.cpu_quota < 0) return node["cpu_quota"].Error("must be >= 0");
+  if (r.cpu_quota < 0 || r.cpu_quota > kMaxCpuQuota) {
+    return node["cpu_quota"].Error(absl::StrCat("must be in 0..", kMaxCpuQuota, " (CPUs)"));
+  }
   ASSIGN_OR_RETURN(r.disk_bytes, node["disk"].AsBytes(0));
   ASSIGN_OR_RETURN(r.exec_timeout_ms, node["exec_timeout"].AsDurationMs(0));
   ASSIGN_OR_RETURN(r.sandbox_timeout_ms, node["sandbox_timeout"].AsDurationMs(0));
+  for (const auto& [key, ms] : {std::pair<const char*, int64_t>{"exec_timeout", r.exec_timeout_ms},
+                                {"sandbox_timeout", r.sandbox_timeout_ms}}) {
+    if (ms > kMaxTimeoutMs) return node[key].Error("must be at most 1176h (49 days)");
+  }
   ASSIGN_OR_RETURN(r.output_limit_bytes, node["output_limit"].AsBytes(0));
   return r;
 }

@@ -225,7 +225,7 @@ absl::Status CgroupDriver::Limit(SandboxCgroup& cg, const CgroupLimits& limits) 
     if (limits.cpu_quota_millicores) {
       RETURN_IF_ERROR(CpuLimitApplied(
           "resources.cpu_quota_millicores",
-          WriteSmallFile(dir + "/cpu.max", absl::StrCat(limits.cpu_quota_millicores * 100, " 100000"))));
+          WriteSmallFile(dir + "/cpu.max", absl::StrCat(uint64_t{limits.cpu_quota_millicores} * 100, " 100000"))));
     }
     if (pin) RETURN_IF_ERROR(PinCpuset(dir, "", limits));
     return absl::OkStatus();
@@ -246,7 +246,7 @@ absl::Status CgroupDriver::Limit(SandboxCgroup& cg, const CgroupLimits& limits) 
       RETURN_IF_ERROR(WriteSmallFile(cpu + "/cpu.shares", absl::StrCat(std::max<uint64_t>(2, limits.cpu_weight * 1024ull / 100))));
     }
     if (limits.cpu_quota_millicores) {
-      RETURN_IF_ERROR(WriteSmallFile(cpu + "/cpu.cfs_quota_us", absl::StrCat(limits.cpu_quota_millicores * 100)));
+      RETURN_IF_ERROR(WriteSmallFile(cpu + "/cpu.cfs_quota_us", absl::StrCat(uint64_t{limits.cpu_quota_millicores} * 100)));
     }
   }
   if (pin) {

@@ -268,6 +268,7 @@ class PoliciesEnforcement final : public PolicyEnforcement {
     limits->memory_bytes = r.memory_bytes;
     limits->pids = static_cast<uint32_t>(r.pids);
     limits->cpu_weight = static_cast<uint32_t>(r.cpu_weight);
+    static_assert(kMaxCpuQuotaMillicores == pol::kMaxCpuQuota * 1000, "the two bounds of a CPU quota agree");
     limits->cpu_quota_millicores = static_cast<uint32_t>(r.cpu_quota * 1000);
     limits->disk_bytes = r.disk_bytes;
     limits->exec_timeout_ms = static_cast<uint32_t>(r.exec_timeout_ms);

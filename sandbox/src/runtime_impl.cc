@@ -392,6 +392,10 @@ absl::StatusOr<std::shared_ptr<Sandbox>> RuntimeImpl::Build(const SandboxOptions
     sb->limits.cpus = r.cpus;
     sb->limits.mems = r.mems;
     if (sb->limits.cpu_weight > 10000) return absl::InvalidArgumentError("resources.cpu_weight: must be 1..10000");
+    if (sb->limits.cpu_quota_millicores > kMaxCpuQuotaMillicores) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("resources.cpu_quota_millicores: at most ", kMaxCpuQuotaMillicores));
+    }
     if (sb->limits.disk_bytes < (1u << 20)) return absl::InvalidArgumentError("resources.disk_bytes: at least 1 MiB");
     if (sb->limits.memory_bytes < (8u << 20)) return absl::InvalidArgumentError("resources.memory_bytes: at least 8 MiB");
     sb->execution_class = options.execution_class;

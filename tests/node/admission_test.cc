@@ -34,6 +34,17 @@ v1::AdmitRequest Req(uint64_t mem, uint32_t cpu = 1000, uint32_t partition = 0) 
   return r;
 }
 
+// A usage reported near 2^64 (a broken or hostile node) once wrapped the sum to a small one
+// and admitted; the fuzz target of the node's requests found it.
+TEST(AdmissionCheckTest, RefusesWhatWouldWrapTheMemoryFigure) {
+  AdmissionCheck check(AdmissionConfig{.memory_overcommit = 1.5});
+  const v1::NodeUsage usage = Node(~0ull, ~0ull - (1ull << 20));
+  const v1::AdmitResponse r = check.Decide(usage, Req(kGiB));
+  EXPECT_FALSE(r.admitted());
+  EXPECT_TRUE(r.reason().starts_with("memory: ")) << r.reason();
+  EXPECT_EQ(r.usage().memory_used(), usage.memory_used());
+}
+
 TEST(AdmissionCheckTest, AdmitsUnderAndRejectsAboveTheWarningThreshold) {
   struct Case {
     uint64_t used, request;

@@ -56,6 +56,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"resources:\n  pids: lots\n",
                 "policy.yaml:2: resources.pids: expected an integer, got 'lots'"},
         BadCase{"resources:\n  cpu_weight: 0\n", "policy.yaml:2: resources.cpu_weight: must be in 1..10000"},
+        // Figures past the runtime's 32-bit fields are refused, never wrapped.
+        BadCase{"resources:\n  pids: 5000000000\n", "policy.yaml:2: resources.pids: must be in 0..4194304"},
+        BadCase{"resources:\n  cpu_quota: 1e300\n", "policy.yaml:2: resources.cpu_quota: must be in 0..10000 (CPUs)"},
+        BadCase{"resources:\n  exec_timeout: 1200h\n",
+                "policy.yaml:2: resources.exec_timeout: must be at most 1176h (49 days)"},
         BadCase{"resources:\n  memory: 12Q\n", "policy.yaml:2: resources.memory: bad size unit in '12Q'"},
         BadCase{"execution_class: realtime\n",
                 "policy.yaml:1: execution_class: unknown class 'realtime' (expected latency_sensitive or best_effort)"},

@@ -111,6 +111,12 @@ struct SyscallPolicy {
   bool deny_tiocsti = true;           // ioctl(fd, TIOCSTI, ...)
 };
 
+// Upper bounds the parser enforces, so that every figure fits the runtime's 32-bit fields and
+// the kernel's own limits (a larger one is an error naming the field, never a silent wrap).
+inline constexpr int64_t kMaxPids = 4'194'304;                 // the kernel's largest pid_max
+inline constexpr double kMaxCpuQuota = 10'000;                 // CPUs
+inline constexpr int64_t kMaxTimeoutMs = 49ll * 24 * 3600 * 1000;  // 49 days, under 2^32 ms
+
 struct ResourcePolicy {
   uint64_t memory_bytes = 0;         // 0 = unlimited
   int64_t pids = 0;                  // 0 = unlimited

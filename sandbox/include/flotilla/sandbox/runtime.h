@@ -56,11 +56,14 @@ enum class ExecutionClass {
   kBestEffort,        // every process SCHED_IDLE
 };
 
+// The largest CPU quota a sandbox may ask for (10,000 CPUs, policies::kMaxCpuQuota).
+inline constexpr uint32_t kMaxCpuQuotaMillicores = 10'000'000;
+
 struct ResourceLimits {
   uint64_t memory_bytes = 0;          // 0: the runtime's default
   uint32_t pids = 0;                  // 0: the runtime's default
   uint32_t cpu_weight = 0;            // 1..10000 (cgroup v2 scale); 0: default (100)
-  uint32_t cpu_quota_millicores = 0;  // 0: unlimited
+  uint32_t cpu_quota_millicores = 0;  // 0: unlimited; at most kMaxCpuQuotaMillicores
   uint64_t disk_bytes = 0;            // writable layer size; 0: the runtime's default
   uint32_t timeout_ms = 0;            // whole-sandbox wall clock; 0: none
   std::string cpus;                   // cpuset CPUs to pin to ("0-3,8"); empty: not pinned
