@@ -67,6 +67,9 @@ TEST(ExperimentConfigTest, UpdatesPerStepErrorsNameFileLineAndField) {
        "rollout.groups_per_step = 8), got 9"},
       {std::string(kDatasets) + "teachers:\n  - {name: t, domains: [a]}\ntrainer:\n  loss: opd\n  ppo_epochs: 2\n",
        "x.yaml:9: trainer.ppo_epochs: loss 'opd' makes one update per step; ppo_epochs and minibatches must be 1"},
+      {std::string(kDatasets) + "trainer:\n  kl_coef: -0.1\n", "x.yaml:6: trainer.kl_coef: must be >= 0"},
+      {std::string(kDatasets) + "teachers:\n  - {name: t, domains: [a]}\ntrainer:\n  loss: opd\n  kl_coef: 0.1\n",
+       "x.yaml:9: trainer.kl_coef: applies to loss 'grpo' only"},
   };
   for (const auto& c : cases) {
     auto r = ParseExperimentConfig(c.yaml, "x.yaml", "");
@@ -84,6 +87,13 @@ TEST(ExperimentConfigTest, ParsesUpdatesPerStep) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->trainer.ppo_epochs, 3u);
   EXPECT_EQ(c->trainer.minibatches, 8u);
+  EXPECT_EQ(c->trainer.kl_coef, 0.0);
+}
+
+TEST(ExperimentConfigTest, ParsesKlCoef) {
+  auto c = ParseExperimentConfig(std::string(kDatasets) + "trainer: {kl_coef: 0.05}\n", "x.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->trainer.kl_coef, 0.05);
 }
 
 TEST(ExperimentConfigTest, ParsesScaffoldTemplates) {

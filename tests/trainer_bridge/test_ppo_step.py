@@ -113,6 +113,33 @@ class PpoStepTest(unittest.TestCase):
         self.assertEqual(sorted(torch.cat(rows).tolist()), list(range(8)))
         self.assertEqual(len(minibatch_rows(2, 4, torch.Generator().manual_seed(1))), 2)
 
+    def test_reference_kl_pulls_back_towards_the_reference(self):
+        # Reference = the policy before the step: the first update's KL is exactly 0; later
+        # updates move away from it, and a large kl_coef keeps them closer than none does.
+        ref_model = models.build(ARITH_MODEL, seed=3)
+        ref_fn = replay_logp(ref_model)
+        start = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+
+        def run(kl_coef):
+            self.model.load_state_dict(start)
+            params = list(self.model.parameters())
+            _, stats = ppo_step(replay_logp(self.model), params, torch.optim.Adam(params, lr=1e-2), self.t,
+                                current_version=3, ppo_epochs=4, minibatches=1, ref_logp_fn=ref_fn, kl_coef=kl_coef,
+                                generator=torch.Generator().manual_seed(5))
+            with torch.no_grad():
+                end = ref_fn(self.t)
+                moved = ((replay_logp(self.model)(self.t) - end).abs() * self.t.mask).sum().item()
+            return stats, moved
+
+        free, moved_free = run(0.0)
+        held, moved_held = run(50.0)
+        self.assertGreater(free["ref_kl"], 0.0)  # reported even at coefficient 0
+        self.assertLess(moved_held, moved_free / 2)
+        _, first = ppo_step(replay_logp(self.model), list(self.model.parameters()),
+                            torch.optim.Adam(self.model.parameters(), lr=0.0), self.t, current_version=3,
+                            ref_logp_fn=replay_logp(self.model), kl_coef=1.0)
+        self.assertEqual(first["ref_kl"], 0.0)
+
     def test_bad_counts_are_refused(self):
         with self.assertRaises(ValueError):
             self.step(0, 1)

@@ -7,6 +7,7 @@ against a running TrainerBridge, publishing weights to the engine every N steps.
 Runs on CUDA when there is a GPU (--device auto), on CPU otherwise.
 """
 import argparse
+import copy
 import os
 import sys
 import time
@@ -66,6 +67,18 @@ def train_teachers(client, status, args, device):
         log(f"teacher {t.name} written to {t.weights}")
 
 
+def reference_logp_fn(model, out_dir, config_text, device):
+    """The KL penalty's reference: the warm start, i.e. the weights published as version 0 (kept
+    for the whole run: only versions > 0 are ever removed). Its token logprobs, without gradient,
+    on the samples' own routing (as the policy's)."""
+    ref = copy.deepcopy(model)
+    models.restore(ref, models.publish_path(out_dir, 0, model))
+    ref.to(device).eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return lambda mb: token_logprobs(models.forward_replay(ref, mb.ids, mb.routing), mb.targets)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bridge", default=os.environ.get("FLOTILLA_BRIDGE", ""))
@@ -84,6 +97,8 @@ def main():
     ap.add_argument("--rl-steps", type=int, default=100)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--clip-eps", type=float, default=0.2)
+    ap.add_argument("--kl-coef", type=float, default=0.0,
+                    help="GRPO: weight of KL(policy || warm start) in the loss (the warm start: version 0)")
     ap.add_argument("--ppo-epochs", type=int, default=1,
                     help="GRPO: passes over each batch per trainer step")
     ap.add_argument("--minibatches", type=int, default=1,
@@ -97,6 +112,8 @@ def main():
     a = ap.parse_args()
     if a.ppo_epochs < 1 or a.minibatches < 1:
         ap.error(f"--ppo-epochs and --minibatches must be >= 1, got {a.ppo_epochs} and {a.minibatches}")
+    if a.kl_coef < 0:
+        ap.error(f"--kl-coef must be >= 0, got {a.kl_coef}")
 
     torch.manual_seed(a.seed)
     torch.set_num_threads(max(1, a.threads))
@@ -134,6 +151,9 @@ def main():
     client.publish(version, path)
     log(f"published v{version}; starting {a.loss}")
 
+    ref_logp_fn = None
+    if a.kl_coef > 0 and a.loss == "grpo":
+        ref_logp_fn = reference_logp_fn(model, a.out, status.model_config_json, device)
     params = list(model.parameters())
     opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=0.0, betas=(0.9, 0.99))
     shuffle = torch.Generator().manual_seed(a.seed)  # minibatch order
@@ -163,7 +183,7 @@ def main():
             loss, stats = ppo_step(
                 lambda mb: token_logprobs(models.forward_replay(model, mb.ids, mb.routing), mb.targets),
                 params, opt, t, version, ppo_epochs=a.ppo_epochs, minibatches=a.minibatches,
-                clip_eps=a.clip_eps, generator=shuffle)
+                clip_eps=a.clip_eps, generator=shuffle, ref_logp_fn=ref_logp_fn, kl_coef=a.kl_coef)
             gnorm = stats.pop("grad_norm")
         if sched is not None:
             sched.step()
