@@ -90,10 +90,12 @@ TEST(ExperimentConfigTest, ParsesUpdatesPerStep) {
   EXPECT_EQ(c->trainer.kl_coef, 0.0);
 }
 
-TEST(ExperimentConfigTest, ParsesKlCoef) {
-  auto c = ParseExperimentConfig(std::string(kDatasets) + "trainer: {kl_coef: 0.05}\n", "x.yaml", "");
+TEST(ExperimentConfigTest, ParsesKlCoefAndWarmup) {
+  auto c = ParseExperimentConfig(std::string(kDatasets) + "trainer: {kl_coef: 0.05, lr_schedule: warmup-linear}\n",
+                                 "x.yaml", "");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->trainer.kl_coef, 0.05);
+  EXPECT_EQ(c->trainer.lr_schedule, "warmup-linear");
 }
 
 TEST(ExperimentConfigTest, ParsesScaffoldTemplates) {
@@ -127,7 +129,7 @@ TEST(ExperimentConfigTest, ErrorsNameFileLineAndField) {
        "teachers: trainer.loss 'opd' needs at least one teacher"},
       {"name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\nrolout: {}\n", "x.yaml:5: rolout"},
       {"name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\ntrainer:\n  lr_schedule: cosine\n",
-       "x.yaml:6: trainer.lr_schedule: must be 'constant' or 'linear', got 'cosine'"},
+       "x.yaml:6: trainer.lr_schedule: must be 'constant', 'linear' or 'warmup-linear', got 'cosine'"},
       {"name: x\nscaffold: swe\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\n",
        "x.yaml:2: scaffold: unknown scaffold 'swe' (single-turn, mini, terminal or pi)"},
       {std::string(kDatasets) + "system_template: Be brief.\n",

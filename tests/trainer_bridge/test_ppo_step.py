@@ -270,6 +270,44 @@ class TrainLoopTest(unittest.TestCase):
         self.assertEqual(first["stale_token_frac"], 0.0)  # the trainer holds v0: nothing older
         self.assertEqual(second["stale_token_frac"], 1 / SAMPLES)  # sample 0 is from v0, trainer v1
 
+    def test_kl_to_the_warm_start_is_reported_per_step(self):
+        try:
+            from flotilla_trainer import train
+        except ImportError as e:
+            self.skipTest(f"trainer gRPC stubs not built: {e}")
+        batches = []
+        for step in range(2):
+            b = arith_batch(version=step, old_version=step, stale_samples=())
+            b.step = step
+            batches.append(b)
+        bridge = FakeBridge(batches, ARITH_MODEL)
+        out = tempfile.mkdtemp()
+        saved = train.BridgeClient, sys.argv
+        try:
+            train.BridgeClient = lambda address: bridge
+            sys.argv = ["train", "--bridge", "fake", "--out", out, "--rl-steps", "2", "--lr", "0.01",
+                        "--device", "cpu", "--kl-coef", "0.5", "--lr-schedule", "warmup-linear"]
+            train.main()
+        finally:
+            train.BridgeClient, sys.argv = saved
+            shutil.rmtree(out)
+        first, second = bridge.reports[0][1], bridge.reports[1][1]
+        self.assertEqual(first["ref_kl"], 0.0)  # the first update starts at the reference (v0)
+        self.assertGreater(second["ref_kl"], 0.0)
+
+    def test_learning_rate_factors(self):
+        try:
+            from flotilla_trainer.train import lr_factor
+        except ImportError as e:
+            self.skipTest(f"trainer gRPC stubs not built: {e}")
+        self.assertIsNone(lr_factor("constant", 100))
+        linear = lr_factor("linear", 100)
+        self.assertEqual([linear(i) for i in (0, 50, 100, 200)], [1.0, 1.0 - 0.45, 0.1, 0.1])
+        warm = lr_factor("warmup-linear", 100)  # 10 warm-up steps
+        self.assertEqual([warm(i) for i in (0, 4, 9)], [0.1, 0.5, 1.0])
+        self.assertEqual([warm(i) for i in (10, 50, 100)], [1.0 - 0.09, 1.0 - 0.45, 0.1])
+        self.assertEqual(lr_factor("warmup-linear", 5)(0), 1.0)  # at least one step
+
 
 if __name__ == "__main__":
     unittest.main()

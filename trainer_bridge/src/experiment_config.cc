@@ -137,8 +137,9 @@ absl::Status ParseTrainer(const ConfigNode& n, const RolloutConfig& rollout, Tra
   ASSIGN_OR_RETURN(t->time_limit_ms, n["time_limit"].AsDurationMs(0));
   ASSIGN_OR_RETURN(t->teacher_steps, AsCount(n["teacher_steps"], 300, 1, 1 << 24));
   ASSIGN_OR_RETURN(t->lr_schedule, n["lr_schedule"].AsString("constant"));
-  if (t->lr_schedule != "constant" && t->lr_schedule != "linear") {
-    return n["lr_schedule"].Error("must be 'constant' or 'linear', got '" + t->lr_schedule + "'");
+  // "warmup-linear": "linear" after a linear rise over the first 10% of rl_steps (train.py).
+  if (t->lr_schedule != "constant" && t->lr_schedule != "linear" && t->lr_schedule != "warmup-linear") {
+    return n["lr_schedule"].Error("must be 'constant', 'linear' or 'warmup-linear', got '" + t->lr_schedule + "'");
   }
   ASSIGN_OR_RETURN(t->kl_coef, n["kl_coef"].AsDouble(0.0));
   if (!(t->kl_coef >= 0)) return n["kl_coef"].Error("must be >= 0");

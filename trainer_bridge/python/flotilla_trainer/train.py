@@ -67,6 +67,21 @@ def train_teachers(client, status, args, device):
         log(f"teacher {t.name} written to {t.weights}")
 
 
+def lr_factor(schedule, rl_steps):
+    """The RL learning rate's factor at optimizer step i (0-based), over this process's rl_steps
+    (a resumed trainer runs that many again); None for a constant rate. "linear": 1 decaying
+    linearly to 0.1 at rl_steps. "warmup-linear": (i + 1) / W for the first W = rl_steps / 10
+    steps (at least 1), then the linear decay: a fresh Adam's first updates move every weight by
+    about the full rate whatever its gradient, which a warm-started policy does not survive."""
+    if schedule == "constant":
+        return None
+    decay = lambda i: max(0.1, 1.0 - 0.9 * i / max(1, rl_steps))  # noqa: E731
+    if schedule == "linear":
+        return decay
+    warm = max(1, rl_steps // 10)
+    return lambda i: (i + 1) / warm if i < warm else decay(i)
+
+
 def reference_logp_fn(model, out_dir, config_text, device):
     """The KL penalty's reference: the warm start, i.e. the weights published as version 0 (kept
     for the whole run: only versions > 0 are ever removed). Its token logprobs, without gradient,
@@ -103,8 +118,9 @@ def main():
                     help="GRPO: passes over each batch per trainer step")
     ap.add_argument("--minibatches", type=int, default=1,
                     help="GRPO: optimizer updates per pass (the batch's samples split this many ways)")
-    ap.add_argument("--lr-schedule", choices=["constant", "linear"], default="constant",
-                    help="RL learning rate: constant, or linear decay to 10%% of --lr at --rl-steps")
+    ap.add_argument("--lr-schedule", choices=["constant", "linear", "warmup-linear"], default="constant",
+                    help="RL learning rate: constant; linear decay to 10%% of --lr at --rl-steps; or "
+                         "warmup-linear: a linear rise over the first 10%% of --rl-steps, then that decay")
     ap.add_argument("--publish-every", type=int, default=1)
     ap.add_argument("--time-limit-s", type=float, default=0)
     ap.add_argument("--device", default="auto")
@@ -157,12 +173,8 @@ def main():
     params = list(model.parameters())
     opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=0.0, betas=(0.9, 0.99))
     shuffle = torch.Generator().manual_seed(a.seed)  # minibatch order
-    if a.lr_schedule == "linear":
-        # Over this process's --rl-steps (a resumed trainer runs that many steps again).
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda i: max(0.1, 1.0 - 0.9 * i / max(1, a.rl_steps)))
-    else:
-        sched = None
+    factor = lr_factor(a.lr_schedule, a.rl_steps)
+    sched = None if factor is None else torch.optim.lr_scheduler.LambdaLR(opt, factor)
     t0 = time.time()
     steps = 0
     timing = {"wait_s": 0.0, "train_s": 0.0, "publish_s": 0.0}
