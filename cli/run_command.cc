@@ -72,6 +72,7 @@ std::vector<std::string> TrainerArgv(const trainer_bridge::ExperimentConfig& cfg
                                    "--rl-steps", absl::StrCat(t.rl_steps),
                                    "--lr", absl::StrCat(t.learning_rate),
                                    "--clip-eps", absl::StrCat(t.clip_eps),
+                                   "--kl-coef", absl::StrCat(t.kl_coef),
                                    "--ppo-epochs", absl::StrCat(t.ppo_epochs),
                                    "--minibatches", absl::StrCat(t.minibatches),
                                    "--publish-every", absl::StrCat(t.publish_every),

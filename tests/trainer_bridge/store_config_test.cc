@@ -67,6 +67,9 @@ TEST(ExperimentConfigTest, UpdatesPerStepErrorsNameFileLineAndField) {
        "rollout.groups_per_step = 8), got 9"},
       {std::string(kDatasets) + "teachers:\n  - {name: t, domains: [a]}\ntrainer:\n  loss: opd\n  ppo_epochs: 2\n",
        "x.yaml:9: trainer.ppo_epochs: loss 'opd' makes one update per step; ppo_epochs and minibatches must be 1"},
+      {std::string(kDatasets) + "trainer:\n  kl_coef: -0.1\n", "x.yaml:6: trainer.kl_coef: must be >= 0"},
+      {std::string(kDatasets) + "teachers:\n  - {name: t, domains: [a]}\ntrainer:\n  loss: opd\n  kl_coef: 0.1\n",
+       "x.yaml:9: trainer.kl_coef: applies to loss 'grpo' only"},
   };
   for (const auto& c : cases) {
     auto r = ParseExperimentConfig(c.yaml, "x.yaml", "");
@@ -84,6 +87,15 @@ TEST(ExperimentConfigTest, ParsesUpdatesPerStep) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->trainer.ppo_epochs, 3u);
   EXPECT_EQ(c->trainer.minibatches, 8u);
+  EXPECT_EQ(c->trainer.kl_coef, 0.0);
+}
+
+TEST(ExperimentConfigTest, ParsesKlCoefAndWarmup) {
+  auto c = ParseExperimentConfig(std::string(kDatasets) + "trainer: {kl_coef: 0.05, lr_schedule: warmup-linear}\n",
+                                 "x.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->trainer.kl_coef, 0.05);
+  EXPECT_EQ(c->trainer.lr_schedule, "warmup-linear");
 }
 
 TEST(ExperimentConfigTest, ParsesScaffoldTemplates) {
@@ -117,7 +129,7 @@ TEST(ExperimentConfigTest, ErrorsNameFileLineAndField) {
        "teachers: trainer.loss 'opd' needs at least one teacher"},
       {"name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\nrolout: {}\n", "x.yaml:5: rolout"},
       {"name: x\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\ntrainer:\n  lr_schedule: cosine\n",
-       "x.yaml:6: trainer.lr_schedule: must be 'constant' or 'linear', got 'cosine'"},
+       "x.yaml:6: trainer.lr_schedule: must be 'constant', 'linear' or 'warmup-linear', got 'cosine'"},
       {"name: x\nscaffold: swe\npolicy: {model: {a: 1}}\ndatasets:\n  - {name: a, source: s}\n",
        "x.yaml:2: scaffold: unknown scaffold 'swe' (single-turn, mini, terminal or pi)"},
       {std::string(kDatasets) + "system_template: Be brief.\n",

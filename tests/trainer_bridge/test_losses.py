@@ -9,7 +9,7 @@ import torch
 sys.path.insert(0, os.path.join(os.environ.get("FLOTILLA_SOURCE_DIR", "."), "trainer_bridge", "python"))
 
 from flotilla_trainer.tokenizer import PAD  # noqa: E402
-from flotilla_trainer.losses import grpo_loss, opd_loss, sft_loss, token_logprobs  # noqa: E402
+from flotilla_trainer.losses import grpo_loss, opd_loss, reference_kl, sft_loss, token_logprobs  # noqa: E402
 
 
 class GrpoLossTest(unittest.TestCase):
@@ -44,6 +44,34 @@ class GrpoLossTest(unittest.TestCase):
                                 iw_cap=5.0)
         self.assertAlmostEqual(stats["iw_mean"], 5.0, places=5)
         self.assertAlmostEqual(loss.item(), -5.0, places=5)
+
+
+    def test_reference_kl_penalty(self):
+        # d = logp - ref = -log 2 and +log 2: 0.5 d^2 = 0.5 (log 2)^2 on both, whichever side.
+        logp = torch.tensor([[math.log(0.25), math.log(0.5), 0.0]], requires_grad=True)
+        ref = torch.tensor([[math.log(0.5), math.log(0.25), -3.0]])
+        half_sq = 0.5 * math.log(2) ** 2
+        self.assertAlmostEqual(reference_kl(logp, ref)[0, 0].item(), half_sq, places=6)
+        self.assertAlmostEqual(reference_kl(logp, ref)[0, 1].item(), half_sq, places=6)
+        self.assertEqual(reference_kl(ref, ref).tolist(), [[0.0, 0.0, 0.0]])
+        adv = torch.tensor([[1.0, -1.0, 5.0]])
+        mask = torch.tensor([[1.0, 1.0, 0.0]])  # the third token is context: no loss
+        loss, stats = grpo_loss(logp, logp.detach(), logp.detach(), adv, mask, ref_logp=ref, kl_coef=0.5)
+        self.assertAlmostEqual(stats["ref_kl"], half_sq, places=6)
+        self.assertAlmostEqual(loss.item(), -(1.0 - 1.0) / 2 + 0.5 * half_sq, places=6)
+        loss.backward()
+        # Per token -adv / 2 from the surrogate plus 0.5 x d / 2 from the penalty.
+        g = logp.grad[0].tolist()
+        self.assertAlmostEqual(g[0], -1.0 / 2 + 0.5 * -math.log(2) / 2, places=6)
+        self.assertAlmostEqual(g[1], 1.0 / 2 + 0.5 * math.log(2) / 2, places=6)
+        self.assertEqual(g[2], 0.0)
+
+    def test_zero_kl_coef_reports_but_does_not_penalise(self):
+        logp = torch.tensor([[math.log(0.25)]], requires_grad=True)
+        ref = torch.tensor([[math.log(0.5)]])
+        loss, stats = grpo_loss(logp, logp.detach(), logp.detach(), torch.ones(1, 1), torch.ones(1, 1), ref_logp=ref)
+        self.assertAlmostEqual(loss.item(), -1.0, places=6)
+        self.assertAlmostEqual(stats["ref_kl"], 0.5 * math.log(2) ** 2, places=6)
 
 
 class OpdLossTest(unittest.TestCase):

@@ -113,6 +113,33 @@ class PpoStepTest(unittest.TestCase):
         self.assertEqual(sorted(torch.cat(rows).tolist()), list(range(8)))
         self.assertEqual(len(minibatch_rows(2, 4, torch.Generator().manual_seed(1))), 2)
 
+    def test_reference_kl_pulls_back_towards_the_reference(self):
+        # Reference = the policy before the step: the first update's KL is exactly 0; later
+        # updates move away from it, and a large kl_coef keeps them closer than none does.
+        ref_model = models.build(ARITH_MODEL, seed=3)
+        ref_fn = replay_logp(ref_model)
+        start = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+
+        def run(kl_coef):
+            self.model.load_state_dict(start)
+            params = list(self.model.parameters())
+            _, stats = ppo_step(replay_logp(self.model), params, torch.optim.Adam(params, lr=1e-2), self.t,
+                                current_version=3, ppo_epochs=4, minibatches=1, ref_logp_fn=ref_fn, kl_coef=kl_coef,
+                                generator=torch.Generator().manual_seed(5))
+            with torch.no_grad():
+                end = ref_fn(self.t)
+                moved = ((replay_logp(self.model)(self.t) - end).abs() * self.t.mask).sum().item()
+            return stats, moved
+
+        free, moved_free = run(0.0)
+        held, moved_held = run(50.0)
+        self.assertGreater(free["ref_kl"], 0.0)  # reported even at coefficient 0
+        self.assertLess(moved_held, moved_free / 2)
+        _, first = ppo_step(replay_logp(self.model), list(self.model.parameters()),
+                            torch.optim.Adam(self.model.parameters(), lr=0.0), self.t, current_version=3,
+                            ref_logp_fn=replay_logp(self.model), kl_coef=1.0)
+        self.assertEqual(first["ref_kl"], 0.0)
+
     def test_bad_counts_are_refused(self):
         with self.assertRaises(ValueError):
             self.step(0, 1)
@@ -242,6 +269,44 @@ class TrainLoopTest(unittest.TestCase):
             self.assertIn(key, first)
         self.assertEqual(first["stale_token_frac"], 0.0)  # the trainer holds v0: nothing older
         self.assertEqual(second["stale_token_frac"], 1 / SAMPLES)  # sample 0 is from v0, trainer v1
+
+    def test_kl_to_the_warm_start_is_reported_per_step(self):
+        try:
+            from flotilla_trainer import train
+        except ImportError as e:
+            self.skipTest(f"trainer gRPC stubs not built: {e}")
+        batches = []
+        for step in range(2):
+            b = arith_batch(version=step, old_version=step, stale_samples=())
+            b.step = step
+            batches.append(b)
+        bridge = FakeBridge(batches, ARITH_MODEL)
+        out = tempfile.mkdtemp()
+        saved = train.BridgeClient, sys.argv
+        try:
+            train.BridgeClient = lambda address: bridge
+            sys.argv = ["train", "--bridge", "fake", "--out", out, "--rl-steps", "2", "--lr", "0.01",
+                        "--device", "cpu", "--kl-coef", "0.5", "--lr-schedule", "warmup-linear"]
+            train.main()
+        finally:
+            train.BridgeClient, sys.argv = saved
+            shutil.rmtree(out)
+        first, second = bridge.reports[0][1], bridge.reports[1][1]
+        self.assertEqual(first["ref_kl"], 0.0)  # the first update starts at the reference (v0)
+        self.assertGreater(second["ref_kl"], 0.0)
+
+    def test_learning_rate_factors(self):
+        try:
+            from flotilla_trainer.train import lr_factor
+        except ImportError as e:
+            self.skipTest(f"trainer gRPC stubs not built: {e}")
+        self.assertIsNone(lr_factor("constant", 100))
+        linear = lr_factor("linear", 100)
+        self.assertEqual([linear(i) for i in (0, 50, 100, 200)], [1.0, 1.0 - 0.45, 0.1, 0.1])
+        warm = lr_factor("warmup-linear", 100)  # 10 warm-up steps
+        self.assertEqual([warm(i) for i in (0, 4, 9)], [0.1, 0.5, 1.0])
+        self.assertEqual([warm(i) for i in (10, 50, 100)], [1.0 - 0.09, 1.0 - 0.45, 0.1])
+        self.assertEqual(lr_factor("warmup-linear", 5)(0), 1.0)  # at least one step
 
 
 if __name__ == "__main__":

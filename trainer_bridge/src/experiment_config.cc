@@ -118,7 +118,7 @@ absl::Status ParseTeachers(const ConfigNode& n, const std::string& base, Experim
 absl::Status ParseTrainer(const ConfigNode& n, const RolloutConfig& rollout, TrainerConfig* t) {
   RETURN_IF_ERROR(n.CheckKeys({"address", "command", "sft_steps", "rl_steps", "publish_every",
                                "learning_rate", "sft_learning_rate", "clip_eps", "loss", "time_limit",
-                               "teacher_steps", "lr_schedule", "ppo_epochs", "minibatches"}));
+                               "teacher_steps", "lr_schedule", "ppo_epochs", "minibatches", "kl_coef"}));
   ASSIGN_OR_RETURN(t->address, n["address"].AsString("127.0.0.1:0"));
   if (n["command"].present()) {
     ASSIGN_OR_RETURN(t->command, n["command"].AsStringList());
@@ -137,9 +137,13 @@ absl::Status ParseTrainer(const ConfigNode& n, const RolloutConfig& rollout, Tra
   ASSIGN_OR_RETURN(t->time_limit_ms, n["time_limit"].AsDurationMs(0));
   ASSIGN_OR_RETURN(t->teacher_steps, AsCount(n["teacher_steps"], 300, 1, 1 << 24));
   ASSIGN_OR_RETURN(t->lr_schedule, n["lr_schedule"].AsString("constant"));
-  if (t->lr_schedule != "constant" && t->lr_schedule != "linear") {
-    return n["lr_schedule"].Error("must be 'constant' or 'linear', got '" + t->lr_schedule + "'");
+  // "warmup-linear": "linear" after a linear rise over the first 10% of rl_steps (train.py).
+  if (t->lr_schedule != "constant" && t->lr_schedule != "linear" && t->lr_schedule != "warmup-linear") {
+    return n["lr_schedule"].Error("must be 'constant', 'linear' or 'warmup-linear', got '" + t->lr_schedule + "'");
   }
+  ASSIGN_OR_RETURN(t->kl_coef, n["kl_coef"].AsDouble(0.0));
+  if (!(t->kl_coef >= 0)) return n["kl_coef"].Error("must be >= 0");
+  if (t->loss == "opd" && t->kl_coef > 0) return n["kl_coef"].Error("applies to loss 'grpo' only");
   ASSIGN_OR_RETURN(t->ppo_epochs, AsCount(n["ppo_epochs"], 1, 1, 64));
   const int64_t batch_samples = int64_t{rollout.group_size} * rollout.groups_per_step;
   ASSIGN_OR_RETURN(t->minibatches, AsCount(n["minibatches"], 1, 1, 1 << 16));

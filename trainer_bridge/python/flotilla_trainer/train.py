@@ -7,6 +7,7 @@ against a running TrainerBridge, publishing weights to the engine every N steps.
 Runs on CUDA when there is a GPU (--device auto), on CPU otherwise.
 """
 import argparse
+import copy
 import os
 import sys
 import time
@@ -66,6 +67,33 @@ def train_teachers(client, status, args, device):
         log(f"teacher {t.name} written to {t.weights}")
 
 
+def lr_factor(schedule, rl_steps):
+    """The RL learning rate's factor at optimizer step i (0-based), over this process's rl_steps
+    (a resumed trainer runs that many again); None for a constant rate. "linear": 1 decaying
+    linearly to 0.1 at rl_steps. "warmup-linear": (i + 1) / W for the first W = rl_steps / 10
+    steps (at least 1), then the linear decay: a fresh Adam's first updates move every weight by
+    about the full rate whatever its gradient, which a warm-started policy does not survive."""
+    if schedule == "constant":
+        return None
+    decay = lambda i: max(0.1, 1.0 - 0.9 * i / max(1, rl_steps))  # noqa: E731
+    if schedule == "linear":
+        return decay
+    warm = max(1, rl_steps // 10)
+    return lambda i: (i + 1) / warm if i < warm else decay(i)
+
+
+def reference_logp_fn(model, out_dir, config_text, device):
+    """The KL penalty's reference: the warm start, i.e. the weights published as version 0 (kept
+    for the whole run: only versions > 0 are ever removed). Its token logprobs, without gradient,
+    on the samples' own routing (as the policy's)."""
+    ref = copy.deepcopy(model)
+    models.restore(ref, models.publish_path(out_dir, 0, model))
+    ref.to(device).eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return lambda mb: token_logprobs(models.forward_replay(ref, mb.ids, mb.routing), mb.targets)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bridge", default=os.environ.get("FLOTILLA_BRIDGE", ""))
@@ -84,12 +112,15 @@ def main():
     ap.add_argument("--rl-steps", type=int, default=100)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--clip-eps", type=float, default=0.2)
+    ap.add_argument("--kl-coef", type=float, default=0.0,
+                    help="GRPO: weight of KL(policy || warm start) in the loss (the warm start: version 0)")
     ap.add_argument("--ppo-epochs", type=int, default=1,
                     help="GRPO: passes over each batch per trainer step")
     ap.add_argument("--minibatches", type=int, default=1,
                     help="GRPO: optimizer updates per pass (the batch's samples split this many ways)")
-    ap.add_argument("--lr-schedule", choices=["constant", "linear"], default="constant",
-                    help="RL learning rate: constant, or linear decay to 10%% of --lr at --rl-steps")
+    ap.add_argument("--lr-schedule", choices=["constant", "linear", "warmup-linear"], default="constant",
+                    help="RL learning rate: constant; linear decay to 10%% of --lr at --rl-steps; or "
+                         "warmup-linear: a linear rise over the first 10%% of --rl-steps, then that decay")
     ap.add_argument("--publish-every", type=int, default=1)
     ap.add_argument("--time-limit-s", type=float, default=0)
     ap.add_argument("--device", default="auto")
@@ -97,6 +128,8 @@ def main():
     a = ap.parse_args()
     if a.ppo_epochs < 1 or a.minibatches < 1:
         ap.error(f"--ppo-epochs and --minibatches must be >= 1, got {a.ppo_epochs} and {a.minibatches}")
+    if a.kl_coef < 0:
+        ap.error(f"--kl-coef must be >= 0, got {a.kl_coef}")
 
     torch.manual_seed(a.seed)
     torch.set_num_threads(max(1, a.threads))
@@ -134,15 +167,14 @@ def main():
     client.publish(version, path)
     log(f"published v{version}; starting {a.loss}")
 
+    ref_logp_fn = None
+    if a.kl_coef > 0 and a.loss == "grpo":
+        ref_logp_fn = reference_logp_fn(model, a.out, status.model_config_json, device)
     params = list(model.parameters())
     opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=0.0, betas=(0.9, 0.99))
     shuffle = torch.Generator().manual_seed(a.seed)  # minibatch order
-    if a.lr_schedule == "linear":
-        # Over this process's --rl-steps (a resumed trainer runs that many steps again).
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda i: max(0.1, 1.0 - 0.9 * i / max(1, a.rl_steps)))
-    else:
-        sched = None
+    factor = lr_factor(a.lr_schedule, a.rl_steps)
+    sched = None if factor is None else torch.optim.lr_scheduler.LambdaLR(opt, factor)
     t0 = time.time()
     steps = 0
     timing = {"wait_s": 0.0, "train_s": 0.0, "publish_s": 0.0}
@@ -163,7 +195,7 @@ def main():
             loss, stats = ppo_step(
                 lambda mb: token_logprobs(models.forward_replay(model, mb.ids, mb.routing), mb.targets),
                 params, opt, t, version, ppo_epochs=a.ppo_epochs, minibatches=a.minibatches,
-                clip_eps=a.clip_eps, generator=shuffle)
+                clip_eps=a.clip_eps, generator=shuffle, ref_logp_fn=ref_logp_fn, kl_coef=a.kl_coef)
             gnorm = stats.pop("grad_norm")
         if sched is not None:
             sched.step()

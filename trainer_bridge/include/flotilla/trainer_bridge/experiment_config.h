@@ -63,6 +63,9 @@ struct TrainerConfig {
   // update, ratio 1, no clipping. minibatches is at most the samples in a batch.
   uint32_t ppo_epochs = 1;
   uint32_t minibatches = 1;
+  // GRPO: weight of the KL(pi_theta || pi_ref) penalty added to the loss, pi_ref being the warm
+  // start (the policy published as version 0); 0: none.
+  double kl_coef = 0.0;
   std::string loss = "grpo";            // "grpo" or "opd"
   std::string lr_schedule = "constant";  // RL learning rate: "constant" or "linear" (decay to 10%)
   uint32_t teacher_steps = 300;         // OPD: SFT steps per teacher and sub-domain when untrained
