@@ -67,7 +67,8 @@ struct TrainerConfig {
   // start (the policy published as version 0); 0: none.
   double kl_coef = 0.0;
   std::string loss = "grpo";            // "grpo" or "opd"
-  std::string lr_schedule = "constant";  // RL learning rate: "constant" or "linear" (decay to 10%)
+  std::string lr_schedule = "constant";  // RL learning rate: "constant", "linear" (decay to 10%) or
+                                         // "warmup-linear" (a rise over the first 10% of rl_steps, then the decay)
   uint32_t teacher_steps = 300;         // OPD: SFT steps per teacher and sub-domain when untrained
   int64_t time_limit_ms = 0;            // stop RL after this long; 0: none
 };
