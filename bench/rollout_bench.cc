@@ -1,9 +1,5 @@
 #include "rollout_bench.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,11 +19,9 @@
 #include "flotilla/admission/in_flight_sizing.h"
 #include "flotilla/app/embedded_platform.h"
 #include "flotilla/common/clock.h"
-#include "flotilla/common/http_server.h"
 #include "flotilla/common/metrics.h"
 #include "flotilla/common/progress.h"
 #include "flotilla/common/status.h"
-#include "flotilla/dashboard/dashboard.h"
 #include "flotilla/inference/engine.h"
 #include "flotilla/inference/safetensors.h"
 #include "flotilla/inference/tokenizer.h"
@@ -36,6 +30,7 @@
 #include "flotilla/trainer_bridge/rollout_controller.h"
 #include "flotilla/trainer_bridge/rollout_runner.h"
 #include "flotilla/trainer_bridge/task_source.h"
+#include "rollout_mode.h"
 #include "weights.h"
 
 namespace flotilla::bench {
@@ -93,22 +88,6 @@ uint32_t LengthOf(const RolloutBenchOptions& o, uint64_t sample) {
   return static_cast<uint32_t>(std::clamp<double>(std::round(d(rng)), 1.0, o.cap));
 }
 
-struct ModeResult {
-  double seconds = 0;
-  double trainer_busy_s = 0;
-  double stall_ms_mean = 0;
-  double stall_ms_max = 0;
-  double stage_ms_mean = 0;
-  uint64_t tokens = 0;           // generated, whether a step consumed them or not
-  uint64_t consumed_tokens = 0;  // generated tokens of the groups the trainer took
-  uint64_t prefill_on_resume = 0;
-  uint64_t samples = 0;
-  uint64_t sandboxes = 0;
-  double sandbox_ms = 0;          // create + destroy, summed over samples
-  double episode_ms = 0;          // wall time of the samples that had a sandbox, summed
-  uint64_t failed = 0;            // samples that ended failed (a full cluster, the stop)
-  uint64_t reused = 0;            // samples' sandboxes handed from the node's warm pool
-};
 
 // Sandbox creates the embedded node answered with a reset sandbox of its warm pool.
 double ReusedSandboxes(MetricsRegistry& metrics) {
@@ -148,8 +127,11 @@ absl::Status SizeAdmission(uint32_t in_flight, admission::AdmissionConfig* a) {
   return absl::OkStatus();
 }
 
+
+}  // namespace
+
 ModeResult RunMode(const RolloutBenchOptions& o, inference::Engine& engine, worker::SandboxClient& sandboxes,
-                   const std::string& weights, uint32_t eta, double train_s) {
+                   const std::string& weights, uint32_t eta, double train_s, MetricsRegistry* metrics) {
   RolloutConfig rc;
   rc.group_size = o.group_size;
   rc.groups_per_step = o.prompts_per_step;
@@ -168,6 +150,7 @@ ModeResult RunMode(const RolloutBenchOptions& o, inference::Engine& engine, work
   ro.episodes = rc.max_in_flight;
   ro.routing_width = engine.Config("bench").ok() ? engine.Config("bench")->routing_width() : 0;
   ro.forced_length = [&o](uint64_t s) { return LengthOf(o, s); };
+  ro.metrics = metrics;
   RolloutRunner runner(ro, engine, controller, std::move(tasks), sandboxes, nullptr, SystemClock::Get());
   (void)engine.UpdateWeights("bench", weights, 0);
   controller.SetPolicyVersion(0);
@@ -219,126 +202,6 @@ ModeResult RunMode(const RolloutBenchOptions& o, inference::Engine& engine, work
   r.failed = st.failed_samples;
   return r;
 }
-
-// One GET over loopback, as a Prometheus server or the dashboard's page does; the status code
-// (0 when the server could not be reached).
-int HttpGet(int port, const std::string& path) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int status = 0;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string req = absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-    if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
-      std::string reply;
-      char buf[65536];
-      for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) reply.append(buf, static_cast<size_t>(n));
-      if (reply.size() > 12) status = std::atoi(reply.c_str() + 9);  // "HTTP/1.1 200 OK"
-    }
-  }
-  ::close(fd);
-  return status;
-}
-
-double ProcessCpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
-}
-
-struct Observed {
-  double seconds = 0, cpu_s = 0;
-  uint64_t tokens = 0, scrapes = 0, failed_scrapes = 0;
-};
-
-// The asynchronous mode on a fresh embedded platform, with or without observability: both carry
-// the platform's in-process counters; "observed" adds the HTTP server with the dashboard, the
-// scrapes of /metrics and the dashboard's API reads.
-absl::StatusOr<Observed> RunObserved(const RolloutBenchOptions& o, const app::PlatformOptions& base,
-                                     const inference::ModelConfig& model, const std::string& weights, double train_s,
-                                     bool observed, int run) {
-  app::PlatformOptions po = base;
-  po.worker.state_dir = absl::StrCat(base.worker.state_dir, "-observed-", run);
-  ASSIGN_OR_RETURN(std::unique_ptr<app::EmbeddedPlatform> platform, app::EmbeddedPlatform::Start(po));
-  inference::Engine& engine = platform->worker().engine();
-  if (absl::Status s = engine.LoadModel("bench", model, weights, 0); !s.ok()) return s;
-  MetricsRegistry& registry = platform->metrics();
-  std::unique_ptr<HttpServer> server;
-  std::atomic<bool> stop{false};
-  std::atomic<uint64_t> scrapes{0}, failed{0};
-  std::thread scraper;
-  if (observed) {
-    dashboard::DashboardSources sources;
-    sources.metrics = &registry;
-    auto started = HttpServer::Start("127.0.0.1:0", dashboard::DashboardHandler(std::move(sources)));
-    if (!started.ok()) return started.status();
-    server = std::move(*started);
-    scraper = std::thread([&, port = server->port()] {
-      for (int tick = 0; !stop.load(); ++tick) {
-        std::vector<std::string> paths = {"/metrics"};
-        if (tick % 5 == 0) {
-          for (const char* p : {"/api/metrics_log", "/api/fleet", "/api/trajectories?limit=200", "/api/eval_jobs"}) {
-            paths.push_back(p);
-          }
-        }
-        for (const std::string& p : paths) (HttpGet(port, p) == 200 ? scrapes : failed).fetch_add(1);
-        for (int i = 0; i < 10 && !stop.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-    });
-  }
-  const double cpu0 = ProcessCpuSeconds();
-  ModeResult m = RunMode(o, engine, platform->sandboxes(), weights, o.eta, train_s);
-  Observed r{m.seconds, ProcessCpuSeconds() - cpu0, m.tokens, 0, 0};
-  stop = true;
-  if (scraper.joinable()) scraper.join();
-  r.scrapes = scrapes.load();
-  r.failed_scrapes = failed.load();
-  platform->Stop();
-  return r;
-}
-
-int RunMetricsOverhead(const RolloutBenchOptions& o, const app::PlatformOptions& po,
-                       const inference::ModelConfig& model, const std::string& weights, double train_s) {
-  Observed off, on;
-  for (uint32_t round = 0; round < o.overhead_rounds; ++round) {
-    // Alternating order (off, on), (on, off), ... so a drifting machine load falls on both.
-    for (int k = 0; k < 2; ++k) {
-      const bool observed = (round % 2 == 0) == (k == 1);
-      auto r = RunObserved(o, po, model, weights, train_s, observed, static_cast<int>(2 * round + k));
-      if (!r.ok()) {
-        std::cerr << "bench rollout: " << (observed ? "observed" : "bare") << " run failed: " << r.status() << "\n";
-        return 1;
-      }
-      Observed& sum = observed ? on : off;
-      sum.seconds += r->seconds;
-      sum.cpu_s += r->cpu_s;
-      sum.tokens += r->tokens;
-      sum.scrapes += r->scrapes;
-      sum.failed_scrapes += r->failed_scrapes;
-      std::cerr << absl::StrFormat("bench rollout: round %d %s: %.0f tokens/s, %.3f ms CPU per token\n", round + 1,
-                                   observed ? "with metrics+dashboard" : "without", r->tokens / r->seconds,
-                                   1e3 * r->cpu_s / std::max<uint64_t>(r->tokens, 1));
-    }
-  }
-  const double rate_off = off.tokens / std::max(off.seconds, 1e-9), rate_on = on.tokens / std::max(on.seconds, 1e-9);
-  const double cpu_off = off.cpu_s / std::max<uint64_t>(off.tokens, 1), cpu_on = on.cpu_s / std::max<uint64_t>(on.tokens, 1);
-  std::cout << absl::StrFormat("rollout.backend=%s\nrollout.steps=%d\nrollout.prompts_per_step=%d\nrollout.rounds=%d\n",
-                               o.backend, o.steps, o.prompts_per_step, o.overhead_rounds);
-  std::cout << absl::StrFormat("rollout.tokens_per_s.without_metrics=%.1f\nrollout.tokens_per_s.with_metrics=%.1f\n",
-                               rate_off, rate_on);
-  std::cout << absl::StrFormat("rollout.cpu_ms_per_token.without_metrics=%.4f\nrollout.cpu_ms_per_token.with_metrics=%.4f\n",
-                               1e3 * cpu_off, 1e3 * cpu_on);
-  std::cout << absl::StrFormat("rollout.scrapes=%d\nrollout.failed_scrapes=%d\n", on.scrapes, on.failed_scrapes);
-  std::cout << absl::StrFormat("rollout.metrics_overhead_frac=%.4f\n", 1.0 - rate_on / std::max(rate_off, 1e-9));
-  std::cout << absl::StrFormat("rollout.metrics_cpu_overhead_frac=%.4f\n", cpu_on / std::max(cpu_off, 1e-12) - 1.0);
-  return on.failed_scrapes == 0 ? 0 : 1;
-}
-
-}  // namespace
 
 inference::ModelConfig GpuBenchModel() {
   inference::ModelConfig c;

@@ -21,12 +21,13 @@
 // node runtime's per-phase timings: mean ms and runs), and the raw timings.
 // The node's admission is sized for the in-flight bound (prompts_per_step x group_size).
 //
-// With metrics_overhead it instead runs the asynchronous mode alternately without and with
-// observability (the engine's figures in a MetricsRegistry, served with the dashboard by the
-// HTTP server, /metrics scraped every second and the dashboard's API read every five, as its
-// page does) and prints rollout.metrics_overhead_frac: the share of rollout throughput
-// (tokens/s) lost, and rollout.metrics_cpu_overhead_frac: the extra process CPU per token,
-// which a machine shared with other work measures more steadily than wall time.
+// With metrics_overhead it instead runs the asynchronous mode alternately without observability
+// (no service records a figure, no HTTP server) and with all of it (every service's figures,
+// the worker's HTTP server with the dashboard, /metrics scraped every second and the
+// dashboard's API read every five, as its page does), and prints per-round figures with their
+// median and range: rollout.metrics_overhead_frac (the share of tokens/s lost),
+// rollout.metrics_cpu_overhead_frac (the extra process CPU per token) and
+// rollout.metrics_attributed_cpu_frac (the requests' own CPU over the run's; metrics_overhead.cc).
 #pragma once
 
 #include <cstdint>

@@ -87,7 +87,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedPlatform>> EmbeddedPlatform::Start(const 
     ASSIGN_OR_RETURN(p->scheduler_, scheduler::SchedulerServer::Start(so, SystemClock::Get(),
                                                                        scheduler::GrpcNodeClientFactory()));
     p->scheduler_address_ = absl::StrCat(HostOf(o.scheduler_listen), ":", p->scheduler_->port());
-    p->scheduler_metrics_ = scheduler::AddSchedulerCollector(p->metrics_, p->scheduler_->front());
+    if (o.metrics) p->scheduler_metrics_ = scheduler::AddSchedulerCollector(p->metrics_, p->scheduler_->front());
 
     EmbeddedNodeOptions no;
     no.state_dir = o.sandbox_state_dir.empty() ? state + "/sandboxes" : o.sandbox_state_dir;
@@ -96,7 +96,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedPlatform>> EmbeddedPlatform::Start(const 
     no.listen = o.node_listen;
     no.scheduler_address = p->scheduler_address_;
     no.admission = o.admission;
-    no.metrics = &p->metrics_;
+    no.metrics = o.metrics ? &p->metrics_ : nullptr;
     ASSIGN_OR_RETURN(p->node_, EmbeddedNode::Start(no));
   } else {
     // An external `flotilla scheduler` and its `flotilla node` agents serve their own /metrics.
@@ -115,8 +115,8 @@ absl::StatusOr<std::unique_ptr<EmbeddedPlatform>> EmbeddedPlatform::Start(const 
   // Every service's figures go to the platform's one registry, served at the worker's /metrics
   // with the dashboard.
   EmbeddedWorkerOptions wo = o.worker;
-  wo.engine.metrics = &p->metrics_;
-  wo.dashboard.metrics = &p->metrics_;
+  wo.engine.metrics = o.metrics ? &p->metrics_ : nullptr;
+  wo.dashboard.metrics = o.metrics ? &p->metrics_ : nullptr;
   wo.dashboard.fleet = [stub = p->scheduler_stub_.get()]() { return FleetOf(*stub); };
   if (o.experiment != nullptr && wo.dashboard.metrics_log_path.empty()) {
     wo.dashboard.metrics_log_path = (std::filesystem::path(o.experiment->state_dir) / "metrics.jsonl").string();
@@ -139,7 +139,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedPlatform>> EmbeddedPlatform::Start(const 
   if (o.experiment != nullptr) {
     trainer_bridge::ExperimentOptions xo = o.experiment_options;
     xo.store = &p->worker_->store();
-    xo.metrics = &p->metrics_;
+    xo.metrics = o.metrics ? &p->metrics_ : nullptr;
     ASSIGN_OR_RETURN(p->experiment_,
                      trainer_bridge::Experiment::Start(*o.experiment, p->worker_->engine(), p->sandboxes_.get(), xo));
   }

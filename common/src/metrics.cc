@@ -1,5 +1,7 @@
 #include "flotilla/common/metrics.h"
 
+#include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -96,26 +98,51 @@ std::string EscapeLabelValue(std::string_view v) {
   return out;
 }
 
-void Counter::Add(double v) {
-  if (v > 0) AtomicAdd(value_, v);
+namespace metrics_internal {
+
+size_t ThisThreadStripe() {
+  static std::atomic<size_t> next{0};
+  thread_local const size_t stripe = next.fetch_add(1, std::memory_order_relaxed) % kStripes;
+  return stripe;
 }
-double Counter::value() const { return value_.load(std::memory_order_relaxed); }
+
+}  // namespace metrics_internal
+
+void Counter::Add(double v) {
+  if (v > 0) AtomicAdd(stripes_[metrics_internal::ThisThreadStripe()].value, v);
+}
+
+double Counter::value() const {
+  double total = 0.0;
+  for (const auto& s : stripes_) total += s.value.load(std::memory_order_relaxed);
+  return total;
+}
 
 void Gauge::Set(double v) { value_.store(v, std::memory_order_relaxed); }
 void Gauge::Add(double v) { AtomicAdd(value_, v); }
 double Gauge::value() const { return value_.load(std::memory_order_relaxed); }
 
 Histogram::Histogram(std::vector<double> bounds)
-    : bounds_(std::move(bounds)), buckets_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
+    : bounds_(std::move(bounds)),
+      lines_per_stripe_((bounds_.size() + 2 + 7) / 8),
+      lines_(new Line[metrics_internal::kStripes * lines_per_stripe_]) {
   for (size_t i = 1; i < bounds_.size(); ++i) Require(bounds_[i - 1] < bounds_[i], "histogram bounds must increase");
-  for (size_t i = 0; i <= bounds_.size(); ++i) buckets_[i].store(0, std::memory_order_relaxed);
+  for (size_t s = 0; s < metrics_internal::kStripes; ++s) {
+    for (size_t i = 0; i <= bounds_.size(); ++i) Slot(s, i).store(0, std::memory_order_relaxed);
+    Slot(s, bounds_.size() + 1).store(std::bit_cast<uint64_t>(0.0), std::memory_order_relaxed);
+  }
 }
 
 void Histogram::Observe(double v) {
-  size_t i = 0;
-  while (i < bounds_.size() && v > bounds_[i]) ++i;
-  buckets_[i].fetch_add(1, std::memory_order_relaxed);
-  AtomicAdd(sum_, v);
+  // The first bound >= v ("le"); NaN compares false everywhere and lands in the first bucket.
+  const size_t i = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin());
+  const size_t stripe = metrics_internal::ThisThreadStripe();
+  Slot(stripe, i).fetch_add(1, std::memory_order_relaxed);
+  std::atomic<uint64_t>& sum = Slot(stripe, bounds_.size() + 1);
+  uint64_t cur = sum.load(std::memory_order_relaxed);
+  while (!sum.compare_exchange_weak(cur, std::bit_cast<uint64_t>(std::bit_cast<double>(cur) + v),
+                                    std::memory_order_relaxed)) {
+  }
 }
 
 Histogram::Reading Histogram::Read() const {
@@ -123,11 +150,13 @@ Histogram::Reading Histogram::Read() const {
   r.cumulative.resize(bounds_.size() + 1);
   uint64_t running = 0;
   for (size_t i = 0; i <= bounds_.size(); ++i) {
-    running += buckets_[i].load(std::memory_order_relaxed);
+    for (size_t s = 0; s < metrics_internal::kStripes; ++s) running += Slot(s, i).load(std::memory_order_relaxed);
     r.cumulative[i] = running;
   }
   r.count = running;
-  r.sum = sum_.load(std::memory_order_relaxed);
+  for (size_t s = 0; s < metrics_internal::kStripes; ++s) {
+    r.sum += std::bit_cast<double>(Slot(s, bounds_.size() + 1).load(std::memory_order_relaxed));
+  }
   return r;
 }
 
@@ -295,18 +324,50 @@ class SnapshotWriter : public MetricsSnapshotWriter {
 }  // namespace
 
 std::string MetricsRegistry::RenderPrometheus() const {
-  std::map<std::string, RenderedFamily, std::less<>> rendered;
+  // Under mu_ only the list of children: families and children are never removed and map nodes
+  // do not move, so the names, keys, labels and children stay valid after the lock is released,
+  // and the reading and formatting below does not hold up a thread registering a child.
+  struct Child {
+    const std::string* key;
+    const MetricLabels* labels;
+    const Counter* counter = nullptr;
+    const flotilla::Gauge* gauge = nullptr;
+    const Histogram* histogram = nullptr;
+  };
+  struct Listed {
+    const std::string* name;
+    int type;
+    const std::string* help;
+    std::vector<Child> children;
+  };
+  std::vector<Listed> listed;
   {
     absl::MutexLock lock(&mu_);
+    listed.reserve(families_.size());
     for (const auto& [name, f] : families_) {
-      RenderedFamily& r = rendered[name];
-      r.type = f->type;
-      r.help = f->help;
-      for (const auto& [key, c] : f->counters) r.lines[key] = absl::StrCat(name, key, " ", FormatValue(c->value()));
-      for (const auto& [key, g] : f->gauges) r.lines[key] = absl::StrCat(name, key, " ", FormatValue(g->value()));
+      Listed& l = listed.emplace_back(Listed{&name, f->type, &f->help, {}});
+      l.children.reserve(f->counters.size() + f->gauges.size() + f->histograms.size());
+      for (const auto& [key, c] : f->counters) l.children.push_back({&key, &f->labels.at(key), c.get()});
+      for (const auto& [key, g] : f->gauges) l.children.push_back({&key, &f->labels.at(key), nullptr, g.get()});
       for (const auto& [key, h] : f->histograms) {
-        Histogram::Reading reading = h->Read();
-        r.lines[key] = HistogramLines(name, f->labels.at(key), f->bounds, reading.cumulative, reading.sum);
+        l.children.push_back({&key, &f->labels.at(key), nullptr, nullptr, h.get()});
+      }
+    }
+  }
+  std::map<std::string, RenderedFamily, std::less<>> rendered;
+  for (const Listed& l : listed) {
+    RenderedFamily& r = rendered.emplace_hint(rendered.end(), *l.name, RenderedFamily{})->second;
+    r.type = l.type;
+    r.help = *l.help;
+    for (const Child& c : l.children) {
+      const std::string& name = *l.name;
+      if (c.counter != nullptr) {
+        r.lines[*c.key] = absl::StrCat(name, *c.key, " ", FormatValue(c.counter->value()));
+      } else if (c.gauge != nullptr) {
+        r.lines[*c.key] = absl::StrCat(name, *c.key, " ", FormatValue(c.gauge->value()));
+      } else {
+        const Histogram::Reading reading = c.histogram->Read();
+        r.lines[*c.key] = HistogramLines(name, *c.labels, c.histogram->bounds(), reading.cumulative, reading.sum);
       }
     }
   }

@@ -20,6 +20,8 @@
 // Thread-safety: thread-safe (the families are).
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -41,8 +43,18 @@ class NodeMetrics {
   void ExecStopped(std::string_view reason);
 
  private:
+  struct ByClass {
+    Counter* created = nullptr;
+    Counter* destroyed = nullptr;
+    Counter* reused = nullptr;
+    Histogram* create_seconds = nullptr;
+  };
+  // 0: latency_sensitive, 1: best_effort (every other class counts as best effort, as its label says).
+  static size_t ClassIndex(v1::ExecutionClass c);
+
   MetricsRegistry& registry_;
   Histogram* destroy_seconds_;
+  std::array<ByClass, 2> by_class_;
 };
 
 }  // namespace flotilla::node

@@ -89,5 +89,36 @@ TEST(EmbeddedPlatformTest, EveryServiceInOneProcessAndSandboxesFromTheScheduler)
   (*p)->Stop();
 }
 
+// PlatformOptions::metrics off (the baseline of `bench rollout --metrics-overhead`): no service
+// records a figure; on (the default) the same sandbox is counted by the node.
+TEST(EmbeddedPlatformTest, MetricsOffRecordsNothing) {
+  for (bool metrics : {false, true}) {
+    SCOPED_TRACE(metrics ? "metrics on" : "metrics off");
+    flotilla::testing::TempDir dir;
+    PlatformOptions o;
+    o.worker.state_dir = dir.file("state");
+    o.worker.serve_model = false;
+    o.worker.engine.threads = 1;
+    o.metrics = metrics;
+    auto p = EmbeddedPlatform::Start(o);
+    if (!p.ok() && ::geteuid() != 0) GTEST_SKIP() << "sandboxes need root here: " << p.status();
+    ASSERT_TRUE(p.ok()) << p.status();
+    v1::CreateRequest create;
+    create.set_policy_name("no-network");
+    auto id = (*p)->sandboxes().Create(create);
+    ASSERT_TRUE(id.ok()) << id.status();
+    EXPECT_TRUE((*p)->sandboxes().Destroy(*id).ok());
+    const std::string text = (*p)->metrics().RenderPrometheus();
+    if (metrics) {
+      EXPECT_NE(text.find("flotilla_node_sandboxes_created_total{class=\"best_effort\"} 1\n"), std::string::npos)
+          << text;
+      EXPECT_NE(text.find("flotilla_engine_steps_total 0\n"), std::string::npos) << text;
+    } else {
+      EXPECT_EQ(text, "");
+    }
+    (*p)->Stop();
+  }
+}
+
 }  // namespace
 }  // namespace flotilla::app

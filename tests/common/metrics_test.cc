@@ -1,5 +1,6 @@
 #include "flotilla/common/metrics.h"
 
+#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
@@ -106,6 +107,105 @@ TEST(MetricsRegistryTest, ConcurrentAddsAreNotLost) {
   EXPECT_EQ(c.value(), 40000.0);
   EXPECT_EQ(h.Read().count, 40000u);
   EXPECT_EQ(h.Read().sum, 40000.0);
+}
+
+// More threads than stripes, so several threads share a stripe as well as each having one.
+TEST(MetricsRegistryTest, StripedCounterIsExactUnderConcurrentAdds) {
+  MetricsRegistry reg;
+  Counter& c = reg.GetCounter("striped_total", "h");
+  Counter& tokens = reg.GetCounter("tokens_total", "h");
+  constexpr int kThreads = 2 * static_cast<int>(metrics_internal::kStripes) + 3;
+  constexpr int kAdds = 20000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kAdds; ++i) {
+        c.Add();
+        tokens.Add(static_cast<double>(t + 1));
+      }
+      tokens.Add(-5);  // ignored: counters only go up
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(c.value(), 1.0 * kThreads * kAdds);
+  EXPECT_EQ(tokens.value(), 1.0 * kAdds * kThreads * (kThreads + 1) / 2);
+  EXPECT_NE(reg.RenderPrometheus().find("striped_total 700000\n"), std::string::npos) << reg.RenderPrometheus();
+}
+
+TEST(MetricsRegistryTest, StripedHistogramIsExactPerBucketUnderConcurrentObserves) {
+  MetricsRegistry reg;
+  Histogram& h = reg.GetHistogram("latency", "h", {1, 2, 4});
+  constexpr int kThreads = 37;
+  constexpr int kPerValue = 1000;
+  // Every thread observes 0.5 (le 1), 2 (le 2, on the bound), 3 (le 4) and 9 (+Inf) kPerValue times.
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kPerValue; ++i) {
+        for (double v : {0.5, 2.0, 3.0, 9.0}) h.Observe(v);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const Histogram::Reading r = h.Read();
+  const uint64_t n = uint64_t{kThreads} * kPerValue;
+  EXPECT_EQ(r.cumulative, (std::vector<uint64_t>{n, 2 * n, 3 * n, 4 * n}));
+  EXPECT_EQ(r.count, 4 * n);
+  EXPECT_EQ(r.sum, 14.5 * static_cast<double>(n));
+}
+
+// A reader sees every counter only go up while threads add, and the last read is exact.
+TEST(MetricsRegistryTest, ReadsWhileAddingNeverGoBackward) {
+  MetricsRegistry reg;
+  Counter& c = reg.GetCounter("n_total", "h");
+  std::atomic<bool> done{false};
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 4; ++t) {
+    writers.emplace_back([&] {
+      for (int i = 0; i < 50000; ++i) c.Add();
+    });
+  }
+  std::thread reader([&] {
+    double last = 0;
+    int backward = 0;
+    while (!done.load()) {
+      const double v = c.value();
+      backward += v < last ? 1 : 0;
+      last = v;
+    }
+    EXPECT_EQ(backward, 0);
+  });
+  for (auto& t : writers) t.join();
+  done = true;
+  reader.join();
+  EXPECT_EQ(c.value(), 200000.0);
+}
+
+// Children registered while scrapes run: each scrape is well formed and the last one has them all.
+TEST(MetricsRegistryTest, ScrapesWhileRegisteringSeeConsistentFamilies) {
+  MetricsRegistry reg;
+  std::atomic<bool> done{false};
+  std::thread registrar([&] {
+    for (int i = 0; i < 300; ++i) {
+      // The histogram first: it sorts first, so every non-empty scrape starts with it.
+      reg.GetHistogram("made_seconds", "Made", {0.1, 1}, {{"n", std::to_string(i)}}).Observe(0.5);
+      reg.GetCounter("made_total", "Made", {{"n", std::to_string(i)}}).Add(i);
+    }
+    done = true;
+  });
+  int scrapes = 0;
+  while (!done.load() || scrapes == 0) {
+    const std::string text = reg.RenderPrometheus();
+    ++scrapes;
+    if (!text.empty()) {
+      EXPECT_EQ(text.rfind("# HELP made_seconds Made\n# TYPE made_seconds histogram\n", 0), 0u) << text.substr(0, 200);
+    }
+  }
+  registrar.join();
+  const std::string text = reg.RenderPrometheus();
+  EXPECT_NE(text.find("made_total{n=\"299\"} 299\n"), std::string::npos);
+  EXPECT_NE(text.find("made_seconds_bucket{n=\"299\",le=\"1\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("made_seconds_count{n=\"0\"} 1\n"), std::string::npos);
 }
 
 TEST(MetricsRegistryTest, CollectorsWriteHistogramsReadElsewhere) {

@@ -57,6 +57,10 @@ struct PlatformOptions {
   // sandbox that asks for nothing is charged a tenth of a core and 256 MiB: one machine runs
   // many mostly idle sandboxes (a charge of a whole core would admit one per core).
   admission::AdmissionConfig admission = {.default_memory_bytes = 256ull << 20, .default_cpu_millicores = 100};
+  // Every service records its Prometheus figures in metrics() (the default); false: none
+  // records any, and the worker's /metrics, when served, answers 404 (how `flotilla bench rollout
+  // --metrics-overhead` measures what observability costs against a platform without it).
+  bool metrics = true;
   // An RL experiment to run on the engine (its TrainerBridge, rollout controller, verifier).
   const trainer_bridge::ExperimentConfig* experiment = nullptr;
   trainer_bridge::ExperimentOptions experiment_options;

@@ -14,13 +14,20 @@
 //   });
 //
 // Thread-safety: every method is thread-safe. Get* returns a reference that stays valid as
-// long as the registry lives; the hot path (Add/Set/Observe) takes no registry lock. A family
+// long as the registry lives; the hot path (Add/Set/Observe) takes no lock: a counter or a
+// histogram is striped, each thread recording with relaxed atomics into a stripe of its own (a
+// cache line no other stripe shares), and a read sums the stripes, so threads recording into
+// one child at once do not contend for its cache line. Look a child up once (Get*) and keep the
+// reference: the lookup takes the registry lock and renders the labels. A scrape holds the
+// registry lock only to list the children; it reads and formats them after releasing it. A family
 // keeps the type and help of its first registration; asking for it again with another type or
 // another set of histogram bounds is a programming error (aborts). Names and label names are
 // checked against Prometheus' grammar (a bad one aborts: they are literals in the code, not input).
 #pragma once
 
+#include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -36,14 +43,28 @@ namespace flotilla {
 
 using MetricLabels = std::vector<std::pair<std::string, std::string>>;
 
+namespace metrics_internal {
+
+// Stripes of a counter or a histogram. Threads are dealt stripes round robin at their first
+// record, so up to kStripes threads record without sharing a cache line.
+inline constexpr size_t kStripes = 16;
+size_t ThisThreadStripe();
+
+struct alignas(64) DoubleCell {
+  std::atomic<double> value{0.0};
+};
+
+}  // namespace metrics_internal
+
 class Counter {
  public:
   // Adds `v` (>= 0; a negative value is ignored: counters only go up).
   void Add(double v = 1.0);
+  // The sum of the stripes: exact for whole-number adds (up to 2^53 in all).
   [[nodiscard]] double value() const;
 
  private:
-  std::atomic<double> value_{0.0};
+  std::array<metrics_internal::DoubleCell, metrics_internal::kStripes> stripes_;
 };
 
 class Gauge {
@@ -71,9 +92,18 @@ class Histogram {
   [[nodiscard]] const std::vector<double>& bounds() const { return bounds_; }
 
  private:
+  struct alignas(64) Line {
+    std::atomic<uint64_t> slot[8];
+  };
+  // Slot `i` of stripe `s`: per-bucket counts (not cumulative) in slots 0..bounds, then the
+  // stripe's sum (the bits of a double) in slot bounds + 1.
+  std::atomic<uint64_t>& Slot(size_t stripe, size_t i) const {
+    return lines_[stripe * lines_per_stripe_ + i / 8].slot[i % 8];
+  }
+
   std::vector<double> bounds_;
-  std::unique_ptr<std::atomic<uint64_t>[]> buckets_;  // per bucket, not cumulative
-  std::atomic<double> sum_{0.0};
+  size_t lines_per_stripe_;
+  std::unique_ptr<Line[]> lines_;
 };
 
 // Writes figures read at scrape time (a collector's output). Families written by several
