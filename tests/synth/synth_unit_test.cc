@@ -148,6 +148,8 @@ TEST(ProjectProfileTest, DetectsAutomakeC) {
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->language, "c");
   EXPECT_EQ(p->runner, "automake");
+  EXPECT_EQ(p->build_script,
+            "cd /app && (test -x configure || autoreconf -fi) && ./configure -q --disable-shared && make -j2");
   EXPECT_EQ(p->source_files, (std::vector<std::string>{"src/a.c"}));
   // Every file but the library's .c/.h is the harness (doc/'s Makefile.am too), and
   // config.status from the built environment.
