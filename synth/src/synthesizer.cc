@@ -214,7 +214,10 @@ absl::Status Run::EnvironmentStage() {
     RETURN_IF_ERROR(CopyRepoTree(o_.repo, (ctx / "repo").string()));
   }
   std::ofstream(ctx / "Dockerfile") << ProjectDockerfile(profile_, false);
-  builder_ = std::make_unique<environments::EnvBuilder>(o_.builder);
+  // The synthesizer waits on each task's build, as on its suite runs (test_sandbox.cc).
+  environments::EnvBuilderOptions bopts = o_.builder;
+  bopts.execution_class = sandbox::ExecutionClass::kLatencySensitive;
+  builder_ = std::make_unique<environments::EnvBuilder>(bopts);
   // The base root filesystem decides which packages the environment still needs.
   fs::path from_only = fs::path(o_.out) / ".work" / "base-only";
   fs::create_directories(from_only, ec);
