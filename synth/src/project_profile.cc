@@ -216,7 +216,8 @@ absl::StatusOr<ProjectProfile> DetectProject(const std::string& repo_dir) {
       p.reasons.push_back("configure.ac and a Makefile.am with TESTS: automake's harness prints PASS:/FAIL: per test");
       // Static libraries only: libtool then compiles each file once, not twice, and the tests
       // are plain programs rather than wrapper scripts (the suites run the same code).
-      p.build_script = "cd /app && (test -x configure || autoreconf -fi) && ./configure -q --disable-shared && make -j2";
+      p.build_script =
+          "cd /app && (test -x configure || autoreconf -fi) && ./configure -q --disable-shared && make -j2";
     } else {
       p.runner = "make-check";
       p.reasons.push_back("a Makefile with a check target: the whole `make check` is one test");

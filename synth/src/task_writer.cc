@@ -77,7 +77,8 @@ std::string CleanBuildStateScript(const std::string& root) {
   // Makefiles that GNU make would read before Makefile (a restored one comes back), the objects,
   // libraries, dependency fragments (makefile text that the Makefiles include) and test logs:
   // everything the build takes from earlier runs is rebuilt from the sources.
-  return "find " + ShellQuote(root) + " -name .git -prune -o \\( -name GNUmakefile -o -name makefile -o -name .deps -o -name .libs -o "
+  return "find " + ShellQuote(root) +
+         " -name .git -prune -o \\( -name GNUmakefile -o -name makefile -o -name .deps -o -name .libs -o "
          "-name '*.o' -o -name '*.lo' -o -name '*.la' -o -name '*.a' -o -name '*.trs' -o -name test-suite.log "
          "\\) -prune -exec rm -rf {} + 2>/dev/null\n";
 }
@@ -175,7 +176,8 @@ absl::Status WriteTask(const std::string& dir_s, const std::string& repo_dir, co
   std::vector<std::string> executable;
   for (const std::string& f : p.test_files) {
     fs::path src = fs::path(spec.hidden_dir.empty() ? repo_dir : spec.hidden_dir) / f;
-    if (fs::is_regular_file(src, ec) && (fs::status(src, ec).permissions() & fs::perms::owner_exec) != fs::perms::none) {
+    if (fs::is_regular_file(src, ec) &&
+        (fs::status(src, ec).permissions() & fs::perms::owner_exec) != fs::perms::none) {
       executable.push_back(ShellQuote(f));
     }
   }

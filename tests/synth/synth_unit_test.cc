@@ -169,9 +169,9 @@ TEST(TaskWriterTest, CleanBuildStateRemovesWhatABuildReusesOutsideGit) {
   Write(script, CleanBuildStateScript(d.path().string()));
   ASSERT_EQ(std::system(("bash " + script).c_str()), 0);
   std::vector<std::string> left;
-  for (auto it = std::filesystem::recursive_directory_iterator(d.path()); it != std::filesystem::recursive_directory_iterator();
-       ++it) {
-    if (it->is_regular_file()) left.push_back(std::filesystem::relative(it->path(), d.path()).string());
+  namespace fs = std::filesystem;
+  for (auto it = fs::recursive_directory_iterator(d.path()); it != fs::recursive_directory_iterator(); ++it) {
+    if (it->is_regular_file()) left.push_back(fs::relative(it->path(), d.path()).string());
   }
   std::sort(left.begin(), left.end());
   EXPECT_EQ(left, (std::vector<std::string>{".git/objects/a.o", "Makefile", "clean.sh", "config.status", "src/a.c",
