@@ -44,8 +44,10 @@ std::string ShellQuote(const std::string& s) {
 }
 
 absl::StatusOr<std::unique_ptr<BuildSandbox>> BuildSandbox::Start(sandbox::Runtime& runtime, const std::string& top,
-                                                                  std::set<std::string> mirror_hosts) {
+                                                                  std::set<std::string> mirror_hosts,
+                                                                  sandbox::ExecutionClass execution_class) {
   sandbox::SandboxOptions o;
+  o.execution_class = execution_class;
   o.image = top.rfind("dir:", 0) == 0 ? top.substr(4) : top;
   o.policy_name = "build";
   o.labels["role"] = "env-build";

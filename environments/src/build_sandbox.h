@@ -30,8 +30,9 @@ class BuildSandbox {
  public:
   // `top` is an image top ("sha256:<hex>" or "dir:<rootfs>"); `mirror_hosts` the host names
   // of the machine's apt sources.
-  static absl::StatusOr<std::unique_ptr<BuildSandbox>> Start(sandbox::Runtime& runtime, const std::string& top,
-                                                             std::set<std::string> mirror_hosts);
+  static absl::StatusOr<std::unique_ptr<BuildSandbox>> Start(
+      sandbox::Runtime& runtime, const std::string& top, std::set<std::string> mirror_hosts,
+      sandbox::ExecutionClass execution_class = sandbox::ExecutionClass::kBestEffort);
   ~BuildSandbox();
   BuildSandbox(const BuildSandbox&) = delete;
   BuildSandbox& operator=(const BuildSandbox&) = delete;

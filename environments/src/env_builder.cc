@@ -376,7 +376,7 @@ class EnvBuilder::Run {
       key.insert(key.end(), words.begin(), words.end());
       return LayerStep(in, key, [&](BuildSandbox& sb) -> absl::Status {
         ASSIGN_OR_RETURN(sandbox::Runtime * rt, b_.runtime());
-        auto source = BuildSandbox::Start(*rt, source_top, {});
+        auto source = BuildSandbox::Start(*rt, source_top, {}, b_.options_.execution_class);
         if (!source.ok()) return Annotate(source.status(), loc_ + ": starting a sandbox of --from=" + from);
         return Annotate(CopyBetween(**source, sb, words, dest, owner), loc_);
       });
@@ -411,7 +411,7 @@ class EnvBuilder::Run {
     Progress(label);
     ASSIGN_OR_RETURN(sandbox::Runtime * rt, b_.runtime());
     if (mirror_hosts_.empty()) mirror_hosts_ = MirrorHosts();
-    auto sb = BuildSandbox::Start(*rt, st.top, mirror_hosts_);
+    auto sb = BuildSandbox::Start(*rt, st.top, mirror_hosts_, b_.options_.execution_class);
     if (!sb.ok()) return Annotate(sb.status(), loc_ + ": starting the build sandbox");
     RETURN_IF_ERROR(work(**sb));
     auto committed = (*sb)->Commit();

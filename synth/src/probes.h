@@ -1,5 +1,6 @@
 // Probes of a written task in its own built environment: the oracle must score 1; doing
-// nothing, deleting the tests, editing the tests and replacing the test runner must score 0;
+// nothing, deleting the tests, editing the tests, replacing the test runner and (C) shadowing
+// the Makefile with a GNUmakefile must score 0;
 // no line unique to the fix may be findable (files, git objects, reflog, stash, tags, .orig,
 // .rej, bytecode).
 #pragma once
@@ -15,7 +16,7 @@
 namespace flotilla::synth {
 
 struct ProbeResult {
-  std::string name;   // oracle, nop, delete-tests, edit-tests, replace-runner, leak
+  std::string name;   // oracle, nop, delete-tests, edit-tests, replace-runner, shadow-makefile, leak
   double reward = 0;  // the verifier's reward (leak: 1 when something leaked)
   bool ok = false;    // the probe came out as a sound task needs
   std::string detail;

@@ -25,12 +25,24 @@ std::string ReadHead(const fs::path& p, size_t limit = 1 << 20) {
   return s;
 }
 
-// Folders never looked into: packaging, VCS, documentation, examples, benchmarks.
+// Folders never looked into: packaging (Debian's, quilt's) and version control.
+bool Ignored(const std::string& top) { return top == ".git" || top == ".pc" || top == "debian"; }
+
+// Folders whose code is neither mutated nor a test: documentation, examples, benchmarks. A C
+// project's build-system files in them are still harness files (a doc/Makefile.in becomes a
+// Makefile that `make check` enters).
 bool Skipped(const std::string& top) {
-  static const char* kSkip[] = {".git", ".pc", "debian", "doc", "docs", "examples", "bench", "benchmarks",
-                                "conda.recipe", "build", ".tox", "dist", "contrib"};
+  static const char* kSkip[] = {"doc", "docs", "examples", "bench", "benchmarks", "conda.recipe",
+                                "build", ".tox", "dist", "contrib"};
   for (const char* s : kSkip) {
     if (top == s) return true;
+  }
+  return false;
+}
+
+bool InTestDir(const fs::path& rel) {
+  for (const auto& part : rel.parent_path()) {
+    if (part == "tests" || part == "test") return true;
   }
   return false;
 }
@@ -131,13 +143,20 @@ absl::StatusOr<ProjectProfile> DetectProject(const std::string& repo_dir) {
        it.increment(ec)) {
     if (ec) break;
     fs::path rel = fs::relative(it->path(), repo_dir);
-    if (it.depth() == 0 && it->is_directory() && Skipped(rel.string())) {
+    std::string top = rel.begin()->string();
+    if (it.depth() == 0 && it->is_directory() && Ignored(top)) {
       it.disable_recursion_pending();
       continue;
     }
     if (!it->is_regular_file()) continue;
     std::string name = rel.filename().string();
     std::string r = rel.string();
+    bool c_code = absl::EndsWith(name, ".c") || absl::EndsWith(name, ".h");
+    // A C project's harness is every file but its library code: the tests, the build system
+    // (configure, Makefile.in, m4/, build-aux/, the files configure reads) and the rest, so
+    // the verifier restores all of it and only .c/.h outside the tests are the agent's.
+    if (!c_code || InTestDir(rel)) harness.push_back(r);
+    if (rel.has_parent_path() && Skipped(top)) continue;
     if (absl::EndsWith(name, ".py")) {
       if (IsPythonTest(rel)) {
         py_tests.push_back(r);
@@ -145,23 +164,16 @@ absl::StatusOr<ProjectProfile> DetectProject(const std::string& repo_dir) {
                  rel.begin() != rel.end() && rel.has_parent_path()) {
         py_src.push_back(r);
       }
-    } else if (absl::EndsWith(name, ".c")) {
-      bool test_dir = false;
-      for (const auto& part : rel.parent_path()) test_dir |= part == "tests" || part == "test";
-      (test_dir ? harness : c_src).push_back(r);
+    } else if (absl::EndsWith(name, ".c") && !InTestDir(rel)) {
+      c_src.push_back(r);
     }
     if (r == "configure.ac") has_configure_ac = true;
-    if (r == "Makefile.am" || absl::EndsWith(r, "/Makefile.am")) {
-      harness.push_back(r);
-      if (absl::StrContains(ReadHead(it->path()), "TESTS")) has_makefile_am_tests = true;
+    if ((r == "Makefile.am" || absl::EndsWith(r, "/Makefile.am")) && absl::StrContains(ReadHead(it->path()), "TESTS")) {
+      has_makefile_am_tests = true;
     }
     if (r == "Makefile" || r == "Makefile.in") {
       std::string mk = ReadHead(it->path());
       if (absl::StrContains(mk, "\ncheck:") || absl::StartsWith(mk, "check:")) has_makefile_check = true;
-    }
-    if (r == "configure.ac" || r == "configure" || r == "Makefile.in" || r == "Makefile" ||
-        absl::StartsWith(r, "tests/") || absl::StartsWith(r, "test/")) {
-      if (!absl::EndsWith(name, ".c") && !absl::EndsWith(name, ".py")) harness.push_back(r);
     }
   }
   std::sort(py_src.begin(), py_src.end());
@@ -202,7 +214,10 @@ absl::StatusOr<ProjectProfile> DetectProject(const std::string& repo_dir) {
     if (has_configure_ac && has_makefile_am_tests) {
       p.runner = "automake";
       p.reasons.push_back("configure.ac and a Makefile.am with TESTS: automake's harness prints PASS:/FAIL: per test");
-      p.build_script = "cd /app && (test -x configure || autoreconf -fi) && ./configure -q && make -j2";
+      // Static libraries only: libtool then compiles each file once, not twice, and the tests
+      // are plain programs rather than wrapper scripts (the suites run the same code).
+      p.build_script =
+          "cd /app && (test -x configure || autoreconf -fi) && ./configure -q --disable-shared && make -j2";
     } else {
       p.runner = "make-check";
       p.reasons.push_back("a Makefile with a check target: the whole `make check` is one test");
@@ -216,6 +231,15 @@ absl::StatusOr<ProjectProfile> DetectProject(const std::string& repo_dir) {
                           "'FAIL: make-check'; fi";
     p.source_files = c_src;
     p.test_files = harness;
+    if (p.runner == "automake") {
+      // configure's own record of its results, taken from the built base environment: the
+      // verifier regenerates the Makefiles, config.h and libtool from the restored inputs with
+      // it instead of running configure again (seconds instead of a minute).
+      p.test_files.push_back("config.status");
+      p.reasons.push_back(
+          "the verifier restores every file but the library's .c/.h (config.status included), regenerates the "
+          "build files with config.status and rebuilds from clean objects");
+    }
     AddExtraPackages(repo_dir, p);
     return p;
   }

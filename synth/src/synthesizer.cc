@@ -84,6 +84,7 @@ struct Baseline {
   std::map<std::string, TestOutcome> stable;  // tests with one outcome in all three runs
   std::vector<std::string> flaky;
   double seconds = 0;                         // the slowest run
+  double median_seconds = 0;                  // the middle one (the first often builds what the others reuse)
   std::string hidden_sha256;
   std::string runner_sha256;
   std::string base_files;
@@ -93,6 +94,7 @@ struct Baseline {
     for (const auto& [t, o] : stable) j["stable"][t] = std::string(TestOutcomeName(o));
     j["flaky"] = flaky;
     j["seconds"] = seconds;
+    j["median_seconds"] = median_seconds;
     j["hidden_sha256"] = hidden_sha256;
     j["runner_sha256"] = runner_sha256;
     j["base_files"] = base_files;
@@ -110,6 +112,7 @@ struct Baseline {
     }
     b.flaky = j.value("flaky", std::vector<std::string>());
     b.seconds = j.value("seconds", 0.0);
+    b.median_seconds = j.value("median_seconds", b.seconds);
     b.hidden_sha256 = j.value("hidden_sha256", "");
     b.runner_sha256 = j.value("runner_sha256", "");
     b.base_files = j.value("base_files", "");
@@ -142,7 +145,13 @@ class Run {
   absl::Status ValidateOne(CandidateRow& c);
   absl::Status WriteAndProbe(CandidateRow& c, int index);
   absl::StatusOr<ShellRun> RunSuite(uint32_t timeout_ms) { return sandbox_->Run(profile_.test_script, timeout_ms); }
-  uint32_t SuiteTimeoutMs() const { return static_cast<uint32_t>((baseline_.seconds * 4 + 60) * 1000); }
+  // A broken state's suite: a mutation that loops forever costs this much, so it follows the
+  // typical run, not the slowest (libmd: 0.8 s typical, 16.7 s for the first run that builds).
+  uint32_t SuiteTimeoutMs() const { return static_cast<uint32_t>((baseline_.median_seconds * 4 + 60) * 1000); }
+  // A probe runs the whole verifier (for C a clean build first), in a fresh sandbox.
+  uint32_t ProbeTimeoutMs() const {
+    return std::max<uint32_t>(static_cast<uint32_t>((baseline_.seconds * 4 + 60) * 2000), 600 * 1000);
+  }
 
   const SynthOptions& o_;
   std::function<void(std::string_view)> progress_;
@@ -205,7 +214,10 @@ absl::Status Run::EnvironmentStage() {
     RETURN_IF_ERROR(CopyRepoTree(o_.repo, (ctx / "repo").string()));
   }
   std::ofstream(ctx / "Dockerfile") << ProjectDockerfile(profile_, false);
-  builder_ = std::make_unique<environments::EnvBuilder>(o_.builder);
+  // The synthesizer waits on each task's build, as on its suite runs (test_sandbox.cc).
+  environments::EnvBuilderOptions bopts = o_.builder;
+  bopts.execution_class = sandbox::ExecutionClass::kLatencySensitive;
+  builder_ = std::make_unique<environments::EnvBuilder>(bopts);
   // The base root filesystem decides which packages the environment still needs.
   fs::path from_only = fs::path(o_.out) / ".work" / "base-only";
   fs::create_directories(from_only, ec);
@@ -236,6 +248,7 @@ absl::Status Run::EnvironmentStage() {
   }
   // Three runs at the base state: a test whose outcome changes is flaky and never used.
   std::vector<TestReport> runs;
+  std::vector<double> seconds;
   for (int i = 0; i < 3; ++i) {
     ASSIGN_OR_RETURN(ShellRun r, sandbox_->Run(profile_.test_script, 1800 * 1000));
     if (r.timed_out) return Refuse("environment", absl::DeadlineExceededError("the test suite ran past 30 minutes"));
@@ -246,11 +259,14 @@ absl::Status Run::EnvironmentStage() {
                                        "the test suite reported no tests (exit status ", r.exit_code, "): ", tail)));
     }
     baseline_.seconds = std::max(baseline_.seconds, r.seconds);
+    seconds.push_back(r.seconds);
     Say(absl::StrFormat("synth: environment: base run %d: %d passed, %d failed, %d skipped in %.1f s", i + 1,
                         rep.Count(TestOutcome::kPass), rep.Count(TestOutcome::kFail), rep.Count(TestOutcome::kSkip),
                         r.seconds));
     runs.push_back(std::move(rep));
   }
+  std::sort(seconds.begin(), seconds.end());
+  baseline_.median_seconds = seconds[1];
   std::set<std::string> all;
   for (const auto& r : runs) {
     for (const auto& [t, o] : r.outcomes) all.insert(t);
@@ -306,6 +322,14 @@ absl::Status Run::SaveHiddenTests() {
   std::error_code ec;
   if (fs::exists(dir / ".complete", ec)) return absl::OkStatus();
   fs::remove_all(dir, ec);
+  // Their modes too (an executable configure or config.status stays executable).
+  std::vector<std::string> quoted;
+  for (const std::string& t : profile_.test_files) quoted.push_back(Quote(t));
+  ASSIGN_OR_RETURN(ShellRun x, sandbox_->Run(absl::StrCat("cd /app && for f in ", absl::StrJoin(quoted, " "),
+                                                          "; do [ -x \"$f\" ] && echo \"$f\"; done; true"),
+                                             60000));
+  std::set<std::string> executable;
+  for (absl::string_view l : absl::StrSplit(x.output, '\n', absl::SkipEmpty())) executable.insert(std::string(l));
   for (const std::string& t : profile_.test_files) {
     auto content = sandbox_->Get("/app/" + t);
     if (!content.ok()) {
@@ -314,8 +338,7 @@ absl::Status Run::SaveHiddenTests() {
     }
     fs::create_directories((dir / t).parent_path(), ec);
     std::ofstream(dir / t, std::ios::binary) << *content;
-    // The repository's mode (an executable configure stays executable).
-    fs::permissions(dir / t, fs::status(fs::path(o_.repo) / t, ec).permissions(), ec);
+    fs::permissions(dir / t, executable.count(t) ? fs::perms(0755) : fs::perms(0644), ec);
   }
   std::ofstream(dir / ".complete") << "";
   return absl::OkStatus();
@@ -499,7 +522,7 @@ absl::Status Run::WriteAndProbe(CandidateRow& c, int index) {
   };
   if (!built.ok()) return drop(absl::StrCat("the task environment does not build: ", built.status().message()));
   ASSIGN_OR_RETURN(std::vector<ProbeResult> probes,
-                   ProbeTask(*o_.sandboxes, built->image.top, dir.string(), profile_, spec, unique, SuiteTimeoutMs() * 2));
+                   ProbeTask(*o_.sandboxes, built->image.top, dir.string(), profile_, spec, unique, ProbeTimeoutMs()));
   for (const ProbeResult& p : probes) {
     if (!p.ok) {
       return drop(absl::StrFormat("probe %s: reward %g, expected %s: %s", p.name, p.reward,
@@ -510,7 +533,8 @@ absl::Status Run::WriteAndProbe(CandidateRow& c, int index) {
   spec.timings["write_probe_seconds"] = Since(t0);
   RETURN_IF_ERROR(WriteTask(dir.string(), o_.repo, profile_, spec));
   c.state = "valid";
-  c.reason = absl::StrCat("oracle 1; nop, delete-tests, edit-tests, replace-runner 0; no leak (", unique.size(),
+  c.reason = absl::StrCat("oracle 1; nop, delete-tests, edit-tests, replace-runner",
+                          profile_.language == "c" ? ", shadow-makefile" : "", " 0; no leak (", unique.size(),
                           " fix lines searched)");
   c.seconds += Since(t0);
   RETURN_IF_ERROR(state_->UpdateCandidate(c));

@@ -65,7 +65,23 @@ std::string TomlList(const std::vector<std::string>& v) {
   return absl::StrCat("[", absl::StrJoin(q, ", "), "]");
 }
 
+std::string ShellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 }  // namespace
+
+std::string CleanBuildStateScript(const std::string& root) {
+  // Makefiles that GNU make would read before Makefile (a restored one comes back), the objects,
+  // libraries, dependency fragments (makefile text that the Makefiles include) and test logs:
+  // everything the build takes from earlier runs is rebuilt from the sources.
+  return "find " + ShellQuote(root) +
+         " -name .git -prune -o \\( -name GNUmakefile -o -name makefile -o -name .deps -o -name .libs -o "
+         "-name '*.o' -o -name '*.lo' -o -name '*.la' -o -name '*.a' -o -name '*.trs' -o -name test-suite.log "
+         "\\) -prune -exec rm -rf {} + 2>/dev/null\n";
+}
 
 absl::Status CopyRepoTree(const std::string& from, const std::string& to) { return CopyTree(from, to); }
 
@@ -155,6 +171,16 @@ absl::Status WriteTask(const std::string& dir_s, const std::string& repo_dir, co
   RETURN_IF_ERROR(WriteFile(dir / "tests" / "pass_to_pass.txt", absl::StrJoin(spec.pass_to_pass, "\n") + "\n"));
   if (p.language == "python") RETURN_IF_ERROR(WriteFile(dir / "tests" / "base_files.txt", spec.base_files));
 
+  // The hidden files that must stay executable (configure, config.status, test scripts): the
+  // files reach /tests without their modes.
+  std::vector<std::string> executable;
+  for (const std::string& f : p.test_files) {
+    fs::path src = fs::path(spec.hidden_dir.empty() ? repo_dir : spec.hidden_dir) / f;
+    if (fs::is_regular_file(src, ec) &&
+        (fs::status(src, ec).permissions() & fs::perms::owner_exec) != fs::perms::none) {
+      executable.push_back(ShellQuote(f));
+    }
+  }
   std::ostringstream t;
   t << "#!/bin/bash\n"
        "# Verifier of a synthesized task: restores the hidden tests, checks their hashes and the test\n"
@@ -165,16 +191,27 @@ absl::Status WriteTask(const std::string& dir_s, const std::string& repo_dir, co
        "cd /app || fail \"no /app\"\n"
     << "[ \"$(" << RunnerFingerprintScript()
     << ")\" = \"$(cat /tests/runner.sha256)\" ] || fail \"the test runner, its packages or Python's startup hooks "
-       "were changed\"\n"
-       "while read -r sum path; do rm -rf \"/app/$path\"; done < /tests/hidden.sha256\n"
-       "cp -r /tests/hidden/. /app/ || fail \"restoring the hidden tests\"\n"
-       "sha256sum --quiet -c /tests/hidden.sha256 || fail \"hidden tests differ after restoring\"\n";
+       "were changed\"\n";
+  if (p.language == "c") t << CleanBuildStateScript("/app");
+  t << "while read -r sum path; do rm -rf \"/app/$path\"; done < /tests/hidden.sha256\n"
+       "cp -r /tests/hidden/. /app/ || fail \"restoring the hidden tests\"\n";
+  if (!executable.empty()) t << "chmod +x -- " << absl::StrJoin(executable, " ") << "\n";
+  if (p.language == "c") {
+    // One time stamp for every restored file: make sees the restored build system as up to date
+    // among itself (no autotools rerun), and the restored tests as newer than any object.
+    t << "now=$(date +%s); while read -r sum path; do touch -h -d \"@$now\" \"/app/$path\"; done < "
+         "/tests/hidden.sha256\n";
+  }
+  t << "sha256sum --quiet -c /tests/hidden.sha256 || fail \"hidden tests differ after restoring\"\n";
   if (p.language == "python") {
     // Python files the base did not have (a conftest.py, a module shadowing pytest) go.
     t << "find /app -name .git -prune -o \\( -name '*.py' -o -name '*.pth' \\) -print | sed 's|^/app/||' | sort > "
          "/tmp/now.txt\n"
          "comm -23 /tmp/now.txt <(sort /tests/base_files.txt) | while read -r f; do rm -f \"/app/$f\"; done\n"
          "find /app -name __pycache__ -prune -exec rm -rf {} +\n";
+  } else if (p.runner == "automake") {
+    t << "(cd /app && sh ./config.status --quiet && make -j2) > /tmp/verifier-build.log 2>&1 || fail \"build failed: "
+         "$(tail -5 /tmp/verifier-build.log)\"\n";
   } else if (!p.build_script.empty()) {
     t << "(" << p.build_script << ") > /tmp/verifier-build.log 2>&1 || fail \"build failed: $(tail -5 "
                                   "/tmp/verifier-build.log)\"\n";

@@ -47,6 +47,11 @@ struct TaskSpec {
 // (*.pth, sitecustomize, usercustomize) and /usr/local: what a replaced runner changes.
 std::string RunnerFingerprintScript();
 
+// The verifier's first step for a C project: removes under `root` (/app), outside .git, what
+// a build reads from earlier runs (GNUmakefile/makefile shadowing Makefile, objects,
+// libraries, .deps fragments, test logs), so the agent's only way into the result is the source.
+std::string CleanBuildStateScript(const std::string& root);
+
 // The verifier's check of a runner's log: prints the expected tests that did not pass.
 std::string MissingPassesScript(const ProjectProfile& p, const std::string& log, const std::string& expected);
 

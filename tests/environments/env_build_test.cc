@@ -169,6 +169,24 @@ TEST_F(EnvBuildTest, AppliesEveryInstructionAndRebuildsFromTheCache) {
   EXPECT_NE(changed->image.top, r->image.top);
 }
 
+TEST_F(EnvBuildTest, RunStepsTakeTheBuildersExecutionClass) {
+  // A value of this run only, so the RUN steps are not taken from the cache.
+  const std::string nonce = std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
+  auto idle = Build("FROM debian:bookworm-slim\nRUN echo " + nonce + "-a && chrt -p $$\n", "");
+  ASSERT_TRUE(idle.ok()) << idle.status();
+  EXPECT_NE(log_.find("current scheduling policy: SCHED_IDLE"), std::string::npos) << log_;
+  EnvBuilderOptions o;
+  o.store_dir = StoreDir();
+  o.runtime.state_dir = state_.file("build-ls");
+  o.runtime.cgroup_prefix = "flotilla-envtest";
+  o.execution_class = sandbox::ExecutionClass::kLatencySensitive;
+  builder_ = std::make_unique<EnvBuilder>(o);
+  log_.clear();
+  auto normal = Build("FROM debian:bookworm-slim\nRUN echo " + nonce + "-b && chrt -p $$\n", "");
+  ASSERT_TRUE(normal.ok()) << normal.status();
+  EXPECT_NE(log_.find("current scheduling policy: SCHED_OTHER"), std::string::npos) << log_;
+}
+
 TEST_F(EnvBuildTest, AFailingStepNamesItsLineAndShowsItsOutput) {
   auto r = Build("FROM debian:bookworm-slim\n\nRUN echo about-to-fail && exit 3\nRUN echo never\n", "");
   ASSERT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();

@@ -1,5 +1,7 @@
 // Unit tests of the synthesizer's pure parts: test-report parsing, the C tokenizer and its
 // mutations, the project detection, and the SQLite state (resumability).
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -136,13 +138,83 @@ TEST(ProjectProfileTest, DetectsAutomakeC) {
   Write(d.file("src/a.c"), "int a(void) { return 1; }\n");
   Write(d.file("tests/Makefile.am"), "TESTS = t1\n");
   Write(d.file("tests/t1.c"), "int main(void) { return 0; }\n");
+  Write(d.file("src/a.h"), "int a(void);\n");
+  Write(d.file("src/a.map"), "LIBA_1 { a; };\n");
+  Write(d.file("build-aux/test-driver"), "#!/bin/sh\n");
+  Write(d.file("doc/Makefile.am"), "EXTRA_DIST = a.3\n");
+  Write(d.file("doc/example.c"), "int main(void) { return 0; }\n");
+  Write(d.file("debian/control"), "Source: a\n");
   auto p = DetectProject(d.path());
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->language, "c");
   EXPECT_EQ(p->runner, "automake");
+  EXPECT_EQ(p->build_script,
+            "cd /app && (test -x configure || autoreconf -fi) && ./configure -q --disable-shared && make -j2");
   EXPECT_EQ(p->source_files, (std::vector<std::string>{"src/a.c"}));
-  EXPECT_EQ(p->test_files,
-            (std::vector<std::string>{"Makefile.am", "configure.ac", "tests/Makefile.am", "tests/t1.c"}));
+  // Every file but the library's .c/.h is the harness (doc/'s Makefile.am too), and
+  // config.status from the built environment.
+  EXPECT_EQ(p->test_files, (std::vector<std::string>{"Makefile.am", "build-aux/test-driver", "configure.ac",
+                                                      "doc/Makefile.am", "src/a.map", "tests/Makefile.am",
+                                                      "tests/t1.c", "config.status"}));
+}
+
+TEST(TaskWriterTest, CleanBuildStateRemovesWhatABuildReusesOutsideGit) {
+  testing::TempDir d;
+  for (const char* f : {"GNUmakefile", "src/makefile", "src/.deps/a.Plo", "src/.libs/liba.so", "src/a.o", "src/a.lo",
+                        "src/liba.la", "src/liba.a", "tests/t1.trs", "tests/test-suite.log", ".git/objects/a.o",
+                        "src/a.c", "src/a.h", "Makefile", "tests/t1.log", "config.status"}) {
+    Write(d.file(f), "x\n");
+  }
+  std::string script = d.file("clean.sh");
+  Write(script, CleanBuildStateScript(d.path().string()));
+  ASSERT_EQ(std::system(("bash " + script).c_str()), 0);
+  std::vector<std::string> left;
+  namespace fs = std::filesystem;
+  for (auto it = fs::recursive_directory_iterator(d.path()); it != fs::recursive_directory_iterator(); ++it) {
+    if (it->is_regular_file()) left.push_back(fs::relative(it->path(), d.path()).string());
+  }
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{".git/objects/a.o", "Makefile", "clean.sh", "config.status", "src/a.c",
+                                            "src/a.h", "tests/t1.log"}));
+}
+
+TEST(TaskWriterTest, CVerifierRestoresModesAndRebuildsThroughConfigStatus) {
+  testing::TempDir d;
+  Write(d.file("repo/configure.ac"), "AC_INIT\n");
+  Write(d.file("repo/src/a.c"), "int a(void) { return 1; }\n");
+  Write(d.file("hidden/configure.ac"), "AC_INIT\n");
+  Write(d.file("hidden/config.status"), "#!/bin/sh\n");
+  std::filesystem::permissions(d.file("hidden/config.status"), std::filesystem::perms(0755));
+  ProjectProfile p;
+  p.language = "c";
+  p.runner = "automake";
+  p.test_script = "make check";
+  p.test_files = {"configure.ac", "config.status"};
+  TaskSpec s;
+  s.package = "a";
+  s.file = "src/a.c";
+  s.fixed_content = "int a(void) { return 1; }\n";
+  s.broken_content = "int a(void) { return 0; }\n";
+  s.fail_to_pass = {"t1"};
+  s.hidden_dir = d.file("hidden");
+  ASSERT_TRUE(WriteTask(d.file("task"), d.file("repo"), p, s).ok());
+  std::ifstream in(d.file("task/tests/test.sh"));
+  std::string sh((std::istreambuf_iterator<char>(in)), {});
+  std::vector<std::string> lines;
+  for (size_t a = 0, b; a < sh.size(); a = b + 1) {
+    b = sh.find('\n', a);
+    if (b == std::string::npos) b = sh.size();
+    lines.push_back(sh.substr(a, b - a));
+  }
+  auto has = [&](const std::string& l) { return std::find(lines.begin(), lines.end(), l) != lines.end(); };
+  EXPECT_TRUE(has(CleanBuildStateScript("/app").substr(0, CleanBuildStateScript("/app").size() - 1))) << sh;
+  EXPECT_TRUE(has("chmod +x -- 'config.status'")) << sh;
+  EXPECT_TRUE(has("(cd /app && sh ./config.status --quiet && make -j2) > /tmp/verifier-build.log 2>&1 || fail "
+                  "\"build failed: $(tail -5 /tmp/verifier-build.log)\""))
+      << sh;
+  // The clean step comes before the restore (a restored GNUmakefile stays).
+  EXPECT_LT(sh.find("-name GNUmakefile"), sh.find("cp -r /tests/hidden/. /app/")) << sh;
+  EXPECT_EQ(sh.find("./configure"), std::string::npos) << sh;
 }
 
 TEST(ProjectProfileTest, SrcLayoutRunsWithSrcOnThePathAndGetsDebianTestDependencies) {

@@ -48,6 +48,9 @@ struct EnvBuilderOptions {
   // The build sandboxes' runtime; its state_dir defaults to <store_dir>/build-sandboxes and
   // its image_dir is always the store dir.
   sandbox::RuntimeOptions runtime;
+  // The RUN steps' class: best effort (SCHED_IDLE, behind all other work) by default; a caller
+  // that waits on its builds (the synthesizer, one build per task) asks for latency-sensitive.
+  sandbox::ExecutionClass execution_class = sandbox::ExecutionClass::kBestEffort;
 };
 
 struct BuildOptions {

@@ -18,7 +18,8 @@
 //                repository), tests/ (verifier restoring hidden tests, checking their hashes and
 //                the runner's), solution/solve.sh.
 //   probe        in the task's own built environment: oracle scores 1; nop, deleting the tests,
-//                editing the tests and replacing the runner score 0; no line unique to the fix
+//                editing the tests, replacing the runner and (C) a GNUmakefile shadowing the
+//                Makefile score 0; no line unique to the fix
 //                is found in the environment. A candidate failing any probe is dropped (the next
 //                mutation takes its place: repair), its task folder removed, the reason kept.
 // Difficulty needs a model (the solve rate through `flotilla eval`); without one it is
