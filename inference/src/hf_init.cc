@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/status.h"
 #include "flotilla/inference/hf_tokenizer.h"
+#include "hf/random_tensors.h"
 #include "nlohmann/json.hpp"
 
 namespace flotilla::inference {
@@ -19,43 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Owns the values of every tensor until they are written.
-class TensorSet {
- public:
-  explicit TensorSet(uint64_t seed, DType dtype) : rng_(seed), dtype_(dtype) {}
-  std::vector<float>& values(const std::string& name) { return values_.at(name); }
-  void Normal(const std::string& name, std::vector<int64_t> shape, float stddev, float mean = 0.0f) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    std::normal_distribution<float> dist(mean, stddev);
-    std::vector<float>& v = values_[name];
-    v.resize(static_cast<size_t>(n));
-    for (float& x : v) x = dist(rng_);
-    shapes_[name] = std::move(shape);
-  }
-  // Moves the named tensors, in order, into one tensor `into` of `shape`.
-  void Concat(const std::vector<std::string>& names, const std::string& into, std::vector<int64_t> shape) {
-    std::vector<float>& out = values_[into];
-    for (const std::string& n : names) {
-      const std::vector<float>& v = values_.at(n);
-      out.insert(out.end(), v.begin(), v.end());
-      values_.erase(n);
-      shapes_.erase(n);
-    }
-    shapes_[into] = std::move(shape);
-  }
-  absl::Status Write(const std::string& path) const {
-    std::vector<TensorToWrite> out;
-    for (const auto& [name, v] : values_) out.push_back({name, shapes_.at(name), v.data(), dtype_});
-    return WriteSafetensors(path, out, {{"format", "pt"}});
-  }
-
- private:
-  std::mt19937_64 rng_;
-  DType dtype_;
-  std::map<std::string, std::vector<float>> values_;
-  std::map<std::string, std::vector<int64_t>> shapes_;
-};
 
 absl::Status WriteJson(const fs::path& path, const nlohmann::ordered_json& j) {
   std::ofstream out(path);
@@ -68,7 +32,7 @@ absl::Status WriteJson(const fs::path& path, const nlohmann::ordered_json& j) {
 // residual stream (the layers add outputs of about init_std * sqrt(hidden) per component), so
 // after the final RMSNorm (and its weight) it reads close to kComponent / sqrt((kComponent^2 + hidden - 1) /
 // hidden) for any context, and the other tokens' logits stay near zero.
-void RaiseEndToken(TensorSet& t, int64_t vocab, int64_t hidden, float init_std, int32_t end, double p) {
+void RaiseEndToken(RandomTensors& t, int64_t vocab, int64_t hidden, float init_std, int32_t end, double p) {
   constexpr double kComponent = 50.0;
   std::vector<float>& embed = t.values("model.embed_tokens.weight");
   for (int64_t v = 0; v < vocab; ++v) embed[static_cast<size_t>(v * hidden)] = static_cast<float>(kComponent * init_std);
@@ -168,7 +132,7 @@ absl::Status WriteRandomHfModel(const HfInitOptions& o) {
   g["eos_token_id"] = c["eos_token_id"];
   RETURN_IF_ERROR(WriteJson(out / "generation_config.json", g));
 
-  TensorSet t(o.seed, o.dtype);
+  RandomTensors t(o.seed, o.dtype);
   const int64_t h = o.hidden_size, hd = o.head_dim;
   const float s = o.init_std;
   t.Normal("model.embed_tokens.weight", {vocab, h}, s);

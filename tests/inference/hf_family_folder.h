@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/status.h"
 #include "flotilla/inference/safetensors.h"
+#include "hf/random_tensors.h"
 #include "nlohmann/json.hpp"
 
 namespace flotilla::testing {
@@ -42,30 +43,6 @@ struct FamilyFolder {
   int64_t n_group = 4, topk_group = 2, n_shared = 1, first_k_dense = 1;
   double routed_scaling_factor = 2.5;
   uint64_t seed = 1;
-};
-
-class FolderTensors {
- public:
-  explicit FolderTensors(uint64_t seed) : rng_(seed) {}
-  void Normal(const std::string& name, std::vector<int64_t> shape, float stddev, float mean = 0.0f) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    std::normal_distribution<float> dist(mean, stddev);
-    std::vector<float>& v = values_[name];
-    v.resize(static_cast<size_t>(n));
-    for (float& x : v) x = dist(rng_);
-    shapes_[name] = std::move(shape);
-  }
-  absl::Status Write(const std::string& path) const {
-    std::vector<inference::TensorToWrite> out;
-    for (const auto& [name, v] : values_) out.push_back({name, shapes_.at(name), v.data(), inference::DType::kBF16});
-    return inference::WriteSafetensors(path, out, {{"format", "pt"}});
-  }
-
- private:
-  std::mt19937_64 rng_;
-  std::map<std::string, std::vector<float>> values_;
-  std::map<std::string, std::vector<int64_t>> shapes_;
 };
 
 inline absl::Status WriteFamilyFolder(const FamilyFolder& f, const std::string& dir) {
@@ -128,7 +105,7 @@ inline absl::Status WriteFamilyFolder(const FamilyFolder& f, const std::string& 
   out.close();
   if (ec || !out) return absl::InternalError(absl::StrCat(dir, "/config.json: cannot write"));
 
-  FolderTensors t(f.seed);
+  inference::RandomTensors t(f.seed, inference::DType::kBF16);
   const int64_t h = f.hidden, hd = f.head_dim, H = f.heads, KV = f.kv_heads;
   const bool mla = f.family == "deepseek_v3";
   const int64_t I = f.family == "qwen2_moe" || mla ? f.moe_intermediate : f.intermediate;
