@@ -5,25 +5,20 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "testing/daemon_process.h"
 
 namespace flotilla::bench {
 namespace {
 
-std::string FullBinary() {
-  const char* dir = std::getenv("FLOTILLA_BINARY_DIR");
-  return std::string(dir != nullptr ? dir : "build") + "/cli/flotilla-full";
-}
-
 TEST(SoakTest, ShortChurnLeavesNothingBehind) {
   if (geteuid() != 0) GTEST_SKIP() << "sandboxes need root";
-  const std::string command = FullBinary() +
+  const std::string command = flotilla::testing::FlotillaBinary() + "-full" +
                               " bench soak --seconds 6 --warmup 2 --sandboxes 8 --sessions 4 --max-tokens 4"
                               " --state-dir /var/tmp 2>&1";
   FILE* pipe = ::popen(command.c_str(), "r");
