@@ -137,11 +137,33 @@ TEST_F(HfGpuFamilyTest, DeepseekV3WithoutQLoraMatchesCpu) {
   Check(f, "deepseek_v3_no_q_lora", 2);
 }
 
-// DeepSeek-V3's own head sizes (nope 128 + rope 64) are over the attention kernels' 128 values
-// a key head: refused at load, naming the fields.
+// DeepSeek-V3 with attention_bias: the biases of q_a_proj, kv_a_proj_with_mqa (its latent and
+// rotation rows) and o_proj, as transformers' DeepseekV3Attention has them.
+TEST_F(HfGpuFamilyTest, DeepseekV3AttentionBiasMatchesCpu) {
+  HfInitOptions f = FamilyOptions("deepseek_v3", 28);
+  f.attention_bias = true;
+  f.norm_topk_prob = true;
+  Check(f, "deepseek_v3_bias", 2);
+}
+
+// DeepSeek-V3's own head sizes: keys of 128 nope + 64 rope values (192) and values of 128,
+// through q_lora, with attention_bias; 2 layers (a dense one, a MoE one). The prefill and the
+// greedy decode both run the wide instantiation of the paged attention kernel.
+TEST_F(HfGpuFamilyTest, DeepseekV3RealHeadSizesMatchCpu) {
+  HfInitOptions f = FamilyOptions("deepseek_v3", 29);
+  f.qk_nope_head_dim = 128;
+  f.qk_rope_head_dim = 64;
+  f.v_head_dim = 128;
+  f.num_layers = 2;
+  f.attention_bias = true;
+  f.norm_topk_prob = true;
+  Check(f, "deepseek_v3_192_128", 1);
+}
+
+// Key heads over the attention kernel's 256 values are refused at load, naming the fields.
 TEST_F(HfGpuFamilyTest, KeyHeadsOverTheKernelsAreRefusedNamingTheFields) {
   HfInitOptions f = FamilyOptions("deepseek_v3");
-  f.qk_nope_head_dim = 128;
+  f.qk_nope_head_dim = 256;
   f.qk_rope_head_dim = 64;
   f.v_head_dim = 128;
   f.num_layers = 2;
@@ -154,7 +176,7 @@ TEST_F(HfGpuFamilyTest, KeyHeadsOverTheKernelsAreRefusedNamingTheFields) {
   ASSERT_TRUE(e.ok());
   const absl::Status s = (*e)->LoadHfModel("m", out, 1);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(std::string(s.message()).find("config.json qk_nope_head_dim + qk_rope_head_dim = 192"), std::string::npos)
+  EXPECT_NE(std::string(s.message()).find("config.json qk_nope_head_dim + qk_rope_head_dim = 320"), std::string::npos)
       << s;
 }
 
@@ -163,7 +185,8 @@ TEST_F(HfGpuFamilyTest, KeyHeadsOverTheKernelsAreRefusedNamingTheFields) {
 // relative (and on the argmax), as for the qwen3_moe bf16 fixture in gpu_hf_test.cc.
 TEST_F(HfGpuFamilyTest, FamilyFixturesNearTransformers) {
   for (const std::string name : {"qwen3_a", "qwen3_yarn", "llama_a", "llama3_rope", "mixtral_a", "mixtral_b", "olmoe_a", "olmoe_b", "qwen2_moe_a",
-                                 "qwen2_moe_sparse", "deepseek_v3_qlora", "deepseek_v3_yarn", "deepseek_v3_qlora_fp8"}) {
+                                 "qwen2_moe_sparse", "deepseek_v3_qlora", "deepseek_v3_yarn", "deepseek_v3_qlora_fp8",
+                                 "deepseek_v3_bias", "deepseek_v3_wide"}) {
     const std::string dir = flotilla::testing::HfFixtureRoot() + "/" + name;
     const nlohmann::json golden = flotilla::testing::ReadJsonFile(dir + "/golden.json");
     ASSERT_TRUE(golden.is_object()) << dir;
