@@ -30,7 +30,7 @@ struct Scored {
 
 // One prefill step of `ids` on `backend`, teacher-forced log-probs from its logits.
 absl::StatusOr<Scored> Step(ModelBackend& backend, const std::vector<int32_t>& ids, const std::vector<int32_t>& replay,
-                           int vocab) {
+                            int vocab) {
   const int n = static_cast<int>(ids.size());
   StepInput in;
   in.tokens = ids;
