@@ -673,8 +673,8 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
   for (int32_t t : in.tokens) {
     if (t < 0 || t >= V) return absl::InvalidArgumentError(absl::StrCat("token id ", t, " outside [0, ", V, ")"));
   }
-  // Routing replay: the ids checked as the CPU backends check them, then on the device for the
-  // step (uploaded on the stream, ahead of every kernel that reads them).
+  // Routing replay: the ids checked as the CPU backends check them, then copied to the device
+  // (a blocking copy, before any kernel of the step) for Choose to read.
   replay_dev_ = nullptr;
   if (!in.replay_experts.empty()) {
     const size_t want = static_cast<size_t>(T) * n_moe_ * c_.top_k;
