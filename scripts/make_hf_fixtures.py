@@ -9,7 +9,7 @@ here, weights are random with a fixed seed). For each fixture it writes, into OU
   (captured by hooks on the experts module / the router).
 It also writes OUTDIR/state_dict_keys.txt: the state-dict key names and shapes transformers uses.
 
-usage: make_hf_fixtures.py OUTDIR
+usage: make_hf_fixtures.py OUTDIR [NAME ...]   (names: only those fixtures; each keeps its seeds)
 """
 import inspect
 import json
@@ -118,6 +118,15 @@ def fixtures():
         norm_topk_prob=False, routed_scaling_factor=1.5, tie_word_embeddings=True),
         {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 256,
          "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0}))
+    # attention_bias: q_a_proj, kv_a_proj_with_mqa and o_proj biases (appended last: the earlier
+    # fixtures keep their seeds).
+    out.append(("deepseek_v3_bias", T.DeepseekV3Config, T.DeepseekV3ForCausalLM, dict(
+        ds, q_lora_rank=48, attention_bias=True), {"rope_type": "default", "rope_theta": 10000.0}))
+    # DeepSeek-V3's own head sizes: 128 nope + 64 rope key dims, 128 value dims (2 layers of 2
+    # heads, to keep the folder small).
+    out.append(("deepseek_v3_wide", T.DeepseekV3Config, T.DeepseekV3ForCausalLM, dict(
+        ds, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2, q_lora_rank=48,
+        qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128), {"rope_type": "default", "rope_theta": 10000.0}))
     return out
 
 
@@ -284,12 +293,15 @@ def unfuse_experts(sd):
 
 def main():
     outdir = sys.argv[1]
+    only = set(sys.argv[2:])
     os.makedirs(outdir, exist_ok=True)
     from safetensors.torch import save_file
     torch.set_num_threads(8)
     keys_report = []
     summary = {}
     for i, (name, ccls, mcls, kw, rope) in enumerate(fixtures()):
+        if only and name not in only:
+            continue
         try:
             cfg = make_config(ccls, rope=rope, **kw)
             torch.manual_seed(1000 + i)

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/status.h"
 #include "flotilla/inference/hf_tokenizer.h"
+#include "hf/init_tensors.h"
 #include "hf/random_tensors.h"
 #include "nlohmann/json.hpp"
 
@@ -44,13 +45,12 @@ void RaiseEndToken(RandomTensors& t, int64_t vocab, int64_t hidden, float init_s
       static_cast<float>(logit / (normed * norm_weight));
 }
 
-}  // namespace
+constexpr std::pair<const char*, const char*> kFamilies[] = {
+    {"qwen3_moe", "Qwen3MoeForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"},       {"llama", "LlamaForCausalLM"},
+    {"mixtral", "MixtralForCausalLM"},    {"olmoe", "OlmoeForCausalLM"},       {"qwen2_moe", "Qwen2MoeForCausalLM"},
+    {"deepseek_v3", "DeepseekV3ForCausalLM"}};
 
-absl::Status WriteRandomHfModel(const HfInitOptions& o) {
-  const bool moe = o.family == "qwen3_moe";
-  if (!moe && o.family != "qwen3") {
-    return absl::InvalidArgumentError(absl::StrCat("--family: '", o.family, "' is not supported (qwen3_moe, qwen3)"));
-  }
+absl::Status CheckShape(const HfInitOptions& o, bool moe) {
   if (o.hidden_size <= 0 || o.num_layers <= 0 || o.num_heads <= 0 || o.num_kv_heads <= 0 || o.head_dim <= 0 ||
       o.num_heads % o.num_kv_heads != 0) {
     return absl::InvalidArgumentError("model shape: sizes must be positive and num_heads a multiple of num_kv_heads");
@@ -60,11 +60,99 @@ absl::Status WriteRandomHfModel(const HfInitOptions& o) {
       return absl::InvalidArgumentError(absl::StrCat("mlp_only_layers: layer ", l, " is not in [0, ", o.num_layers, ")"));
     }
   }
-  if (o.tie_word_embeddings && o.end_probability > 0) {
-    return absl::InvalidArgumentError("--end-probability: needs an lm_head of its own (tie_word_embeddings false)");
-  }
   if (moe && (o.num_experts <= 0 || o.top_k <= 0 || o.top_k > o.num_experts)) {
     return absl::InvalidArgumentError("model shape: top_k must be in [1, num_experts]");
+  }
+  if (o.family == "deepseek_v3") {
+    if (o.kv_lora_rank <= 0 || o.q_lora_rank < 0 || o.qk_nope_head_dim <= 0 || o.v_head_dim <= 0 ||
+        o.qk_rope_head_dim <= 0 || o.qk_rope_head_dim % 2 != 0) {
+      return absl::InvalidArgumentError(
+          "deepseek_v3 shape: kv_lora_rank, qk_nope_head_dim, v_head_dim > 0, q_lora_rank >= 0, qk_rope_head_dim even");
+    }
+    if (o.n_group <= 0 || o.num_experts % o.n_group != 0 || o.topk_group <= 0 || o.topk_group > o.n_group) {
+      return absl::InvalidArgumentError("deepseek_v3 routing: n_group must divide num_experts, topk_group in [1, n_group]");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// config.json's fields for the options' family, as transformers names them.
+absl::StatusOr<nlohmann::ordered_json> Config(const HfInitOptions& o, const char* architecture, int64_t vocab,
+                                              std::optional<int32_t> eos) {
+  const nlohmann::ordered_json rope = nlohmann::ordered_json::parse(o.rope_parameters, nullptr, false);
+  if (!rope.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat("--rope: '", o.rope_parameters, "' is not a JSON object"));
+  }
+  const std::string& f = o.family;
+  const bool deepseek = f == "deepseek_v3";
+  nlohmann::ordered_json c;
+  c["architectures"] = {architecture};
+  c["model_type"] = f;
+  c["vocab_size"] = vocab;
+  c["hidden_size"] = o.hidden_size;
+  c["num_hidden_layers"] = o.num_layers;
+  c["num_attention_heads"] = o.num_heads;
+  c["num_key_value_heads"] = deepseek ? o.num_heads : o.num_kv_heads;
+  c["head_dim"] = o.head_dim;
+  c["intermediate_size"] = o.intermediate_size;
+  c["hidden_act"] = "silu";
+  c["rms_norm_eps"] = o.rms_norm_eps;
+  c["max_position_embeddings"] = o.max_position_embeddings;
+  c["rope_parameters"] = rope;
+  c["attention_bias"] = o.attention_bias;
+  c["tie_word_embeddings"] = o.tie_word_embeddings;
+  if (f != "llama" && f != "qwen3") {
+    c[deepseek ? "n_routed_experts" : f == "mixtral" ? "num_local_experts" : "num_experts"] = o.num_experts;
+    c["num_experts_per_tok"] = o.top_k;
+  }
+  if (f != "llama" && f != "qwen3" && f != "mixtral") c["norm_topk_prob"] = o.norm_topk_prob;
+  if (f == "qwen3_moe" || f == "qwen2_moe" || deepseek) c["moe_intermediate_size"] = o.moe_intermediate_size;
+  if (f == "qwen3_moe" || f == "qwen2_moe") {
+    c["decoder_sparse_step"] = 1;
+    c["mlp_only_layers"] = o.mlp_only_layers;
+  }
+  if (f == "qwen2_moe") {
+    c["shared_expert_intermediate_size"] = o.shared_expert_intermediate_size;
+    c["use_sliding_window"] = false;
+  }
+  if (f == "mixtral") {
+    c["sliding_window"] = o.sliding_window > 0 ? nlohmann::ordered_json(o.sliding_window) : nlohmann::ordered_json(nullptr);
+  }
+  if (deepseek) {
+    c["q_lora_rank"] = o.q_lora_rank > 0 ? nlohmann::ordered_json(o.q_lora_rank) : nlohmann::ordered_json(nullptr);
+    c["kv_lora_rank"] = o.kv_lora_rank;
+    c["qk_rope_head_dim"] = o.qk_rope_head_dim;
+    c["qk_nope_head_dim"] = o.qk_nope_head_dim;
+    c["v_head_dim"] = o.v_head_dim;
+    c["rope_interleave"] = o.rope_interleave;
+    c["n_shared_experts"] = o.n_shared_experts;
+    c["n_group"] = o.n_group;
+    c["topk_group"] = o.topk_group;
+    c["routed_scaling_factor"] = o.routed_scaling_factor;
+    c["first_k_dense_replace"] = o.first_k_dense_replace;
+    c["topk_method"] = "noaux_tc";
+    c["scoring_func"] = "sigmoid";
+  }
+  c["bos_token_id"] = nullptr;
+  c["eos_token_id"] = eos.has_value() ? nlohmann::ordered_json(*eos) : nlohmann::ordered_json(nullptr);
+  c["dtype"] = o.dtype == DType::kBF16 ? "bfloat16" : "float32";
+  return c;
+}
+
+}  // namespace
+
+absl::Status WriteRandomHfModel(const HfInitOptions& o) {
+  const char* architecture = nullptr;
+  for (const auto& [family, arch] : kFamilies) {
+    if (o.family == family) architecture = arch;
+  }
+  if (architecture == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--family: '", o.family, "' is not supported (qwen3_moe, qwen3, llama, mixtral, olmoe, qwen2_moe, deepseek_v3)"));
+  }
+  RETURN_IF_ERROR(CheckShape(o, o.family != "llama" && o.family != "qwen3"));
+  if (o.tie_word_embeddings && o.end_probability > 0) {
+    return absl::InvalidArgumentError("--end-probability: needs an lm_head of its own (tie_word_embeddings false)");
   }
   if (o.end_probability < 0 || o.end_probability >= 1) {
     return absl::InvalidArgumentError(absl::StrCat("--end-probability: ", o.end_probability, " is not in [0, 1)"));
@@ -80,6 +168,8 @@ absl::Status WriteRandomHfModel(const HfInitOptions& o) {
                                                    tok->vocab_size(), " tokens (", o.tokenizer_dir, ")"));
   }
   const int64_t vocab = o.vocab_size != 0 ? o.vocab_size : tok->vocab_size();
+  const std::optional<int32_t> eos = tok != nullptr ? tok->eos_id() : std::nullopt;
+  ASSIGN_OR_RETURN(const nlohmann::ordered_json c, Config(o, architecture, vocab, eos));
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat(o.out_dir, ": cannot create (", ec.message(), ")"));
@@ -98,34 +188,6 @@ absl::Status WriteRandomHfModel(const HfInitOptions& o) {
     if (ec) return absl::InternalError(absl::StrCat(entry.path().string(), ": cannot copy (", ec.message(), ")"));
   }
 
-  nlohmann::ordered_json c;
-  c["architectures"] = {moe ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM"};
-  c["model_type"] = o.family;
-  c["vocab_size"] = vocab;
-  c["hidden_size"] = o.hidden_size;
-  c["num_hidden_layers"] = o.num_layers;
-  c["num_attention_heads"] = o.num_heads;
-  c["num_key_value_heads"] = o.num_kv_heads;
-  c["head_dim"] = o.head_dim;
-  c["intermediate_size"] = o.intermediate_size;
-  c["hidden_act"] = "silu";
-  c["rms_norm_eps"] = 1e-6;
-  c["max_position_embeddings"] = o.max_position_embeddings;
-  c["rope_parameters"] = {{"rope_theta", 1000000.0}, {"rope_type", "default"}};
-  c["attention_bias"] = false;
-  c["tie_word_embeddings"] = o.tie_word_embeddings;
-  if (moe) {
-    c["num_experts"] = o.num_experts;
-    c["num_experts_per_tok"] = o.top_k;
-    c["moe_intermediate_size"] = o.moe_intermediate_size;
-    c["norm_topk_prob"] = o.norm_topk_prob;
-    c["decoder_sparse_step"] = 1;
-    c["mlp_only_layers"] = o.mlp_only_layers;
-  }
-  auto eos = tok != nullptr ? tok->eos_id() : std::nullopt;
-  c["bos_token_id"] = nullptr;
-  c["eos_token_id"] = eos.has_value() ? nlohmann::ordered_json(*eos) : nlohmann::ordered_json(nullptr);
-  c["dtype"] = o.dtype == DType::kBF16 ? "bfloat16" : "float32";
   const fs::path out(o.out_dir);
   RETURN_IF_ERROR(WriteJson(out / "config.json", c));
   nlohmann::ordered_json g;
@@ -133,49 +195,13 @@ absl::Status WriteRandomHfModel(const HfInitOptions& o) {
   RETURN_IF_ERROR(WriteJson(out / "generation_config.json", g));
 
   RandomTensors t(o.seed, o.dtype);
-  const int64_t h = o.hidden_size, hd = o.head_dim;
-  const float s = o.init_std;
-  t.Normal("model.embed_tokens.weight", {vocab, h}, s);
-  if (!o.tie_word_embeddings) t.Normal("lm_head.weight", {vocab, h}, s);
-  t.Normal("model.norm.weight", {h}, 0.1f, 1.0f);
-  for (int32_t l = 0; l < o.num_layers; ++l) {
-    const std::string p = absl::StrCat("model.layers.", l, ".");
-    t.Normal(p + "input_layernorm.weight", {h}, 0.1f, 1.0f);
-    t.Normal(p + "post_attention_layernorm.weight", {h}, 0.1f, 1.0f);
-    t.Normal(p + "self_attn.q_proj.weight", {o.num_heads * hd, h}, s);
-    t.Normal(p + "self_attn.k_proj.weight", {o.num_kv_heads * hd, h}, s);
-    t.Normal(p + "self_attn.v_proj.weight", {o.num_kv_heads * hd, h}, s);
-    t.Normal(p + "self_attn.o_proj.weight", {h, o.num_heads * hd}, s);
-    t.Normal(p + "self_attn.q_norm.weight", {hd}, 0.1f, 1.0f);
-    t.Normal(p + "self_attn.k_norm.weight", {hd}, 0.1f, 1.0f);
-    if (moe && std::find(o.mlp_only_layers.begin(), o.mlp_only_layers.end(), l) == o.mlp_only_layers.end()) {
-      t.Normal(p + "mlp.gate.weight", {o.num_experts, h}, s);
-      std::vector<std::string> gate_up, down;
-      for (int32_t e = 0; e < o.num_experts; ++e) {
-        const std::string q = absl::StrCat(p, "mlp.experts.", e, ".");
-        t.Normal(q + "gate_proj.weight", {o.moe_intermediate_size, h}, s);
-        t.Normal(q + "up_proj.weight", {o.moe_intermediate_size, h}, s);
-        t.Normal(q + "down_proj.weight", {h, o.moe_intermediate_size}, s);
-        gate_up.insert(gate_up.end(), {q + "gate_proj.weight", q + "up_proj.weight"});
-        down.push_back(q + "down_proj.weight");
-      }
-      if (o.fused_experts) {
-        const int64_t E = o.num_experts, I = o.moe_intermediate_size;
-        t.Concat(gate_up, p + "mlp.experts.gate_up_proj", {E, 2 * I, h});
-        t.Concat(down, p + "mlp.experts.down_proj", {E, h, I});
-      }
-    } else {
-      t.Normal(p + "mlp.gate_proj.weight", {o.intermediate_size, h}, s);
-      t.Normal(p + "mlp.up_proj.weight", {o.intermediate_size, h}, s);
-      t.Normal(p + "mlp.down_proj.weight", {h, o.intermediate_size}, s);
-    }
-  }
+  DrawHfTensors(o, vocab, t);
   if (o.end_probability > 0) {
     if (!eos.has_value()) {
       return absl::InvalidArgumentError(absl::StrCat("--end-probability: the tokenizer in '", o.tokenizer_dir,
                                                      "' names no end token (tokenizer_config.json eos_token)"));
     }
-    RaiseEndToken(t, vocab, h, s, *eos, o.end_probability);
+    RaiseEndToken(t, vocab, o.hidden_size, o.init_std, *eos, o.end_probability);
   }
   return t.Write((out / "model.safetensors").string());
 }

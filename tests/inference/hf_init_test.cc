@@ -135,5 +135,69 @@ TEST(HfInitTest, FusedLayoutAndSparseOptionsWithoutATokenizer) {
   EXPECT_EQ(WriteRandomHfModel(o).message(), "mlp_only_layers: layer 3 is not in [0, 3)");
 }
 
+// Every family writes a folder the loader reads as that family, with the knobs that family has
+// in config.json (and in the tensors: the CPU backend scores it), fused experts too; an unknown
+// family and bad rope_parameters are refused naming the flag.
+TEST(HfInitTest, EveryFamilyLoadsWithItsKnobs) {
+  flotilla::testing::TempDir dir;
+  for (const char* family : {"qwen3_moe", "qwen3", "llama", "mixtral", "olmoe", "qwen2_moe", "deepseek_v3"}) {
+    for (bool fused : {false, true}) {
+      HfInitOptions o;
+      o.family = family;
+      o.vocab_size = 64;
+      o.hidden_size = 32;
+      o.head_dim = 8;
+      o.num_layers = 2;
+      o.num_experts = 4;
+      o.intermediate_size = 40;
+      o.moe_intermediate_size = 16;
+      o.attention_bias = true;
+      o.fused_experts = fused;
+      o.mlp_only_layers = {};
+      o.n_group = 2;
+      o.topk_group = 1;
+      o.q_lora_rank = fused ? 0 : 24;
+      o.sliding_window = 16;
+      o.rope_parameters = R"({"rope_theta": 10000.0, "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                              "high_freq_factor": 4.0, "original_max_position_embeddings": 16})";
+      o.dtype = DType::kF32;
+      o.out_dir = dir.file(std::string(family) + (fused ? "_fused" : ""));
+      const absl::Status written = WriteRandomHfModel(o);
+      ASSERT_TRUE(written.ok()) << family << ": " << written;
+      auto m = HfModel::Load(o.out_dir);
+      ASSERT_TRUE(m.ok()) << family << ": " << m.status();
+      const HfConfig& c = (*m)->config();
+      EXPECT_EQ(c.model_type, family);
+      EXPECT_EQ(c.rope.type, "llama3") << family;
+      const std::string f = family;
+      const bool moe = f != "qwen3" && f != "llama";
+      EXPECT_EQ(c.num_moe_layers(), !moe ? 0 : f == "deepseek_v3" ? 1 : 2) << family;
+      EXPECT_EQ(c.qkv_bias, f != "mixtral") << family;  // mixtral has no attention_bias
+      EXPECT_EQ(c.sliding_window, f == "mixtral" ? 16 : 0) << family;
+      if (f == "deepseek_v3") {
+        EXPECT_TRUE(c.mla);
+        EXPECT_EQ(c.q_lora_rank, fused ? 0 : 24);
+        EXPECT_EQ(c.n_group, 2);
+        EXPECT_EQ(c.shared_intermediate_size, 16);
+      }
+      if (f == "qwen2_moe") {
+        EXPECT_EQ(c.shared_intermediate_size, 96);
+      }
+      auto s = (*m)->Score({1, 5, 9, 63, 2, 40}, {}, 1);
+      ASSERT_TRUE(s.ok()) << family << ": " << s.status();
+      EXPECT_EQ(s->experts.size(), 6u * c.num_moe_layers() * c.top_k) << family;
+    }
+  }
+  HfInitOptions o;
+  o.vocab_size = 64;
+  o.out_dir = dir.file("bad");
+  o.family = "gpt2";
+  EXPECT_EQ(WriteRandomHfModel(o).message(),
+            "--family: 'gpt2' is not supported (qwen3_moe, qwen3, llama, mixtral, olmoe, qwen2_moe, deepseek_v3)");
+  o.family = "llama";
+  o.rope_parameters = "[1]";
+  EXPECT_EQ(WriteRandomHfModel(o).message(), "--rope: '[1]' is not a JSON object");
+}
+
 }  // namespace
 }  // namespace flotilla::inference

@@ -159,8 +159,11 @@ class CudaBackend final : public ModelBackend {
 
   // The routing and dispatch of the separate kernels (the fallback of fused_route_), with each
   // expert's row count copied back through chosen_host_.
-  absl::Status RouteUnfused(const DeviceLayer& L, int T, int32_t* ex, float* wt, const cuda::MoeGroupOperands& ops,
-                            int32_t* plan, void** ptrs, uint16_t* gu, uint16_t* h, std::vector<int32_t>* counts);
+  absl::Status RouteUnfused(const DeviceLayer& L, int T, int slot, int32_t* ex, float* wt,
+                            const cuda::MoeGroupOperands& ops, int32_t* plan, void** ptrs, uint16_t* gu, uint16_t* h,
+                            std::vector<int32_t>* counts);
+  // Whether this step's MoE layers take the fused routing (not while replaying).
+  bool FusedRoute() const { return fused_route_ && replay_dev_ == nullptr; }
   // Waits until the dispatch kernel has written `ticket` after the counts into counts_host_.
   absl::Status WaitForCounts(int32_t ticket, std::vector<int32_t>* counts);
   // The same MoE with the dispatch planned on the device: no host round trip in the layer.
@@ -175,8 +178,9 @@ class CudaBackend final : public ModelBackend {
   // gate of L.shared_gate when it has one) on xn_, added to x_; own workspaces.
   absl::Status HfSharedExpert(const DeviceLayer& L, int T);
   // The router's choice from its logits rl (T x E): softmax top-k, or DeepSeek-V3's grouped
-  // sigmoid routing with L's score bias.
-  cudaError_t Choose(const DeviceLayer& L, const float* rl, int T, int32_t* ex, float* wt) const;
+  // sigmoid routing with L's score bias; or, replaying, the MoE layer `slot`'s experts of the
+  // step's replay_dev_ with the router's weights for them.
+  cudaError_t Choose(const DeviceLayer& L, const float* rl, int T, int slot, int32_t* ex, float* wt) const;
   // DeepSeek-V3's latent attention up to the attention kernel: from xn_ the heads' queries into
   // q, and their keys and values into the pages of `layer`.
   absl::Status LatentAttentionInputs(const DeviceLayer& L, int layer, int T, const int32_t* positions,
@@ -197,6 +201,10 @@ class CudaBackend final : public ModelBackend {
   int shared_hidden_ = 0;  // a Hugging Face family's shared expert's hidden size (0: none)
   bool mla_ = false;       // DeepSeek-V3's latent attention
   bool grouped_router_ = false;
+  // The step's replayed experts on the device (rows x MoE layers x top_k, StepInput's layout),
+  // null when the router chooses.
+  const int32_t* replay_dev_ = nullptr;
+  DeviceBuffer replay_buf_;
   cuda::MlaShape mla_shape_{};
   int rope_half_ = 0;      // rotations per position (head_dim / 2; the latent attention: rope / 2)
   float rope_scale_ = 1.0f;
@@ -418,7 +426,7 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int slot, int T, 
   if (device_moe_) {
     ASSIGN_OR_RETURN(float* rl, Ws<float>(rlogits_, static_cast<size_t>(T) * E));
     RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.router.as<void>(), rl, CUDA_R_32F, T, E, D, 0.0f));
-    CUDA_RETURN_IF_ERROR(Choose(L, rl, T, ex, wt));
+    CUDA_RETURN_IF_ERROR(Choose(L, rl, T, slot, ex, wt));
     return MoeOnDevice(L, T, ex, wt, next_norm);
   }
   ASSIGN_OR_RETURN(uint16_t* xe, Ws<uint16_t>(xe_, N * D));
@@ -438,7 +446,7 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int slot, int T, 
   // is made on the device, and the shared experts are queued behind it, so the device has
   // that work while the host waits for the counts and launches.
   std::vector<int32_t> counts;
-  if (fused_route_) {
+  if (FusedRoute()) {
     RETURN_IF_ERROR(counts_host_.Reserve((E + 1) * sizeof(int32_t)));
     ASSIGN_OR_RETURN(int32_t* block_counts, Ws<int32_t>(block_counts_, static_cast<size_t>(cuda::MoeRouteBlocks(T) + 1) * E));
     const int32_t ticket = ++route_ticket_;
@@ -450,7 +458,7 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int slot, int T, 
     RETURN_IF_ERROR(SharedExperts(L, T, gu, h));
     RETURN_IF_ERROR(WaitForCounts(ticket, &counts));
   } else {
-    RETURN_IF_ERROR(RouteUnfused(L, T, ex, wt, ops, plan + ptr_words, ptrs_dev, gu, h, &counts));
+    RETURN_IF_ERROR(RouteUnfused(L, T, slot, ex, wt, ops, plan + ptr_words, ptrs_dev, gu, h, &counts));
   }
   std::vector<int32_t> offsets(E + 1, 0);
   std::vector<int> active;
@@ -505,14 +513,14 @@ absl::Status CudaBackend::Moe(const DeviceLayer& L, int layer, int slot, int T, 
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::RouteUnfused(const DeviceLayer& L, int T, int32_t* ex, float* wt,
+absl::Status CudaBackend::RouteUnfused(const DeviceLayer& L, int T, int slot, int32_t* ex, float* wt,
                                        const cuda::MoeGroupOperands& ops, int32_t* plan, void** ptrs,
                                        uint16_t* gu, uint16_t* h, std::vector<int32_t>* counts) {
   const int D = c_.d_model, E = c_.n_experts, K = c_.top_k;
   const size_t N = static_cast<size_t>(T) * K;
   ASSIGN_OR_RETURN(float* rl, Ws<float>(rlogits_, static_cast<size_t>(T) * E));
   RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.router.as<void>(), rl, CUDA_R_32F, T, E, D, 0.0f));
-  CUDA_RETURN_IF_ERROR(Choose(L, rl, T, ex, wt));
+  CUDA_RETURN_IF_ERROR(Choose(L, rl, T, slot, ex, wt));
   RETURN_IF_ERROR(chosen_host_.Reserve(N * 4));
   int32_t* chosen = chosen_host_.as<int32_t>();
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(chosen, ex, N * 4, cudaMemcpyDeviceToHost, nullptr));
@@ -577,7 +585,13 @@ absl::Status CudaBackend::SharedExperts(const DeviceLayer& L, int T, uint16_t* g
   return absl::OkStatus();
 }
 
-cudaError_t CudaBackend::Choose(const DeviceLayer& L, const float* rl, int T, int32_t* ex, float* wt) const {
+cudaError_t CudaBackend::Choose(const DeviceLayer& L, const float* rl, int T, int slot, int32_t* ex, float* wt) const {
+  if (replay_dev_ != nullptr) {
+    const int K = c_.top_k;
+    return cuda::LaunchRouterReplay(rl, replay_dev_ + static_cast<size_t>(slot) * K, n_moe_ * K, T, c_.n_experts, K,
+                                    grouped_router_, renormalize_, grouped_router_ ? hf_->routed_scaling_factor : 1.0f,
+                                    ex, wt, nullptr);
+  }
   if (!grouped_router_) return cuda::LaunchRouterTopK(rl, T, c_.n_experts, c_.top_k, ex, wt, nullptr, renormalize_);
   return cuda::LaunchRouterGrouped(rl, L.score_bias.as<float>(), T, c_.n_experts, c_.top_k, hf_->n_group,
                                    hf_->topk_group, renormalize_, hf_->routed_scaling_factor, ex, wt, nullptr);
@@ -597,14 +611,17 @@ absl::Status CudaBackend::LatentAttentionInputs(const DeviceLayer& L, int layer,
   uint16_t* q_raw = qkv_.as<uint16_t>();  // T x H kd of the T x 3 H kd workspace
   if (rq > 0) {
     RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.q_a.as<void>(), lat, CUDA_R_32F, T, rq, D, 0.0f));
+    if (L.q_a_bias.bytes() > 0) CUDA_RETURN_IF_ERROR(cuda::LaunchBiasAddF32(lat, L.q_a_bias.as<float>(), T, rq, nullptr));
     CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(lat, L.q_a_norm.as<float>(), nullptr, lat_n, T, rq, c_.norm_eps, nullptr));
     RETURN_IF_ERROR(Gemm(lat_n, L.wqkv.as<void>(), q_raw, CUDA_R_16BF, T, H * kd, rq, 0.0f));
   } else {
     RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.wqkv.as<void>(), q_raw, CUDA_R_16BF, T, H * kd, D, 0.0f));
   }
   RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.kv_a.as<void>(), lat, CUDA_R_32F, T, r, D, 0.0f));
+  if (L.kv_a_bias.bytes() > 0) CUDA_RETURN_IF_ERROR(cuda::LaunchBiasAddF32(lat, L.kv_a_bias.as<float>(), T, r, nullptr));
   CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(lat, L.kv_a_norm.as<float>(), nullptr, lat_n, T, r, c_.norm_eps, nullptr));
   RETURN_IF_ERROR(Gemm(xn_.as<void>(), L.kv_pe.as<void>(), k_rope, CUDA_R_16BF, T, rope, D, 0.0f));
+  if (L.kv_pe_bias.bytes() > 0) CUDA_RETURN_IF_ERROR(cuda::LaunchBiasAdd(k_rope, L.kv_pe_bias.as<float>(), T, rope, nullptr));
   RETURN_IF_ERROR(Gemm(lat_n, L.kv_b.as<void>(), kv_b, CUDA_R_16BF, T, kvb_w, r, 0.0f));
   CUDA_RETURN_IF_ERROR(
       cuda::LaunchMlaRopeKvWrite(q_raw, k_rope, kv_b, positions, row_seq, rot, kv, layer, T, mla_shape_, q, nullptr));
@@ -650,12 +667,29 @@ absl::Status CudaBackend::MoeOnDevice(const DeviceLayer& L, int T, const int32_t
 }
 
 absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
-  if (!in.replay_experts.empty()) return absl::UnimplementedError("cuda backend: routing replay is not supported yet");
   if (!w_) return absl::FailedPreconditionError("cuda backend: no weights loaded");
   const int T = static_cast<int>(in.tokens.size());
   const int D = c_.d_model, H = c_.n_heads, hd = c_.head_dim, KVH = c_.n_kv_heads, V = c_.vocab_size;
   for (int32_t t : in.tokens) {
     if (t < 0 || t >= V) return absl::InvalidArgumentError(absl::StrCat("token id ", t, " outside [0, ", V, ")"));
+  }
+  // Routing replay: the ids checked as the CPU backends check them, then copied to the device
+  // (a blocking copy, before any kernel of the step) for Choose to read.
+  replay_dev_ = nullptr;
+  if (!in.replay_experts.empty()) {
+    const size_t want = static_cast<size_t>(T) * n_moe_ * c_.top_k;
+    if (in.replay_experts.size() != want) {
+      return absl::InvalidArgumentError(absl::StrCat("replay_experts has ", in.replay_experts.size(),
+                                                     " ids, rows x MoE layers x top_k is ", want));
+    }
+    for (int32_t e : in.replay_experts) {
+      if (e < 0 || e >= c_.n_experts) {
+        return absl::InvalidArgumentError(absl::StrCat("replayed expert ", e, " outside [0, ", c_.n_experts, ")"));
+      }
+    }
+    ASSIGN_OR_RETURN(int32_t* replay, Ws<int32_t>(replay_buf_, want));
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(replay, in.replay_experts.data(), want * 4, cudaMemcpyHostToDevice));
+    replay_dev_ = replay;
   }
   // The step's index arrays (tokens, positions, row sequences, page tables as one padded
   // matrix, logit rows) staged in pinned memory and sent in one copy.
@@ -744,7 +778,7 @@ absl::Status CudaBackend::Forward(const StepInput& in, StepOutput* out) {
     // The block's output is added to the f32 residual stream by the product itself (beta = 1).
     RETURN_IF_ERROR(Gemm(o, L.wo.as<void>(), x, CUDA_R_32F, T, D, H * hd, 1.0f));
     if (L.bo.bytes() > 0) CUDA_RETURN_IF_ERROR(cuda::LaunchBiasAddF32(x, L.bo.as<float>(), T, D, nullptr));
-    if (!fused_route_ || !moe_layer_[l]) {
+    if (!FusedRoute() || !moe_layer_[l]) {
       CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNorm(x, L.ffn_norm.as<float>(), nullptr, xn, T, D, c_.norm_eps, nullptr));
     }
     Mark(l, 3);

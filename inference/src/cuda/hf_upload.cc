@@ -11,6 +11,10 @@
 namespace flotilla::inference::cuda {
 namespace {
 
+// The widest latent-attention key head LaunchPagedAttention takes (its wide instantiation,
+// paged_attention.cu); DeepSeek-V3's is 192.
+constexpr int kMaxMlaKeyWidth = 256;
+
 // The checkpoint's tensors as upload parts: bf16 and f32 as mapped, other dtypes widened to
 // f32 and kept here until Release.
 class Source {
@@ -73,7 +77,8 @@ struct Uploader {
 
 // DeepSeek-V3's attention weights: q (through q_lora or directly) into wqkv, the latent and the
 // shared key rotation rows of kv_a_proj_with_mqa apart, kv_b, and o_proj with each head's v_head_dim
-// columns followed by zeros up to the key width.
+// columns followed by zeros up to the key width. With attention_bias (transformers'
+// DeepseekV3Attention): the biases of q_a_proj, kv_a_proj_with_mqa (split as its rows) and o_proj.
 absl::Status UploadLatentAttention(const HfConfig& c, const std::string& ap, Uploader& up, DeviceLayer* d) {
   const int64_t Hd = c.hidden_size, H = c.num_heads, kd = c.k_head_dim(), r = c.kv_lora_rank;
   const int64_t rope = c.qk_rope_head_dim, nope = c.qk_nope_head_dim, vd = c.v_head_dim, rq = c.q_lora_rank;
@@ -90,6 +95,16 @@ absl::Status UploadLatentAttention(const HfConfig& c, const std::string& ap, Upl
   RETURN_IF_ERROR(UploadOne(&d->kv_pe, {kv_a.data + latent * esize, kv_a.dtype, kv_a.size - latent}, up.staging, up.stream));
   RETURN_IF_ERROR(up.F32(&d->kv_a_norm, ap + "kv_a_layernorm.weight", r));
   RETURN_IF_ERROR(up.Bf16(&d->kv_b, {{ap + "kv_b_proj.weight", {H * (nope + vd), r}}}));
+  if (c.qkv_bias) {
+    if (rq > 0) RETURN_IF_ERROR(up.F32(&d->q_a_bias, ap + "q_a_proj.bias", rq));
+    std::vector<float> b;
+    RETURN_IF_ERROR(up.src.Concat({{ap + "kv_a_proj_with_mqa.bias", r + rope}}, false, &b));
+    RETURN_IF_ERROR(UploadF32(&d->kv_a_bias, {reinterpret_cast<const uint8_t*>(b.data()), DType::kF32,
+                                              static_cast<size_t>(r)}, up.stream));
+    RETURN_IF_ERROR(UploadF32(&d->kv_pe_bias, {reinterpret_cast<const uint8_t*>(b.data() + r), DType::kF32,
+                                               static_cast<size_t>(rope)}, up.stream));
+    RETURN_IF_ERROR(up.F32(&d->bo, ap + "o_proj.bias", Hd));
+  }
   ASSIGN_OR_RETURN(const Part o, up.src.Get(ap + "o_proj.weight", {Hd, H * vd}));
   if (vd == kd) return UploadOne(&d->wo, o, up.staging, up.stream);
   const std::vector<float> zeros(static_cast<size_t>(Hd * H * (kd - vd)), 0.0f);
@@ -101,10 +116,9 @@ absl::Status UploadLatentAttention(const HfConfig& c, const std::string& ap, Upl
 
 absl::Status HfCudaSupports(const HfConfig& c) {
   if (c.mla) {
-    if (c.qkv_bias) return absl::UnimplementedError("cuda backend: config.json attention_bias true with latent attention is not supported yet");
-    if (c.k_head_dim() > 128) {
+    if (c.k_head_dim() > kMaxMlaKeyWidth) {
       return absl::UnimplementedError(absl::StrCat("cuda backend: config.json qk_nope_head_dim + qk_rope_head_dim = ",
-                                                   c.k_head_dim(), " over the attention kernels' 128"));
+                                                   c.k_head_dim(), " over the attention kernels' ", kMaxMlaKeyWidth));
     }
     if (c.v_head_dim > c.k_head_dim()) {
       return absl::UnimplementedError(absl::StrCat("cuda backend: config.json v_head_dim ", c.v_head_dim,

@@ -112,6 +112,13 @@ cudaError_t LaunchRouterGrouped(const float* logits, const float* bias, int rows
                                 int n_group, int topk_group, bool renormalize, float scaling, int32_t* experts,
                                 float* weights, cudaStream_t stream);
 
+// Routing replay (router_replay.cu): row r uses the top_k experts at replay + r * stride, with
+// the router's weights for them (softmax, or `sigmoid` as DeepSeek-V3: then the renormalised
+// weights times `scaling`), as the CPU backends do.
+cudaError_t LaunchRouterReplay(const float* logits, const int32_t* replay, int stride, int rows, int n_experts,
+                               int top_k, bool sigmoid, bool renormalize, float scaling, int32_t* experts,
+                               float* weights, cudaStream_t stream);
+
 // Expert dispatch: gather rows by expert, SwiGLU activation, weighted combine back.
 cudaError_t LaunchGatherRows(const uint16_t* x, const int32_t* src, int n, int dim, uint16_t* out,
                              cudaStream_t stream);

@@ -32,7 +32,10 @@ __device__ float BlockReduce(float v, float* scratch) {
 
 // One block per (row, query head). The row's page ids are staged in shared memory first, so
 // each key costs one global load; scores go to shared memory, then each warp accumulates V over
-// a quarter of the keys (lanes over head dims) and the warps' partial sums are added.
+// a quarter of the keys (lanes over head dims) and the warps' partial sums are added. kChunks:
+// the 32-dim slices of a head a lane accumulates (4: heads up to 128; 8: up to 256, as
+// DeepSeek-V3's 192-wide latent-attention keys).
+template <int kChunks>
 __global__ void PagedAttentionKernel(const __nv_bfloat16* q, const int32_t* positions,
                                      const int32_t* row_seq, KvGeometry kv, int layer, int n_heads,
                                      int n_kv_heads, int head_dim, int window, int max_context,
@@ -98,7 +101,7 @@ __global__ void PagedAttentionKernel(const __nv_bfloat16* q, const int32_t* posi
     sum += e;
   }
   sum = BlockReduce<false>(sum, scratch);
-  float acc[4] = {0, 0, 0, 0};
+  float acc[kChunks] = {};
   if (vectorized && head_dim == 128) {
     // Each lane owns 4 consecutive dims (one 8-byte load per key); 4 keys in flight per warp.
 #pragma unroll 4
@@ -122,13 +125,13 @@ __global__ void PagedAttentionKernel(const __nv_bfloat16* q, const int32_t* posi
       const __nv_bfloat16* v = base + pg[p / P] * page_elems + v_off + static_cast<int64_t>(p % P) * kv.kv_dim;
       const float w = sc[j];
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
+      for (int c = 0; c < kChunks; ++c) {
         const int d = lane + 32 * c;
         if (d < head_dim) acc[c] += w * __bfloat162float(v[d]);
       }
     }
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
+    for (int c = 0; c < kChunks; ++c) {
       const int d = lane + 32 * c;
       if (d < head_dim) part[warp * head_dim + d] = acc[c];
     }
@@ -150,7 +153,7 @@ cudaError_t LaunchPagedAttention(const uint16_t* q, const int32_t* positions, co
                                  int head_dim, int window, int max_context, uint16_t* o,
                                  cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  if (head_dim > 128) return cudaErrorInvalidValue;
+  if (head_dim > 256) return cudaErrorInvalidValue;
   // FLOTILLA_CUDA_ATTN=generic selects the scalar loads (a cross-check of the vector paths);
   // =gqa forces the grouped kernel wherever it applies, =head the per-head kernel.
   static const std::string mode = [] {
@@ -168,15 +171,16 @@ cudaError_t LaunchPagedAttention(const uint16_t* q, const int32_t* positions, co
   }
   const size_t smem = static_cast<size_t>(head_dim + max_context + (kThreads / 32) * head_dim) * sizeof(float) +
                       static_cast<size_t>(max_context / kv.page_tokens + 1) * sizeof(int32_t);
+  // Heads over 128 (DeepSeek-V3's 192-wide keys) take the wide instantiation.
+  const auto kernel = head_dim > 128 ? PagedAttentionKernel<8> : PagedAttentionKernel<4>;
   if (smem > 48 * 1024) {
-    cudaError_t e = cudaFuncSetAttribute(PagedAttentionKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem));
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (e != cudaSuccess) return e;
   }
   dim3 grid(rows, n_heads);
-  PagedAttentionKernel<<<grid, kThreads, smem, stream>>>(
-      reinterpret_cast<const __nv_bfloat16*>(q), positions, row_seq, kv, layer, n_heads, n_kv_heads,
-      head_dim, window, max_context, vectorized, reinterpret_cast<__nv_bfloat16*>(o));
+  kernel<<<grid, kThreads, smem, stream>>>(reinterpret_cast<const __nv_bfloat16*>(q), positions, row_seq, kv, layer,
+                                           n_heads, n_kv_heads, head_dim, window, max_context, vectorized,
+                                           reinterpret_cast<__nv_bfloat16*>(o));
   return cudaGetLastError();
 }
 

@@ -36,6 +36,9 @@ struct DeviceLayer {
   DeviceBuffer kv_a, kv_a_norm;      // [kv_lora_rank, D] (kv_a_proj_with_mqa's latent rows), f32
   DeviceBuffer kv_pe;                // [rope, D]: its rows of the shared key rotation
   DeviceBuffer kv_b;                 // [H (nope + v), kv_lora_rank]
+  // f32 biases of q_a_proj ([q_lora_rank]) and of kv_a_proj_with_mqa's latent ([kv_lora_rank]) and
+  // rotation rows ([rope]) when config.json's attention_bias is true (o_proj's is bo); else empty.
+  DeviceBuffer q_a_bias, kv_a_bias, kv_pe_bias;
   DeviceBuffer score_bias;           // f32 [E]: e_score_correction_bias
 };
 
