@@ -21,6 +21,7 @@
 #include "scripted_endpoint.h"
 #include "statement_writer.h"
 #include "synth_model.h"
+#include "task_writer.h"
 #include "testing/daemon_process.h"
 #include "testing/shell.h"
 #include "testing/temp_dir.h"
@@ -55,9 +56,10 @@ bool HavePython() {
 // The project as a folder on this machine, commands run by bash here.
 class LocalShell : public ProjectShell {
  public:
-  explicit LocalShell(const testing::TempDir& dir) : root_(dir.file("repo")), scratch_(dir.file("scratch")) {
+  explicit LocalShell(const testing::TempDir& dir, const std::string& from = FixtureDir())
+      : root_(dir.file("repo")), scratch_(dir.file("scratch")) {
     fs::create_directories(scratch_);
-    fs::copy(FixtureDir(), root_, fs::copy_options::recursive);
+    fs::copy(from, root_, fs::copy_options::recursive);
   }
   std::string root() const override { return root_; }
   std::string scratch() const override { return scratch_; }
@@ -282,6 +284,67 @@ TEST(ScriptedEndpointTest, LeakingStatementIsRefusedCleanOneKept) {
   EXPECT_EQ(t.user,
             "Project: tally (Python)\nFailing tests (1):\n- tests/test_core.py::test_clamp_above: assert 12 == 10\n\n"
             "Write the issue.");
+}
+
+// C: functions from the tokenizer, rewrites checked with this machine's compiler (the file's
+// folder on the include path, so its own headers resolve).
+TEST(ScriptedEndpointTest, CRewriteCompilesBrokenOneIsRefused) {
+  int st = 0;
+  testing::RunShell("cc --version >/dev/null 2>&1", &st);
+  if (st != 0) GTEST_SKIP() << "no C compiler on this machine";
+  testing::TempDir dir;
+  const std::string src =
+      "#include \"ops.h\"\n\nint\nadd (int a, int b)\n{\n  int s = a + b;\n  return s;\n}\n\n"
+      "int\nsub (int a, int b)\n{\n  int d = a - b;\n  return d;\n}\n";
+  fs::create_directories(dir.file("proj/src"));
+  std::ofstream(dir.file("proj/src/ops.h")) << "int add (int a, int b);\nint sub (int a, int b);\n";
+  std::ofstream(dir.file("proj/src/ops.c")) << src;
+  ScriptedEndpoint server([](const ScriptedTurn& t) -> std::string {
+    if (t.user.find("Function: add\n") != std::string::npos) {
+      return "```c\nint\nadd (int a, int b)\n{\n  int s = a - b;\n  return s;\n}\n```";
+    }
+    return "```c\nint\nsub (int a, int b)\n{\n  int d = a - ;\n  return d;\n}\n```";
+  });
+  ASSERT_TRUE(server.ok());
+  auto model = SynthModel::Connect(Opts(server.base_url()));
+  ASSERT_TRUE(model.ok()) << model.status();
+  LocalShell shell(dir, dir.file("proj"));
+  auto fns = ListFunctions(shell, "c", shell.root(), {"src/ops.c"}, nullptr);
+  ASSERT_TRUE(fns.ok()) << fns.status();
+  ASSERT_EQ(fns->size(), 2u);
+  std::vector<RewriteOutcome> out = ProposeRewrites(**model, shell, "c", shell.root(), *fns, {});
+  ASSERT_EQ(out.size(), 2u);
+  for (const RewriteOutcome& o : out) {
+    SCOPED_TRACE(o.function.name);
+    if (o.function.name == "add") {
+      ASSERT_TRUE(o.usable) << o.reason;
+      EXPECT_EQ(o.reason, "compiles (cc -fsyntax-only)");
+      std::string want = src;
+      want.replace(want.find("a + b"), 5, "a - b");
+      EXPECT_EQ(ApplyEdit(src, o.edit), want);
+    } else {
+      EXPECT_FALSE(o.usable);
+      EXPECT_EQ(o.reason.rfind("does not compile (cc): ", 0), 0u) << o.reason;
+      EXPECT_NE(o.reason.find("error"), std::string::npos) << o.reason;
+    }
+  }
+}
+
+// A model's statement replaces the deterministic header and list; the instructions that follow
+// are the same.
+TEST(StatementWriterTest, ModelStatementLeadsTheInstruction) {
+  TaskSpec spec;
+  spec.package = "tally";
+  spec.version = "1.0";
+  spec.fail_to_pass = {"tests/test_core.py::test_clamp_above"};
+  ProjectProfile p;
+  p.language = "python";
+  EXPECT_EQ(ProblemStatement(spec, p).rfind("# Failing tests in tally\n", 0), 0u);
+  spec.statement = "# clamp ignores the upper bound\n\nclamp(12, 0, 10) returns 12.";
+  const std::string text = ProblemStatement(spec, p);
+  EXPECT_EQ(text.rfind(spec.statement + "\n\n## What to do\n\nThe repository in `/app` is tally 1.0.", 0), 0u) << text;
+  EXPECT_EQ(text.find("## Failing tests"), std::string::npos);
+  EXPECT_NE(text.find("cd /app && python3 -m pytest -q"), std::string::npos);
 }
 
 // `flotilla worker` with its embedded random-init model, as a separate process over HTTP.
