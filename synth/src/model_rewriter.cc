@@ -41,12 +41,6 @@ std::string Quote(const std::string& s) {
   return out + "'";
 }
 
-std::string Excerpt(std::string_view s, size_t n) {
-  std::string out(s.substr(0, n));
-  for (char& c : out) c = c == '\n' ? ' ' : c;
-  return s.size() > n ? out + "..." : out;
-}
-
 class SandboxProjectShell : public ProjectShell {
  public:
   explicit SandboxProjectShell(TestSandbox& s) : s_(s) {}
@@ -162,7 +156,7 @@ absl::StatusOr<std::vector<FunctionSpan>> ListFunctions(ProjectShell& shell, con
                                          300'000));
   if (r.exit_code != 0) {
     return absl::InternalError(absl::StrCat("py_functions.py failed (exit status ", r.exit_code,
-                                            "): ", Excerpt(r.output, 2000)));
+                                            "): ", ReplyExcerpt(r.output, 2000)));
   }
   for (absl::string_view line : absl::StrSplit(r.output, '\n', absl::SkipEmpty())) {
     auto j = nlohmann::json::parse(line, nullptr, false);
@@ -215,7 +209,7 @@ absl::StatusOr<SourceEdit> RewriteEdit(const std::string& language, const Functi
     absl::ConsumePrefix(&first, "async ");
     if (!absl::StartsWith(first, absl::StrCat("def ", fn.name, "("))) {
       return absl::FailedPreconditionError(
-          absl::StrCat("the code does not start with `def ", fn.name, "(`: ", Excerpt(lines[0], 80)));
+          absl::StrCat("the code does not start with `def ", fn.name, "(`: ", ReplyExcerpt(lines[0], 80)));
     }
   } else {
     std::string joined = absl::StrJoin(lines, "\n");
@@ -317,7 +311,7 @@ std::vector<RewriteOutcome> ProposeRewrites(const SynthModel& model, ProjectShel
       }
       if (ran->exit_code != 0) {
         o.reason = absl::StrCat(language == "python" ? "does not parse (ast.parse): " : "does not compile (cc): ",
-                                Excerpt(std::string(absl::StripAsciiWhitespace(ran->output)), 300));
+                                ReplyExcerpt(std::string(absl::StripAsciiWhitespace(ran->output)), 300));
         out.push_back(std::move(o));
         continue;
       }

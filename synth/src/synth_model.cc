@@ -1,11 +1,22 @@
 #include "synth_model.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/status.h"
 
 namespace flotilla::synth {
+
+std::string ReplyExcerpt(std::string_view text, size_t n) {
+  size_t cut = std::min(n, text.size());
+  while (cut < text.size() && cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  std::string out(text.substr(0, cut));
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  return cut < text.size() ? out + "..." : out;
+}
 
 absl::StatusOr<std::unique_ptr<SynthModel>> SynthModel::Connect(const SynthModelOptions& options) {
   if (!worker::IsEndpointUrl(options.endpoint)) {

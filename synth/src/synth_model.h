@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "flotilla/worker/remote_chat.h"
@@ -35,6 +36,10 @@ struct ModelReply {
   std::string finish_reason;  // "stop", "length", ...
   double seconds = 0;
 };
+
+// At most `n` bytes of a reply for a decision's reason: on one line (control characters become
+// spaces), not cut inside a UTF-8 sequence, "..." when shortened.
+std::string ReplyExcerpt(std::string_view text, size_t n);
 
 class SynthModel {
  public:

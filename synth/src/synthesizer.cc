@@ -430,13 +430,11 @@ absl::StatusOr<std::vector<CandidateRow>> Run::ModelRewrites() {
   ro.max_functions = o_.model_rewrites;
   ro.seed = o_.seed;
   for (const RewriteOutcome& r : ProposeRewrites(*model_, *shell, profile_.language, o_.repo, fns, ro)) {
-    std::string reply = r.reply.substr(0, 300);
-    for (char& ch : reply) ch = ch == '\n' ? ' ' : ch;
     RETURN_IF_ERROR(Decide("sources", absl::StrCat("model rewrite ", r.function.file, ":", r.function.line, " ",
                                                    r.function.name),
                            r.usable ? "generated" : "unusable",
-                           absl::StrFormat("%s; %.1f s; reply (%d chars): %s", r.reason, r.seconds, r.reply.size(),
-                                           reply)));
+                           absl::StrFormat("%s; %.1f s; reply (%d bytes): %s", r.reason, r.seconds, r.reply.size(),
+                                           ReplyExcerpt(r.reply, 300))));
     if (!r.usable) continue;
     CandidateRow c;
     c.id = absl::StrCat("rewrite-", Sha256Hex(r.edit.file).substr(0, 8), "-", r.edit.start);
@@ -544,10 +542,9 @@ absl::Status Run::WriteAndProbe(CandidateRow& c, int index) {
         *model_, {package_, profile_.language, spec.fail_to_pass, spec.messages, original, spec.broken_content});
     spec.statement = st.statement;
     spec.timings["statement_seconds"] = st.seconds;
-    std::string reply = st.reply.substr(0, 300);
-    for (char& ch : reply) ch = ch == '\n' ? ' ' : ch;
     RETURN_IF_ERROR(Decide("statement", c.id, st.statement.empty() ? "deterministic" : "model",
-                           st.statement.empty() ? absl::StrCat("model statement refused: ", st.reason, "; reply: ", reply)
+                           st.statement.empty() ? absl::StrCat("model statement refused: ", st.reason, "; reply: ",
+                                                               ReplyExcerpt(st.reply, 300))
                                                 : st.reason));
   }
   fs::path dir = fs::path(o_.out) / spec.name;

@@ -192,6 +192,12 @@ TEST(SynthModelTest, BadOptionsNameTheOption) {
   EXPECT_EQ(c.status().message(), "--model-max-tokens 8: must be 16 to 8192");
 }
 
+TEST(SynthModelTest, ReplyExcerptIsOneLineAndCutOnACharacter) {
+  EXPECT_EQ(ReplyExcerpt("a\nb\tc\x01", 10), "a b c ");
+  EXPECT_EQ(ReplyExcerpt("abcdef", 3), "abc...");
+  EXPECT_EQ(ReplyExcerpt("ab\xc3\xa9z", 3), "ab...");  // not inside the two bytes of U+00E9
+}
+
 // The scripted endpoint answers real rewrites (is_sorted's does not parse): four candidates,
 // one refusal naming the parser's complaint.
 TEST(ScriptedEndpointTest, TallyRewritesParseAndBrokenCodeIsRefused) {
