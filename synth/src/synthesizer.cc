@@ -23,8 +23,11 @@
 #include "flotilla/synth/synth_state.h"
 #include "flotilla/synth/test_results.h"
 #include "nlohmann/json.hpp"
+#include "model_rewriter.h"
 #include "probes.h"
 #include "project_profile.h"
+#include "statement_writer.h"
+#include "synth_model.h"
 #include "task_writer.h"
 #include "test_sandbox.h"
 
@@ -142,6 +145,7 @@ class Run {
   absl::Status SaveHiddenTests();
   std::string HiddenDir() const { return (fs::path(o_.out) / ".work" / "hidden").string(); }
   absl::Status SourcesStage();
+  absl::StatusOr<std::vector<CandidateRow>> ModelRewrites();
   absl::Status ValidateOne(CandidateRow& c);
   absl::Status WriteAndProbe(CandidateRow& c, int index);
   absl::StatusOr<ShellRun> RunSuite(uint32_t timeout_ms) { return sandbox_->Run(profile_.test_script, timeout_ms); }
@@ -163,6 +167,7 @@ class Run {
   std::string debs_dir_;
   std::unique_ptr<TestSandbox> sandbox_;
   Baseline baseline_;
+  std::unique_ptr<SynthModel> model_;  // with options.model_endpoint
 };
 
 absl::Status Run::Refuse(const std::string& stage, const absl::Status& why) {
@@ -391,21 +396,62 @@ absl::Status Run::SourcesStage() {
     per_kind[e.kind]++;
     rows.push_back(std::move(c));
   }
+  // Model rewrites are few and cost a request each: they are tried first.
+  ASSIGN_OR_RETURN(std::vector<CandidateRow> rewrites, ModelRewrites());
+  rows.insert(rows.begin(), rewrites.begin(), rewrites.end());
   RETURN_IF_ERROR(state_->AddCandidates(rows));
   std::vector<std::string> kinds;
   for (const auto& [k, n] : per_kind) kinds.push_back(absl::StrCat(k, "=", n));
   RETURN_IF_ERROR(Decide("sources", "procedural mutation", "generated",
-                         absl::StrCat(rows.size(), " candidates from ", profile_.source_files.size(), " files (",
+                         absl::StrCat(rows.size() - rewrites.size(), " candidates from ", profile_.source_files.size(), " files (",
                                       absl::StrJoin(kinds, " "), ")")));
   std::error_code ec;
   RETURN_IF_ERROR(Decide("sources", "commit mining", "skipped",
                          fs::exists(fs::path(o_.repo) / ".git", ec)
                              ? "the repository has history, but commit mining is not part of this build"
                              : "no git history (no .git in the source tree)"));
-  RETURN_IF_ERROR(Decide("sources", "model-written rewrites", "skipped",
-                         o_.model.empty() ? "no model configured"
-                                          : "model-written rewrites are not part of this build (--model " + o_.model + ")"));
   return state_->CompleteStage("sources", absl::StrCat(rows.size()), Since(t0));
+}
+
+// Rewrites by the model (model_rewriter.h), each reply's verdict recorded.
+absl::StatusOr<std::vector<CandidateRow>> Run::ModelRewrites() {
+  std::vector<CandidateRow> rows;
+  if (model_ == nullptr) {
+    RETURN_IF_ERROR(Decide("sources", "model-written rewrites", "skipped",
+                           o_.model.empty() ? "no model configured" : "no worker endpoint for --model " + o_.model));
+    return rows;
+  }
+  std::unique_ptr<ProjectShell> shell = SandboxShell(*sandbox_);
+  std::vector<std::string> skipped;
+  ASSIGN_OR_RETURN(std::vector<FunctionSpan> fns,
+                   ListFunctions(*shell, profile_.language, o_.repo, profile_.source_files, &skipped));
+  for (const std::string& s : skipped) RETURN_IF_ERROR(Decide("sources", s, "skipped", "does not parse"));
+  RewriteOptions ro;
+  ro.max_functions = o_.model_rewrites;
+  ro.seed = o_.seed;
+  for (const RewriteOutcome& r : ProposeRewrites(*model_, *shell, profile_.language, o_.repo, fns, ro)) {
+    RETURN_IF_ERROR(Decide("sources", absl::StrCat("model rewrite ", r.function.file, ":", r.function.line, " ",
+                                                   r.function.name),
+                           r.usable ? "generated" : "unusable",
+                           absl::StrFormat("%s; %.1f s; reply (%d bytes): %s", r.reason, r.seconds, r.reply.size(),
+                                           ReplyExcerpt(r.reply, 300))));
+    if (!r.usable) continue;
+    CandidateRow c;
+    c.id = absl::StrCat("rewrite-", Sha256Hex(r.edit.file).substr(0, 8), "-", r.edit.start);
+    c.source = "model rewrite";
+    c.kind = "rewrite";
+    c.file = r.edit.file;
+    c.line = r.edit.line;
+    c.start = static_cast<int64_t>(r.edit.start);
+    c.end = static_cast<int64_t>(r.edit.end);
+    c.replacement = r.edit.replacement;
+    c.description = absl::StrCat(r.edit.description, " by ", model_->name());
+    rows.push_back(std::move(c));
+  }
+  RETURN_IF_ERROR(Decide("sources", "model-written rewrites", "generated",
+                         absl::StrCat(rows.size(), " candidates from ", std::min<size_t>(fns.size(), ro.max_functions),
+                                      " functions asked of ", fns.size(), " (model ", model_->name(), ")")));
+  return rows;
 }
 
 absl::Status Run::ValidateOne(CandidateRow& c) {
@@ -491,6 +537,16 @@ absl::Status Run::WriteAndProbe(CandidateRow& c, int index) {
   spec.hidden_dir = HiddenDir();
   spec.timings["validate_seconds"] = c.seconds;
   spec.timings["suite_seconds"] = baseline_.seconds;
+  if (model_ != nullptr) {
+    StatementOutcome st = WriteStatement(
+        *model_, {package_, profile_.language, spec.fail_to_pass, spec.messages, original, spec.broken_content});
+    spec.statement = st.statement;
+    spec.timings["statement_seconds"] = st.seconds;
+    RETURN_IF_ERROR(Decide("statement", c.id, st.statement.empty() ? "deterministic" : "model",
+                           st.statement.empty() ? absl::StrCat("model statement refused: ", st.reason, "; reply: ",
+                                                               ReplyExcerpt(st.reply, 300))
+                                                : st.reason));
+  }
   fs::path dir = fs::path(o_.out) / spec.name;
   RETURN_IF_ERROR(WriteTask(dir.string(), o_.repo, profile_, spec));
 
@@ -551,6 +607,10 @@ absl::StatusOr<SynthSummary> Run::Go() {
   if (package_.empty()) package_ = fs::absolute(o_.repo).parent_path().filename().string();
   version_ = !o_.version.empty() ? o_.version : ver;
   auto t_start = Clock::now();
+  if (!o_.model_endpoint.empty()) {
+    ASSIGN_OR_RETURN(model_, SynthModel::Connect({o_.model_endpoint, o_.model_name, o_.model_timeout_ms,
+                                                  o_.model_max_tokens, 0.7f, o_.seed}));
+  }
   RETURN_IF_ERROR(EnvironmentStage());
   RETURN_IF_ERROR(SourcesStage());
   RETURN_IF_ERROR(Decide("difficulty", "solve rate", "unknown",

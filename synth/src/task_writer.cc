@@ -104,6 +104,15 @@ std::string MissingPassesScript(const ProjectProfile& p, const std::string& log,
 
 std::string ProblemStatement(const TaskSpec& spec, const ProjectProfile& p) {
   std::ostringstream s;
+  if (!spec.statement.empty()) {
+    s << spec.statement << "\n\n## What to do\n\nThe repository in `/app` is " << spec.package
+      << (spec.version.empty() ? "" : " ") << spec.version << ". Fix the library's code so that it behaves as "
+      << "expected above and every test that passes now still passes. Do not change the tests or the test "
+         "tooling: the tests are restored from a hidden copy before grading, and changed tooling fails the task.\n\n"
+      << "Run the suite with:\n\n```\n"
+      << (p.language == "python" ? "cd /app && python3 -m pytest -q" : "cd /app && make check") << "\n```\n";
+    return s.str();
+  }
   s << "# Failing tests in " << spec.package << "\n\n";
   s << "The repository in `/app` is " << spec.package << (spec.version.empty() ? "" : " ") << spec.version
     << " (" << (p.language == "python" ? "Python" : "C") << "). A recent change broke its behaviour: "
@@ -147,6 +156,7 @@ absl::Status WriteTask(const std::string& dir_s, const std::string& repo_dir, co
        << "[synth]\npackage = " << Toml(spec.package) << "\nversion = " << Toml(spec.version)
        << "\nbase_hash = " << Toml(spec.base_hash) << "\nsource = " << Toml(spec.source)
        << "\nmutation_kind = " << Toml(spec.kind) << "\nfile = " << Toml(spec.file)
+       << "\nstatement = " << Toml(spec.statement.empty() ? "failing tests" : "model")
        << "\nlanguage = " << Toml(p.language) << "\nrunner = " << Toml(p.runner)
        << "\nfail_to_pass = " << TomlList(spec.fail_to_pass) << "\npass_to_pass = " << TomlList(spec.pass_to_pass)
        << "\ndifficulty_reason = \"no model configured: solve rate not measured\"\n\n[synth.timings]\n";

@@ -32,6 +32,7 @@ struct TaskSpec {
   std::vector<std::string> fail_to_pass;
   std::vector<std::string> pass_to_pass;
   std::map<std::string, std::string> messages;  // failing test -> message
+  std::string statement;        // a model's problem statement (statement_writer.h); "": the deterministic one
   std::string hidden_sha256;    // `sha256sum` lines of the hidden files (paths relative to /app)
   std::string runner_sha256;    // fingerprint of the runner (RunnerFingerprintScript's output)
   std::string base_files;       // the tree's Python files at the base, one a line (python only)

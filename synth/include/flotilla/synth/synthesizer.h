@@ -9,11 +9,16 @@
 //                when >= 80 % of the tests pass; tests whose outcome changes between runs are
 //                flaky and never used.
 //   sources      procedural mutations (Python: synth/scripts/py_mutate.py, run with the
-//                environment's python3; C: MutateC); commit mining and model rewrites are
-//                recorded as skipped with their reason.
+//                environment's python3; C: MutateC); with a model (model_endpoint), rewrites
+//                written by it (model_rewriter.h: a function picked, rewritten with one subtle
+//                bug, its code block checked to parse in the environment; source "model
+//                rewrite", kind "rewrite"), tried before the mutations; every unusable reply is
+//                recorded with its reason. Commit mining is recorded as skipped.
 //   validate     each candidate's broken state runs the suite: >= 1 fail-to-pass test, every
 //                other base-passing test still passing, at most half the suite broken.
-//   write        instruction (from failing test names and messages, never the diff), task.toml
+//   write        instruction (with a model: an issue it writes from the failing tests' names and
+//                messages, refused when it leaks a changed line (statement_writer.h); else, or
+//                when refused, the deterministic one from the same; never the diff), task.toml
 //                with provenance, environment/ (the broken tree as a fresh one-commit
 //                repository), tests/ (verifier restoring hidden tests, checking their hashes and
 //                the runner's), solution/solve.sh.
@@ -44,6 +49,16 @@ struct SynthOptions {
   int max_tasks = 10;
   int max_candidates = 200;  // validation attempts at most
   std::string model;         // empty: no model (deterministic statements, difficulty unknown)
+  // The model for rewrites and statements, through the worker's wire API (synth/src/
+  // synth_model.h): an OpenAI-compatible base URL ("http://HOST:PORT/v1"; anthropic+http(s)://
+  // for the Messages API). `flotilla synth --model DIR` starts the embedded worker serving DIR
+  // and sets this to it; --model-endpoint names an external one. Empty: no rewrites, and
+  // deterministic statements.
+  std::string model_endpoint;
+  std::string model_name;            // the endpoint's model; empty: the first it lists
+  uint32_t model_timeout_ms = 120'000;  // per request (1 s .. 10 min)
+  uint32_t model_max_tokens = 1024;     // per reply (16 .. 8192)
+  int model_rewrites = 20;           // functions the model is asked to rewrite, at most
   std::string package;       // provenance: source package name (default: the folder's name)
   std::string version;       // provenance: its version (default: debian/changelog's, else "")
   uint64_t seed = 1;         // order in which candidates are tried
