@@ -2,7 +2,7 @@
 // host over the same paged K/V: a run of rows of one sequence at positions [prefix, prefix + n)
 // (the K/V of the earlier positions already in the pages, as for a later chunk of a prefill),
 // between single decode rows of three other sequences (runs of one row mixed into its blocks).
-// Run lengths on and off the 64-key tile and the block's 128 / G rows, a run from key 0 (the
+// Run lengths on and off the 64-key tile and the block's 256 / G rows, a run from key 0 (the
 // first chunk), query groups of 8, 4, 2, 1 and 16 heads per KV head, and a 64-token window.
 // The output is poisoned (NaN) before the launch, so every row must be written.
 // Skips without a CUDA device.

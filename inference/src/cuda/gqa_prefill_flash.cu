@@ -1,11 +1,11 @@
 // Grouped-query paged attention for prefill chunks (head_dim 128) on the tensor cores, in the
-// FlashAttention-2 arrangement: one block of 4 warps per KV head and run of consecutive rows of
-// one sequence, 128 (row, head) pairs a block (128 / G rows times the G query heads of the KV
+// FlashAttention-2 arrangement: one block of 8 warps per KV head and run of consecutive rows of
+// one sequence, 256 (row, head) pairs a block (256 / G rows times the G query heads of the KV
 // head), 32 a warp (two m16 fragments). The block's queries sit in shared memory (ldmatrix per
-// product); K and V come in tiles of 64 keys, copied asynchronously into a two-stage ring one
-// tile ahead of the products. Per tile and warp:
-//   S = Q K^T (64 keys, f32 registers), online softmax per (row, head) in base 2, O += P V
-//   (P packed to bf16 from S's registers)
+// product); K and V come in tiles of 64 keys, copied asynchronously into a three-stage ring two
+// tiles ahead of the products (one barrier a tile). Per tile and warp:
+//   S = Q K^T (64 keys, f32 registers), online softmax per (row, head) in base 2 with a lazily
+//   moved reference max, O += P V (P packed to bf16 from S's registers)
 // Each row masks the keys outside [its window's start, its position]; the mask is skipped for a
 // tile every row of the warp sees whole, and the run's tiles end at its last row's position
 // (causal tiles skipped). Blocks start with the last rows (the longest) first. A block's rows
@@ -40,24 +40,34 @@ using mma_sync::Mma;
 using mma_sync::PackBf16;
 
 constexpr int kHeadDim = 128;
-constexpr int kWarps = 4;
+constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr int kFrags = 2;                        // m16 fragments per warp
 constexpr int kPairs = kWarps * kFrags * 16;     // (row, head) pairs per block
 constexpr int kTile = 64;                        // keys per shared tile
 constexpr int kRow = kHeadDim + 8;               // padded shared row (272 bytes): conflict-free ldmatrix
+constexpr int kStages = 3;                       // K/V tiles in the ring
 constexpr int kNb = kTile / 8;                   // n8 blocks of S per fragment
-constexpr size_t kSmemBytes = sizeof(__nv_bfloat16) * kRow * (kPairs + 2 * 2 * kTile);
+constexpr float kLazyMax = 8.0f;                 // log2 of the largest weight before the reference max moves
+constexpr size_t kSmemBytes = sizeof(__nv_bfloat16) * kRow * (kPairs + 2 * kStages * kTile);
+
+// 2^x on the special-function unit alone (denormal results flushed to 0: weights under 2^-126
+// of the row's largest).
+__device__ __forceinline__ float Exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 
 // kWindowed: rows see only the last `window` keys (false: window is 0, every row from key 0).
 template <bool kWindowed>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, 1)
     GqaPrefillFlashKernel(const __nv_bfloat16* q, const int32_t* positions, const int32_t* row_seq, KvGeometry kv,
                           int layer, int rows, int n_heads, int group, int window, __nv_bfloat16* o) {
   extern __shared__ __align__(16) unsigned char smem[];
   auto* qs = reinterpret_cast<__nv_bfloat16(*)[kRow]>(smem);                    // [kPairs][kRow]
-  auto* ks = reinterpret_cast<__nv_bfloat16(*)[kTile][kRow]>(qs + kPairs);      // [2][kTile][kRow]
-  auto* vs = reinterpret_cast<__nv_bfloat16(*)[kTile][kRow]>(ks + 2);           // [2][kTile][kRow]
+  auto* ks = reinterpret_cast<__nv_bfloat16(*)[kTile][kRow]>(qs + kPairs);      // [kStages][kTile][kRow]
+  auto* vs = reinterpret_cast<__nv_bfloat16(*)[kTile][kRow]>(ks + kStages);     // [kStages][kTile][kRow]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int kvh = blockIdx.y, h0 = kvh * group;
   const int per_block = kPairs / group;
@@ -130,24 +140,30 @@ __global__ void __launch_bounds__(kThreads, 2)
     pos_min = __reduce_min_sync(0xffffffffu, pos_min);
     lo_max = __reduce_max_sync(0xffffffffu, lo_max);
 
-    // Thread i copies pieces i, i + kThreads, ... of a tile's 64 keys x 16 pieces, K and V.
-    auto issue = [&](int tile) {
-      const int buf = tile & 1;
+    // Thread i copies piece i % 16 of keys i / 16, i / 16 + 16, ... of a tile's 64 keys, K and V:
+    // one division per tile, then the page steps along.
+    const int my_key = threadIdx.x >> 4, piece = threadIdx.x & 15;
+    auto issue = [&](int tile, int buf) {
+      const int p0 = klo + tile * kTile + my_key;
+      int page = p0 / P, in_page = p0 - page * P;
 #pragma unroll
       for (int i = 0; i < kTile * 16 / kThreads; ++i) {
-        const int idx = threadIdx.x + i * kThreads;
-        const int key = idx >> 4, piece = idx & 15;
-        const int p = klo + tile * kTile + key;
-        const bool valid = p <= khi;
+        const int key = my_key + i * (kThreads / 16);
+        const bool valid = p0 + i * (kThreads / 16) <= khi;
         int64_t off = 0;
-        if (valid) off = table[p / P] * page_elems + static_cast<int64_t>(p % P) * kv.kv_dim;
+        if (valid) off = table[page] * page_elems + static_cast<int64_t>(in_page) * kv.kv_dim;
         CopyAsync16(&ks[buf][key][piece * 8], base + off + piece * 8, valid);
         CopyAsync16(&vs[buf][key][piece * 8], base + off + v_rel + piece * 8, valid);
+        in_page += kThreads / 16;
+        while (in_page >= P) {
+          in_page -= P;
+          ++page;
+        }
       }
       CopyCommit();
     };
 
-    float m_run[kFrags][2], l_run[kFrags][2];
+    float m_run[kFrags][2], l_run[kFrags][2];  // m_run: the scaled (base 2) reference max
     float acc[kFrags][kHeadDim / 8][4];  // O[row g: 0, 1 | row g + 8: 2, 3][dims nb * 8 + 2t, +1]
 #pragma unroll
     for (int f = 0; f < kFrags; ++f) {
@@ -158,16 +174,22 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
 
     const int tiles = (khi - klo + kTile) / kTile;
-    issue(0);  // the queries ride in the first tile's group
-    for (int tile = 0; tile < tiles; ++tile) {
-      if (tile + 1 < tiles) {
-        issue(tile + 1);
-      } else {
-        CopyCommit();  // an empty group keeps "all but one" meaning "this tile"
-      }
+    issue(0, 0);  // the queries ride in the first tile's group
+    if (tiles > 1) {
+      issue(1, 1);
+    } else {
+      CopyCommit();  // an empty group keeps "all but one" meaning "this tile"
+    }
+    for (int tile = 0, buf = 0; tile < tiles; ++tile, buf = buf + 1 == kStages ? 0 : buf + 1) {
       CopyWaitAllButOne();
+      // Tile `tile` has landed for every thread, and every warp is done with tile - 1, whose
+      // buffer the copy of tile + 2 takes.
       __syncthreads();
-      const int buf = tile & 1;
+      if (tile + 2 < tiles) {
+        issue(tile + 2, buf == 0 ? kStages - 1 : buf - 1);
+      } else {
+        CopyCommit();
+      }
       if (warp_busy) {
         const int j0 = klo + tile * kTile;
         // S = Q K^T over 64 keys: per 16 dims, the fragments' A by ldmatrix from the queries,
@@ -196,7 +218,21 @@ __global__ void __launch_bounds__(kThreads, 2)
             }
           }
         }
-        const bool mask = j0 < lo_max || j0 + kTile - 1 > pos_min;
+        // Keys outside a row's [window start, position] masked, only where some row of the warp
+        // does not see the keys whole.
+        if (j0 < lo_max || j0 + kTile - 1 > pos_min) {
+#pragma unroll
+          for (int f = 0; f < kFrags; ++f) {
+#pragma unroll
+            for (int nb = 0; nb < kNb; ++nb) {
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                const int j = j0 + nb * 8 + 2 * t + (e & 1);
+                if (j < lo_of[f][e >> 1] || j > pos_of[f][e >> 1]) s[f][nb][e] = -INFINITY;
+              }
+            }
+          }
+        }
         uint32_t pa[kFrags][kNb / 2][4];
 #pragma unroll
         for (int f = 0; f < kFrags; ++f) {
@@ -205,30 +241,25 @@ __global__ void __launch_bounds__(kThreads, 2)
           for (int half = 0; half < 2; ++half) {
             float tile_max = -INFINITY;
 #pragma unroll
-            for (int nb = 0; nb < kNb; ++nb) {
-#pragma unroll
-              for (int e = 0; e < 2; ++e) {
-                float& v = s[f][nb][2 * half + e];
-                if (mask) {
-                  const int j = j0 + nb * 8 + 2 * t + e;
-                  v = j >= lo_of[f][half] && j <= pos_of[f][half] ? v : -INFINITY;
-                }
-                tile_max = fmaxf(tile_max, v);
-              }
-            }
+            for (int nb = 0; nb < kNb; ++nb) tile_max = fmaxf(tile_max, fmaxf(s[f][nb][2 * half], s[f][nb][2 * half + 1]));
             tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
             tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-            const float new_m = fmaxf(m_run[f][half], tile_max);
-            ms[half] = new_m == -INFINITY ? 0.0f : new_m * c;  // no valid key yet: nothing to scale
-            corr[half] = exp2f(m_run[f][half] * c - ms[half]);
-            m_run[f][half] = new_m;
+            // The reference max moves only when the tile's exceeds it by more than 2^8 (the
+            // weights stay under 256, exact in f32 and bf16), so O is rarely rescaled.
+            const float tile_m = tile_max * c;
+            corr[half] = 1.0f;
+            if (tile_m > m_run[f][half] + kLazyMax) {
+              corr[half] = Exp2(m_run[f][half] - tile_m);
+              m_run[f][half] = tile_m;
+            }
+            ms[half] = m_run[f][half] == -INFINITY ? 0.0f : m_run[f][half];  // no valid key yet
           }
           float sum[2] = {0, 0};
 #pragma unroll
           for (int nb = 0; nb < kNb; ++nb) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-              s[f][nb][e] = exp2f(fmaf(s[f][nb][e], c, -ms[e >> 1]));
+              s[f][nb][e] = Exp2(fmaf(s[f][nb][e], c, -ms[e >> 1]));
               sum[e >> 1] += s[f][nb][e];
             }
           }
@@ -267,8 +298,8 @@ __global__ void __launch_bounds__(kThreads, 2)
           }
         }
       }
-      __syncthreads();  // the tile is read before a later copy overwrites its buffer
     }
+    __syncthreads();  // every warp is done with the queries and the ring before the next run's copies
 
 #pragma unroll
     for (int f = 0; f < kFrags; ++f) {

@@ -90,7 +90,7 @@ cudaError_t LaunchGqaAttentionMma(const uint16_t* q, const int32_t* positions, c
                                   cudaStream_t stream);
 
 // The same attention for prefill chunks (gqa_prefill_flash.cu): one block per KV head and run of
-// up to 128 / G consecutive rows of one sequence, each K/V tile read once for the run. Any row
+// up to 256 / G consecutive rows of one sequence, each K/V tile read once for the run. Any row
 // layout is correct; it pays off when rows come in runs (the backend's choice). Needs G <= 16
 // with 16 % G == 0.
 // GqaPrefillSupports: as GqaAttentionSupports, and no FLOTILLA_CUDA_ATTN kernel forced.
