@@ -241,11 +241,13 @@ __global__ void __launch_bounds__(kThreads, 1)
           for (int half = 0; half < 2; ++half) {
             float tile_max = -INFINITY;
 #pragma unroll
-            for (int nb = 0; nb < kNb; ++nb) tile_max = fmaxf(tile_max, fmaxf(s[f][nb][2 * half], s[f][nb][2 * half + 1]));
+            for (int nb = 0; nb < kNb; ++nb) {
+              tile_max = fmaxf(tile_max, fmaxf(s[f][nb][2 * half], s[f][nb][2 * half + 1]));
+            }
             tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
             tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-            // The reference max moves only when the tile's exceeds it by more than 2^8 (the
-            // weights stay under 256, exact in f32 and bf16), so O is rarely rescaled.
+            // The reference max moves only when the tile's exceeds it by more than 2^8 (weights
+            // stay under 256, far from overflow in f32 and bf16), so O is rarely rescaled.
             const float tile_m = tile_max * c;
             corr[half] = 1.0f;
             if (tile_m > m_run[f][half] + kLazyMax) {
