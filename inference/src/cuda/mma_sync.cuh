@@ -1,5 +1,5 @@
 // Warp-level tensor-core and asynchronous-copy helpers for the prefill attention
-// (gqa_prefill_mma.cu): cp.async of 16 bytes with zero fill, m16n8k16 bf16 products with f32
+// (gqa_prefill_flash.cu): cp.async of 16 bytes with zero fill, m16n8k16 bf16 products with f32
 // accumulators, ldmatrix (plain and transposed) and bf16 packing.
 #pragma once
 

@@ -89,16 +89,15 @@ cudaError_t LaunchGqaAttentionMma(const uint16_t* q, const int32_t* positions, c
                                   int layer, int rows, int n_heads, int n_kv_heads, int window, uint16_t* o,
                                   cudaStream_t stream);
 
-// The same attention for prefill chunks (gqa_prefill_mma.cu): one block per KV head and run of
-// up to 4 * 16 / G consecutive rows of one sequence, each K/V tile read once for the run. Any
-// row layout is correct; it pays off when rows come in runs (the backend's choice).
+// The same attention for prefill chunks (gqa_prefill_flash.cu): one block per KV head and run of
+// up to 256 / G consecutive rows of one sequence, each K/V tile read once for the run. Any row
+// layout is correct; it pays off when rows come in runs (the backend's choice). Needs G <= 16
+// with 16 % G == 0.
 // GqaPrefillSupports: as GqaAttentionSupports, and no FLOTILLA_CUDA_ATTN kernel forced.
 bool GqaPrefillSupports(int n_heads, int n_kv_heads, int head_dim, int kv_dim);
-// A block is `warps` warps of `frags` m16 fragments (16 / G rows of G heads each); 0, 0 takes
-// 8 x 2, or what FLOTILLA_CUDA_PREFILL=WxF names. Shapes: 4x1, 4x2, 8x1, 8x2.
 cudaError_t LaunchGqaPrefill(const uint16_t* q, const int32_t* positions, const int32_t* row_seq, KvGeometry kv,
                              int layer, int rows, int n_heads, int n_kv_heads, int window, uint16_t* o,
-                             cudaStream_t stream, int warps = 0, int frags = 0);
+                             cudaStream_t stream);
 
 // Router: p = softmax(logits[r]); experts[r] = top_k(p) descending (ties: lower id); weights =
 // p at those experts, renormalised to sum 1 when `renormalize` (norm_topk_prob).
