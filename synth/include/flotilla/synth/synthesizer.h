@@ -8,9 +8,11 @@
 //                environments::EnvBuilder, run the suite three times at the base state; accept
 //                when >= 80 % of the tests pass; tests whose outcome changes between runs are
 //                flaky and never used.
-//   sources      procedural mutations (Python: synth/scripts/py_mutate.py, run with the
-//                environment's python3; C: MutateC); commit mining and model rewrites are
-//                recorded as skipped with their reason.
+//   sources      commit mining first (commit_miner.h: git history with --mine-commits, and a
+//                Debian package's debian/patches; each fix's source change reverted on the
+//                tree is a candidate, every skipped commit or patch recorded with its reason),
+//                then procedural mutations (Python: synth/scripts/py_mutate.py, run with the
+//                environment's python3; C: MutateC); model rewrites are recorded as skipped.
 //   validate     each candidate's broken state runs the suite: >= 1 fail-to-pass test, every
 //                other base-passing test still passing, at most half the suite broken.
 //   write        instruction (from failing test names and messages, never the diff), task.toml
@@ -47,6 +49,7 @@ struct SynthOptions {
   std::string package;       // provenance: source package name (default: the folder's name)
   std::string version;       // provenance: its version (default: debian/changelog's, else "")
   uint64_t seed = 1;         // order in which candidates are tried
+  int mine_commits = 200;    // newest git commits looked at by commit mining (0: none)
   environments::EnvBuilderOptions builder;
   // Where the suites and probes run: sandboxes of the built environments reached through the
   // NodeAgent API, as every task's sandbox is (borrowed; the caller starts the embedded
