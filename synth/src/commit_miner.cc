@@ -150,6 +150,14 @@ bool IsTestPath(const std::string& language, const std::string& path) {
 
 bool IsSourcePath(const std::string& language, const std::string& path) {
   if (IsTestPath(language, path)) return false;
+  // Documentation, examples and benchmarks are not the library (project_profile.cc skips them too).
+  fs::path rel(path);
+  if (rel.has_parent_path()) {
+    std::string top = rel.begin()->string();
+    for (const char* d : {"doc", "docs", "examples", "bench", "benchmarks", "contrib"}) {
+      if (top == d) return false;
+    }
+  }
   std::string name = fs::path(path).filename().string();
   if (language == "python") return absl::EndsWith(name, ".py") && name != "setup.py";
   return absl::EndsWith(name, ".c") || absl::EndsWith(name, ".h");

@@ -62,7 +62,8 @@ struct MiningResult {
 
 // Files of the profile's language: tests (test_*.py, *_test.py, conftest.py, or under a
 // tests/test/testing folder; C: under tests/test/t/testsuite, or named test*) and sources
-// (.py, or .c/.h, that are not tests; not setup.py).
+// (.py, or .c/.h, that are not tests; not setup.py; not under doc/, docs/, examples/, bench/,
+// benchmarks/ or contrib/).
 bool IsTestPath(const std::string& language, const std::string& path);
 bool IsSourcePath(const std::string& language, const std::string& path);
 

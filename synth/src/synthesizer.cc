@@ -434,13 +434,13 @@ absl::StatusOr<std::vector<CandidateRow>> Run::MineFixes() {
     std::map<std::string, int> by_reason;
     for (const MiningSkip& k : result->skips) {
       // Recorded one by one (synth.db), summarized on the terminal.
-      RETURN_IF_ERROR(state_->Decide("sources", absl::StrCat(k.kind, " ", k.ref.substr(0, 40), " ", k.subject.substr(0, 80)),
+      RETURN_IF_ERROR(state_->Decide("sources", absl::StrCat(k.kind, " ", k.ref, " ", k.subject.substr(0, 80)),
                                      "skipped", k.reason));
       by_reason[k.reason.substr(0, k.reason.find_first_of(":("))]++;
     }
     for (const MinedFix& f : result->fixes) {
       rows.push_back(MinedCandidate(f));
-      RETURN_IF_ERROR(state_->Decide("sources", absl::StrCat(f.kind, " ", f.ref.substr(0, 40), " ", f.subject.substr(0, 80)),
+      RETURN_IF_ERROR(state_->Decide("sources", absl::StrCat(f.kind, " ", f.ref, " ", f.subject.substr(0, 80)),
                                      "generated", rows.back().description));
     }
     std::vector<std::string> reasons;

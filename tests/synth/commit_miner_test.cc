@@ -235,6 +235,8 @@ TEST(CommitMinerTest, ClassifiesTestAndSourcePaths) {
   EXPECT_TRUE(IsSourcePath("python", "pkg/a.py"));
   EXPECT_FALSE(IsSourcePath("python", "setup.py"));
   EXPECT_FALSE(IsSourcePath("python", "README"));
+  EXPECT_FALSE(IsSourcePath("python", "docs/conf.py"));
+  EXPECT_TRUE(IsSourcePath("python", "version.py"));
   EXPECT_TRUE(IsTestPath("c", "tests/t1.c"));
   EXPECT_TRUE(IsTestPath("c", "src/test-md5.c"));
   EXPECT_TRUE(IsSourcePath("c", "src/md5.h"));
