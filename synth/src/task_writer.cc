@@ -105,10 +105,13 @@ std::string MissingPassesScript(const ProjectProfile& p, const std::string& log,
 std::string ProblemStatement(const TaskSpec& spec, const ProjectProfile& p) {
   std::ostringstream s;
   s << "# Failing tests in " << spec.package << "\n\n";
-  s << "The repository in `/app` is " << spec.package << (spec.version.empty() ? "" : " ") << spec.version
-    << " (" << (p.language == "python" ? "Python" : "C") << "). ";
-  // A mined fix's failing tests are often new ones: they never passed before the fix.
+  // A mined fix's failing tests are often new ones: they never passed before the fix. Its
+  // Debian revision ("+deb12u3") would name the update that carries the fix: the upstream
+  // version only.
   bool mined = spec.source == "commit-mining";
+  std::string version = mined ? spec.version.substr(0, spec.version.rfind('-')) : spec.version;
+  s << "The repository in `/app` is " << spec.package << (version.empty() ? "" : " ") << version << " ("
+    << (p.language == "python" ? "Python" : "C") << "). ";
   s << (mined ? "The code does not yet behave as its tests expect: " : "A recent change broke its behaviour: ")
     << spec.fail_to_pass.size() << (spec.fail_to_pass.size() == 1 ? " test fails" : " tests fail")
     << (mined ? ".\n\n" : " that used to pass.\n\n");

@@ -11,6 +11,7 @@
 #include "candidate_files.h"
 #include "commit_miner.h"
 #include "gtest/gtest.h"
+#include "task_writer.h"
 #include "testing/temp_dir.h"
 #include "unified_diff.h"
 
@@ -225,6 +226,52 @@ TEST(CommitMinerTest, ReadsDebianPatchesAppliedInTheTree) {
   auto none = MineDebianPatches((dir.path() / "nothing").string(), Python(), MiningOptions{});
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->looked_at, 0);
+}
+
+// A mined fix over two files: both ship broken, the solution writes both back, task.toml keeps
+// the origin, and the instruction names neither the subject nor the Debian revision.
+TEST(CommitMinerTest, WritesEveryFileOfAMinedFix) {
+  testing::TempDir d;
+  Write(d.path() / "repo/pkg/a.py", "A = 2\n");
+  Write(d.path() / "repo/pkg/b.py", "B = 2\n");
+  Write(d.path() / "repo/tests/test_a.py", "def test_a(): pass\n");
+  fs::create_directories(d.path() / "debs");
+  ProjectProfile p = Python();
+  p.test_files = {"tests/test_a.py"};
+  TaskSpec s;
+  s.name = "pkg-001-debian-patch";
+  s.package = "pkg";
+  s.version = "1.0-2+deb12u1";
+  s.source = "commit-mining";
+  s.kind = "debian-patch";
+  s.file = "pkg/a.py";
+  s.fixed_content = "A = 2\n";
+  s.broken_content = "A = 1\n";
+  s.other_files = {{"pkg/b.py", "B = 2\n", "B = 1\n"}};
+  s.origin_ref = "0001-make-a-two.patch";
+  s.origin_subject = "Make A two";
+  s.fail_to_pass = {"tests/test_a.py::test_a"};
+  s.debs_dir = (d.path() / "debs").string();
+  ASSERT_TRUE(WriteTask((d.path() / "task").string(), (d.path() / "repo").string(), p, s).ok());
+  EXPECT_EQ(Read(d.path() / "task/environment/repo/pkg/a.py"), "A = 1\n");
+  EXPECT_EQ(Read(d.path() / "task/environment/repo/pkg/b.py"), "B = 1\n");
+  EXPECT_EQ(Read(d.path() / "task/solution/solve.sh"),
+            "#!/bin/bash\n# The fix: pkg/a.py and the other changed files as it was before the bug.\nset -e\n"
+            "cat > /app/pkg/a.py <<'FLOTILLA_SYNTH_FIX'\nA = 2\nFLOTILLA_SYNTH_FIX\n"
+            "cat > /app/pkg/b.py <<'FLOTILLA_SYNTH_FIX'\nB = 2\nFLOTILLA_SYNTH_FIX\n");
+  std::string toml = Read(d.path() / "task/task.toml");
+  EXPECT_NE(toml.find("source = \"commit-mining\"\nmutation_kind = \"debian-patch\"\nfile = \"pkg/a.py\"\n"
+                      "files = [\"pkg/a.py\", \"pkg/b.py\"]\norigin_ref = \"0001-make-a-two.patch\"\n"
+                      "origin_subject = \"Make A two\"\n"),
+            std::string::npos)
+      << toml;
+  std::string instruction = Read(d.path() / "task/instruction.md");
+  EXPECT_NE(instruction.find("The repository in `/app` is pkg 1.0 (Python). The code does not yet behave as its "
+                             "tests expect: 1 test fails.\n"),
+            std::string::npos)
+      << instruction;
+  EXPECT_EQ(instruction.find("two"), std::string::npos) << instruction;
+  EXPECT_EQ(instruction.find("deb12u1"), std::string::npos) << instruction;
 }
 
 TEST(CommitMinerTest, ClassifiesTestAndSourcePaths) {
