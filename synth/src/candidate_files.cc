@@ -34,7 +34,9 @@ CandidateRow MinedCandidate(const MinedFix& fix) {
   j["subject"] = fix.subject;
   j["tests"] = fix.test_files;
   for (const auto& [file, broken] : fix.broken) j["broken"][file] = broken;
-  c.replacement = j.dump();
+  // The contents are UTF-8 (commit_miner.cc checks); a subject in another encoding is kept
+  // with its odd bytes replaced.
+  c.replacement = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   c.description = absl::StrCat(fix.kind, " ", fix.ref, ": ", fix.changed_lines, " source lines in ",
                                fix.source_files.size(), " files, ", fix.test_files.size(), " test files");
   return c;

@@ -126,6 +126,7 @@ Verdict Judge(MinedFix fix, const std::vector<FileDiff>& files, const std::strin
       return {std::nullopt, absl::StrCat("does not revert on the current tree: ", before.status().message())};
     }
     if (*before == current) return {std::nullopt, "reverting changes nothing in " + d->path()};
+    if (!IsUtf8(*before)) return {std::nullopt, "not UTF-8 text once reverted: " + d->path()};
     fix.broken[d->path()] = *before;
     fix.source_files.push_back(d->path());
     if (fix.first_line == 0) fix.first_line = std::max(1, d->hunks.front().new_start);

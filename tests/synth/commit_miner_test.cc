@@ -165,7 +165,8 @@ TEST(CommitMinerTest, WalksHistoryKeepingCommitsThatChangeCodeAndTests) {
   EXPECT_EQ(change->ref, fix.ref);
   EXPECT_EQ(change->subject, "clamp: allow 10");
 
-  EXPECT_FALSE(MineCommits((dir.path() / "nowhere").string(), Python(), MiningOptions{}).ok());
+  EXPECT_EQ(MineCommits((dir.path() / "nowhere").string(), Python(), MiningOptions{}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(CommitMinerTest, ReadsDebianPatchesAppliedInTheTree) {
@@ -272,6 +273,26 @@ TEST(CommitMinerTest, WritesEveryFileOfAMinedFix) {
       << instruction;
   EXPECT_EQ(instruction.find("two"), std::string::npos) << instruction;
   EXPECT_EQ(instruction.find("deb12u1"), std::string::npos) << instruction;
+}
+
+// A Latin-1 patch description reaches synth.db with the odd byte replaced, not as an error.
+TEST(CommitMinerTest, KeepsASubjectInAnotherEncoding) {
+  testing::TempDir d;
+  Write(d.path() / "pkg/a.py", "A = 2\n");
+  MinedFix fix;
+  fix.kind = "debian-patch";
+  fix.ref = "upstream/caf.patch";
+  fix.subject = "caf\xe9 fix";
+  fix.source_files = {"pkg/a.py"};
+  fix.broken["pkg/a.py"] = "A = 1\n";
+  CandidateRow row = MinedCandidate(fix);
+  EXPECT_EQ(row.id, "debian-patch-upstream_caf.patch");
+  auto change = CandidateFiles(row, d.path().string());
+  ASSERT_TRUE(change.ok()) << change.status();
+  EXPECT_EQ(change->subject, "caf\xef\xbf\xbd fix");
+  EXPECT_EQ(change->files[0].broken, "A = 1\n");
+  row.replacement = "{}";
+  EXPECT_EQ(CandidateFiles(row, d.path().string()).status().code(), absl::StatusCode::kDataLoss);
 }
 
 TEST(CommitMinerTest, ClassifiesTestAndSourcePaths) {
