@@ -38,7 +38,7 @@ std::string Quote(const std::string& s) {
 // pager, colour, external diff, textconv or prefix changes from the user's configuration).
 absl::StatusOr<std::string> Git(const std::string& repo, const std::string& args) {
   std::string cmd = absl::StrCat("git -c core.quotepath=off -c diff.noprefix=false -c color.ui=never ",
-                                 "-c 'safe.directory=*' -C ", Quote(repo), " ", args, " 2>&1");
+                                 "-c log.showSignature=false -c 'safe.directory=*' -C ", Quote(repo), " ", args, " 2>&1");
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return absl::InternalError("git: popen failed");
   std::string out;

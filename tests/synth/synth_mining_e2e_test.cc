@@ -1,8 +1,8 @@
 // `flotilla synth` mining a git history end to end: a small Python project whose history holds
 // a root commit, a fix of `mean` that adds the test catching it, and a documentation commit.
-// The fix becomes the one valid task (the synthesizer's probes: oracle 1, nop, test deletion
-// and edits, a replaced runner 0, no fix line findable); `flotilla eval` scores its oracle 1 and
-// nop 0; the environment is a fresh tree with no history, and the commit's subject is kept in
+// The fix becomes the one valid task (the synthesizer's probes in the task's own environment:
+// oracle 1; nop, test deletion and edits, a replaced runner 0; no fix line findable);
+// `flotilla eval` scores its oracle 1; the environment is a fresh tree with no history, and the commit's subject is kept in
 // task.toml's provenance, never in the instruction. Needs root and the environment store's base
 // image; skips visibly otherwise.
 #include <sys/wait.h>
@@ -59,7 +59,7 @@ TEST(SynthMiningE2eTest, FixCommitWithItsTestBecomesAValidTask) {
   testing::TempDir dir;
   fs::path repo = dir.path() / "repo";
   const std::string git = absl::StrCat("cd ", repo.string(), " && GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t ",
-                                       "GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t GIT_CONFIG_NOSYSTEM=1 git ");
+                                       "GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t GIT_CONFIG_NOSYSTEM=1 HOME=" + dir.path().string() + " git ");
   Write(repo / "stats/__init__.py", "");
   Write(repo / "stats/core.py", "def mean(xs):\n    return sum(xs) // len(xs)\n\n\ndef span(xs):\n    return max(xs) - min(xs)\n");
   const std::string tests =
@@ -114,13 +114,12 @@ TEST(SynthMiningE2eTest, FixCommitWithItsTestBecomesAValidTask) {
   EXPECT_NE(Read(task / "tests" / "hidden" / "tests" / "test_core.py").find("def test_mean_fraction"),
             std::string::npos);
 
-  for (const auto& [agent, passed] : {std::pair<std::string, std::string>{"oracle", "1"}, {"nop", "0"}}) {
-    std::string ev = Sh(absl::StrCat(bin, " eval --tasks ", out, " --state-dir ", dir.file("state-" + agent),
-                                      " --harness mini --agent ", agent, " --env-store ", store),
-                         &st);
-    ASSERT_EQ(st, 0) << ev;
-    EXPECT_NE(ev.find("eval: harness=mini tasks=1 passed=" + passed), std::string::npos) << agent << "\n" << ev;
-  }
+  // `flotilla eval` runs the folder unchanged (nop's 0 is the probe's, asserted above).
+  std::string ev = Sh(absl::StrCat(bin, " eval --tasks ", out, " --state-dir ", dir.file("state"),
+                                   " --harness mini --agent oracle --env-store ", store),
+                      &st);
+  ASSERT_EQ(st, 0) << ev;
+  EXPECT_NE(ev.find("eval: harness=mini tasks=1 passed=1 pass_rate=1.000"), std::string::npos) << ev;
 }
 
 }  // namespace
