@@ -2,9 +2,9 @@
 // a root commit, a fix of `mean` that adds the test catching it, and a documentation commit.
 // The fix becomes the one valid task (the synthesizer's probes in the task's own environment:
 // oracle 1; nop, test deletion and edits, a replaced runner 0; no fix line findable);
-// `flotilla eval` scores its oracle 1; the environment is a fresh tree with no history, and the commit's subject is kept in
-// task.toml's provenance, never in the instruction. Needs root and the environment store's base
-// image; skips visibly otherwise.
+// `flotilla eval` scores its oracle 1; the environment is a fresh tree with no history, and the
+// commit's subject is kept in task.toml's provenance, never in the instruction. Needs root and
+// the environment store's base image; skips visibly otherwise.
 #include <sys/wait.h>
 #include <unistd.h>
 
