@@ -152,6 +152,16 @@ TEST(CommitMinerTest, WalksHistoryKeepingCommitsThatChangeCodeAndTests) {
   EXPECT_EQ(newest->looked_at, 2);
   EXPECT_TRUE(newest->fixes.empty());
 
+  // A fix over the size limit is skipped with its size.
+  MiningOptions small;
+  small.max_changed_lines = 1;
+  auto bounded = MineCommits(r.string(), Python(), small);
+  ASSERT_TRUE(bounded.ok());
+  EXPECT_TRUE(bounded->fixes.empty());
+  reasons.clear();
+  for (const MiningSkip& s : bounded->skips) reasons[s.subject] = s.reason;
+  EXPECT_EQ(reasons.at("clamp: allow 10"), "too large: 2 changed lines in 1 source files (at most 1 in 8)");
+
   // The row stored in synth.db gives back the same files.
   CandidateRow row = MinedCandidate(fix);
   EXPECT_EQ(row.id, "commit-" + fix.ref.substr(0, 12));
