@@ -2,7 +2,8 @@
 //
 //   flotilla synth --repo SRC --out TASKS_DIR [--max-tasks N] [--max-candidates N] [--model DIR]
 //                  [--model-endpoint URL [--model-name NAME]] [--model-timeout S] [--model-max-tokens N]
-//                  [--model-rewrites N] [--package NAME] [--version V] [--seed S] [--env-store DIR]
+//                  [--model-rewrites N] [--package NAME] [--version V] [--seed S] [--mine-commits N]
+//                  [--env-store DIR]
 //   flotilla synth stats --out TASKS_DIR
 //
 // With --model DIR (a checkpoint folder the engine loads) and no --model-endpoint, the embedded
@@ -101,6 +102,8 @@ void AddSynthCommand(CLI::App& app, int* exit_code) {
   sy->add_option("--package", f->options.package, "provenance: source package (default: debian/changelog's)");
   sy->add_option("--version", f->options.version, "provenance: its version (default: debian/changelog's)");
   sy->add_option("--seed", f->options.seed, "order in which mutations are tried")->capture_default_str();
+  sy->add_option("--mine-commits", f->options.mine_commits,
+                 "newest git commits mined for fixes with tests (0: none)")->capture_default_str();
   sy->add_option("--env-store", f->env_store, "where environments are built (flotilla env)")->capture_default_str();
   CLI::App* stats = sy->add_subcommand("stats", "Yield per stage and seconds per valid task");
   auto stats_out = std::make_shared<std::string>();

@@ -18,6 +18,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "flotilla/common/status.h"
+#include "candidate_files.h"
+#include "commit_miner.h"
 #include "deb_cache.h"
 #include "flotilla/synth/c_mutator.h"
 #include "flotilla/synth/synth_state.h"
@@ -146,6 +148,9 @@ class Run {
   std::string HiddenDir() const { return (fs::path(o_.out) / ".work" / "hidden").string(); }
   absl::Status SourcesStage();
   absl::StatusOr<std::vector<CandidateRow>> ModelRewrites();
+  // Commit mining (commit_miner.h): the candidates of the git history and debian/patches, every
+  // skipped commit or patch recorded with its reason.
+  absl::StatusOr<std::vector<CandidateRow>> MineFixes();
   absl::Status ValidateOne(CandidateRow& c);
   absl::Status WriteAndProbe(CandidateRow& c, int index);
   absl::StatusOr<ShellRun> RunSuite(uint32_t timeout_ms) { return sandbox_->Run(profile_.test_script, timeout_ms); }
@@ -380,7 +385,9 @@ absl::Status Run::SourcesStage() {
   }
   std::mt19937_64 rng(o_.seed);
   std::shuffle(edits.begin(), edits.end(), rng);
-  std::vector<CandidateRow> rows;
+  // Real fixes are tried first, in history order; the mutations follow.
+  ASSIGN_OR_RETURN(std::vector<CandidateRow> rows, MineFixes());
+  size_t mined = rows.size();
   std::map<std::string, int> per_kind;
   for (const SourceEdit& e : edits) {
     CandidateRow c;
@@ -396,20 +403,15 @@ absl::Status Run::SourcesStage() {
     per_kind[e.kind]++;
     rows.push_back(std::move(c));
   }
-  // Model rewrites are few and cost a request each: they are tried first.
+  // Model rewrites are few and cost a request each: they are tried right after the real fixes.
   ASSIGN_OR_RETURN(std::vector<CandidateRow> rewrites, ModelRewrites());
-  rows.insert(rows.begin(), rewrites.begin(), rewrites.end());
+  rows.insert(rows.begin() + static_cast<std::ptrdiff_t>(mined), rewrites.begin(), rewrites.end());
   RETURN_IF_ERROR(state_->AddCandidates(rows));
   std::vector<std::string> kinds;
   for (const auto& [k, n] : per_kind) kinds.push_back(absl::StrCat(k, "=", n));
   RETURN_IF_ERROR(Decide("sources", "procedural mutation", "generated",
-                         absl::StrCat(rows.size() - rewrites.size(), " candidates from ", profile_.source_files.size(), " files (",
+                         absl::StrCat(edits.size(), " candidates from ", profile_.source_files.size(), " files (",
                                       absl::StrJoin(kinds, " "), ")")));
-  std::error_code ec;
-  RETURN_IF_ERROR(Decide("sources", "commit mining", "skipped",
-                         fs::exists(fs::path(o_.repo) / ".git", ec)
-                             ? "the repository has history, but commit mining is not part of this build"
-                             : "no git history (no .git in the source tree)"));
   return state_->CompleteStage("sources", absl::StrCat(rows.size()), Since(t0));
 }
 
@@ -454,19 +456,64 @@ absl::StatusOr<std::vector<CandidateRow>> Run::ModelRewrites() {
   return rows;
 }
 
+// Commit mining (commit_miner.h): the candidates of the git history and debian/patches.
+absl::StatusOr<std::vector<CandidateRow>> Run::MineFixes() {
+  std::vector<CandidateRow> rows;
+  std::error_code ec;
+  MiningOptions mo;
+  mo.max_commits = o_.mine_commits;
+  std::vector<std::pair<std::string, absl::StatusOr<MiningResult>>> supplies;
+  if (!fs::exists(fs::path(o_.repo) / ".git", ec)) {
+    RETURN_IF_ERROR(Decide("sources", "commit mining", "skipped", "no git history (no .git in the source tree)"));
+  } else if (o_.mine_commits <= 0) {
+    RETURN_IF_ERROR(Decide("sources", "commit mining", "skipped", "--mine-commits 0"));
+  } else {
+    supplies.emplace_back("commit mining", MineCommits(o_.repo, profile_, mo));
+  }
+  if (fs::exists(fs::path(o_.repo) / "debian" / "patches" / "series", ec)) {
+    supplies.emplace_back("debian patch mining", MineDebianPatches(o_.repo, profile_, mo));
+  }
+  for (auto& [what, result] : supplies) {
+    if (!result.ok()) {
+      RETURN_IF_ERROR(Decide("sources", what, "skipped", std::string(result.status().message())));
+      continue;
+    }
+    std::map<std::string, int> by_reason;
+    for (const MiningSkip& k : result->skips) {
+      // Recorded one by one (synth.db), summarized on the terminal.
+      RETURN_IF_ERROR(state_->Decide("sources", absl::StrCat(k.kind, " ", k.ref, " ", k.subject.substr(0, 80)),
+                                     "skipped", k.reason));
+      by_reason[k.reason.substr(0, k.reason.find_first_of(":("))]++;
+    }
+    for (const MinedFix& f : result->fixes) {
+      rows.push_back(MinedCandidate(f));
+      RETURN_IF_ERROR(state_->Decide("sources", absl::StrCat(f.kind, " ", f.ref, " ", f.subject.substr(0, 80)),
+                                     "generated", rows.back().description));
+    }
+    std::vector<std::string> reasons;
+    for (const auto& [r, n] : by_reason) reasons.push_back(absl::StrCat(n, " ", absl::StripAsciiWhitespace(r)));
+    RETURN_IF_ERROR(Decide("sources", what, "generated",
+                           absl::StrCat(result->fixes.size(), " candidates from ", result->looked_at, " examined",
+                                        reasons.empty() ? "" : "; skipped: ", absl::StrJoin(reasons, ", "))));
+  }
+  return rows;
+}
+
 absl::Status Run::ValidateOne(CandidateRow& c) {
   auto t0 = Clock::now();
-  std::string original = Read(fs::path(o_.repo) / c.file);
-  if (c.end > static_cast<int64_t>(original.size()) || c.start > c.end) {
+  auto change = CandidateFiles(c, o_.repo);
+  if (!change.ok()) {
     c.state = "rejected";
-    c.reason = "the edit lies outside the file";
+    c.reason = std::string(change.status().message());
     return state_->UpdateCandidate(c);
   }
-  SourceEdit e{c.file, c.kind, c.line, static_cast<size_t>(c.start), static_cast<size_t>(c.end), c.replacement, ""};
-  std::string broken = ApplyEdit(original, e);
-  RETURN_IF_ERROR(sandbox_->Put("/app/" + c.file, broken, 0644));
-  auto run = RunSuite(SuiteTimeoutMs());
-  absl::Status restore = sandbox_->Put("/app/" + c.file, original, 0644);
+  absl::Status put = absl::OkStatus();
+  for (const FileChange& f : change->files) {
+    if (put.ok()) put = sandbox_->Put("/app/" + f.file, f.broken, 0644);
+  }
+  auto run = put.ok() ? RunSuite(SuiteTimeoutMs()) : absl::StatusOr<ShellRun>(put);
+  absl::Status restore = absl::OkStatus();
+  for (const FileChange& f : change->files) restore.Update(sandbox_->Put("/app/" + f.file, f.fixed, 0644));
   RETURN_IF_ERROR(run.status());
   RETURN_IF_ERROR(restore);
   c.seconds = Since(t0);
@@ -512,18 +559,24 @@ absl::Status Run::ValidateOne(CandidateRow& c) {
 
 absl::Status Run::WriteAndProbe(CandidateRow& c, int index) {
   auto t0 = Clock::now();
-  std::string original = Read(fs::path(o_.repo) / c.file);
-  SourceEdit e{c.file, c.kind, c.line, static_cast<size_t>(c.start), static_cast<size_t>(c.end), c.replacement, ""};
+  ASSIGN_OR_RETURN(CandidateChange change, CandidateFiles(c, o_.repo));
   TaskSpec spec;
   spec.name = SafeName(absl::StrFormat("%s-%03d-%s", package_, index, c.kind));
   spec.package = package_;
   spec.version = version_;
   spec.source = c.source;
   spec.kind = c.kind;
-  spec.file = c.file;
-  spec.fixed_content = original;
-  spec.broken_content = ApplyEdit(original, e);
-  spec.base_hash = Sha256Hex(absl::StrCat(c.file, "\n", spec.broken_content));
+  spec.file = change.files[0].file;
+  spec.fixed_content = change.files[0].fixed;
+  spec.broken_content = change.files[0].broken;
+  std::string listing;
+  for (const FileChange& f : change.files) {
+    absl::StrAppend(&listing, f.file, "\n", f.broken);
+    if (f.file != spec.file) spec.other_files.push_back({f.file, f.fixed, f.broken});
+  }
+  spec.base_hash = Sha256Hex(listing);
+  spec.origin_ref = change.ref;
+  spec.origin_subject = change.subject;
   spec.fail_to_pass = absl::StrSplit(c.fail_to_pass, '\n', absl::SkipEmpty());
   spec.pass_to_pass = absl::StrSplit(c.pass_to_pass, '\n', absl::SkipEmpty());
   for (absl::string_view m : absl::StrSplit(c.messages, '\n', absl::SkipEmpty())) {
@@ -538,8 +591,14 @@ absl::Status Run::WriteAndProbe(CandidateRow& c, int index) {
   spec.timings["validate_seconds"] = c.seconds;
   spec.timings["suite_seconds"] = baseline_.seconds;
   if (model_ != nullptr) {
+    // The leak check compares line sets, so a fix over several files is checked as one text.
+    std::string fixed_all, broken_all;
+    for (const FileChange& f : change.files) {
+      absl::StrAppend(&fixed_all, f.fixed, "\n");
+      absl::StrAppend(&broken_all, f.broken, "\n");
+    }
     StatementOutcome st = WriteStatement(
-        *model_, {package_, profile_.language, spec.fail_to_pass, spec.messages, original, spec.broken_content});
+        *model_, {package_, profile_.language, spec.fail_to_pass, spec.messages, fixed_all, broken_all});
     spec.statement = st.statement;
     spec.timings["statement_seconds"] = st.seconds;
     RETURN_IF_ERROR(Decide("statement", c.id, st.statement.empty() ? "deterministic" : "model",
@@ -561,9 +620,11 @@ absl::Status Run::WriteAndProbe(CandidateRow& c, int index) {
     }
   }
   std::vector<std::string> unique;
-  for (absl::string_view l : absl::StrSplit(original, '\n')) {
-    std::string s(absl::StripAsciiWhitespace(l));
-    if (s.size() >= 4 && broken_lines.count(s) == 0) unique.push_back(s);
+  for (const FileChange& f : change.files) {
+    for (absl::string_view l : absl::StrSplit(f.fixed, '\n')) {
+      std::string s(absl::StripAsciiWhitespace(l));
+      if (s.size() >= 4 && broken_lines.count(s) == 0) unique.push_back(s);
+    }
   }
   environments::BuildOptions bo;
   bo.tag = SafeName("synth-" + spec.name);

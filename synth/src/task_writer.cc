@@ -104,9 +104,14 @@ std::string MissingPassesScript(const ProjectProfile& p, const std::string& log,
 
 std::string ProblemStatement(const TaskSpec& spec, const ProjectProfile& p) {
   std::ostringstream s;
+  // A mined fix's failing tests are often new ones: they never passed before the fix. Its
+  // Debian revision ("+deb12u3") would name the update that carries the fix: the upstream
+  // version only.
+  bool mined = spec.source == "commit-mining";
+  std::string version = mined ? spec.version.substr(0, spec.version.rfind('-')) : spec.version;
   if (!spec.statement.empty()) {
     s << spec.statement << "\n\n## What to do\n\nThe repository in `/app` is " << spec.package
-      << (spec.version.empty() ? "" : " ") << spec.version << ". Fix the library's code so that it behaves as "
+      << (version.empty() ? "" : " ") << version << ". Fix the library's code so that it behaves as "
       << "expected above and every test that passes now still passes. Do not change the tests or the test "
          "tooling: the tests are restored from a hidden copy before grading, and changed tooling fails the task.\n\n"
       << "Run the suite with:\n\n```\n"
@@ -114,10 +119,11 @@ std::string ProblemStatement(const TaskSpec& spec, const ProjectProfile& p) {
     return s.str();
   }
   s << "# Failing tests in " << spec.package << "\n\n";
-  s << "The repository in `/app` is " << spec.package << (spec.version.empty() ? "" : " ") << spec.version
-    << " (" << (p.language == "python" ? "Python" : "C") << "). A recent change broke its behaviour: "
+  s << "The repository in `/app` is " << spec.package << (version.empty() ? "" : " ") << version << " ("
+    << (p.language == "python" ? "Python" : "C") << "). ";
+  s << (mined ? "The code does not yet behave as its tests expect: " : "A recent change broke its behaviour: ")
     << spec.fail_to_pass.size() << (spec.fail_to_pass.size() == 1 ? " test fails" : " tests fail")
-    << " that used to pass.\n\n";
+    << (mined ? ".\n\n" : " that used to pass.\n\n");
   s << "## Failing tests\n\n";
   size_t shown = 0;
   for (const std::string& t : spec.fail_to_pass) {
@@ -131,8 +137,8 @@ std::string ProblemStatement(const TaskSpec& spec, const ProjectProfile& p) {
     s << "\n";
   }
   s << "\n## What to do\n\n";
-  s << "Find the defect in the library's code and fix it so that these tests pass again and every test "
-       "that passes now still passes. Do not change the tests or the test tooling: the tests are "
+  s << "Find the defect in the library's code and fix it so that these tests pass" << (mined ? "" : " again")
+    << " and every test that passes now still passes. Do not change the tests or the test tooling: the tests are "
        "restored from a hidden copy before grading, and changed tooling fails the task.\n\n";
   s << "Run the suite with:\n\n```\n"
     << (p.language == "python" ? "cd /app && python3 -m pytest -q" : "cd /app && make check") << "\n```\n";
@@ -156,8 +162,14 @@ absl::Status WriteTask(const std::string& dir_s, const std::string& repo_dir, co
        << "[synth]\npackage = " << Toml(spec.package) << "\nversion = " << Toml(spec.version)
        << "\nbase_hash = " << Toml(spec.base_hash) << "\nsource = " << Toml(spec.source)
        << "\nmutation_kind = " << Toml(spec.kind) << "\nfile = " << Toml(spec.file)
-       << "\nstatement = " << Toml(spec.statement.empty() ? "failing tests" : "model")
-       << "\nlanguage = " << Toml(p.language) << "\nrunner = " << Toml(p.runner)
+       << "\nstatement = " << Toml(spec.statement.empty() ? "failing tests" : "model");
+  if (!spec.origin_ref.empty()) {
+    std::vector<std::string> files = {spec.file};
+    for (const auto& o : spec.other_files) files.push_back(o.file);
+    toml << "\nfiles = " << TomlList(files) << "\norigin_ref = " << Toml(spec.origin_ref)
+         << "\norigin_subject = " << Toml(spec.origin_subject);
+  }
+  toml << "\nlanguage = " << Toml(p.language) << "\nrunner = " << Toml(p.runner)
        << "\nfail_to_pass = " << TomlList(spec.fail_to_pass) << "\npass_to_pass = " << TomlList(spec.pass_to_pass)
        << "\ndifficulty_reason = \"no model configured: solve rate not measured\"\n\n[synth.timings]\n";
   for (const auto& [k, v] : spec.timings) toml << k << " = " << v << "\n";
@@ -165,6 +177,9 @@ absl::Status WriteTask(const std::string& dir_s, const std::string& repo_dir, co
 
   RETURN_IF_ERROR(CopyTree(repo_dir, dir / "environment" / "repo"));
   RETURN_IF_ERROR(WriteFile(dir / "environment" / "repo" / spec.file, spec.broken_content));
+  for (const auto& o : spec.other_files) {
+    RETURN_IF_ERROR(WriteFile(dir / "environment" / "repo" / o.file, o.broken_content));
+  }
   RETURN_IF_ERROR(WriteFile(dir / "environment" / "Dockerfile", ProjectDockerfile(p, true)));
   RETURN_IF_ERROR(LinkDebs(spec.debs_dir, (dir / "environment" / "debs").string()));
 
@@ -234,15 +249,18 @@ absl::Status WriteTask(const std::string& dir_s, const std::string& repo_dir, co
     << "echo PASS\necho 1 > /logs/verifier/reward.txt\n";
   RETURN_IF_ERROR(WriteFile(dir / "tests" / "test.sh", t.str(), fs::perms(0755)));
 
-  std::string delim = "FLOTILLA_SYNTH_FIX";
-  while (spec.fixed_content.find(delim) != std::string::npos) delim += "_";
+  std::vector<TaskSpec::OtherFile> fixed = {{spec.file, spec.fixed_content, spec.broken_content}};
+  fixed.insert(fixed.end(), spec.other_files.begin(), spec.other_files.end());
   std::ostringstream sol;
-  sol << "#!/bin/bash\n# The fix: " << spec.file << " as it was before the bug.\nset -e\n"
-      << "cat > /app/" << spec.file << " <<'" << delim << "'\n"
-      << spec.fixed_content << (spec.fixed_content.empty() || spec.fixed_content.back() == '\n' ? "" : "\n")
-      << delim << "\n";
-  if (!spec.fixed_content.empty() && spec.fixed_content.back() != '\n') {
-    sol << "truncate -s -1 /app/" << spec.file << "\n";
+  sol << "#!/bin/bash\n# The fix: " << spec.file << (fixed.size() > 1 ? " and the other changed files" : "")
+      << " as it was before the bug.\nset -e\n";
+  for (const auto& f : fixed) {
+    std::string delim = "FLOTILLA_SYNTH_FIX";
+    while (f.fixed_content.find(delim) != std::string::npos) delim += "_";
+    sol << "cat > /app/" << f.file << " <<'" << delim << "'\n"
+        << f.fixed_content << (f.fixed_content.empty() || f.fixed_content.back() == '\n' ? "" : "\n") << delim
+        << "\n";
+    if (!f.fixed_content.empty() && f.fixed_content.back() != '\n') sol << "truncate -s -1 /app/" << f.file << "\n";
   }
   RETURN_IF_ERROR(WriteFile(dir / "solution" / "solve.sh", sol.str(), fs::perms(0755)));
   return absl::OkStatus();

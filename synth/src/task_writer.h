@@ -24,11 +24,19 @@ struct TaskSpec {
   std::string package;
   std::string version;
   std::string base_hash;        // sha256 of the broken file set's listing (see synthesizer.cc)
-  std::string source;           // "mutation"
+  std::string source;           // "mutation" or "commit-mining"
   std::string kind;             // mutation kind
   std::string file;             // the file the fix touches
   std::string fixed_content;    // its content after the fix (the original)
   std::string broken_content;   // and as the task ships it
+  // Further files the fix touches (a mined fix may change several): shipped broken, written
+  // back fixed by the solution.
+  struct OtherFile {
+    std::string file, fixed_content, broken_content;
+  };
+  std::vector<OtherFile> other_files;
+  std::string origin_ref;       // commit mining: the commit's hash or the Debian patch's name
+  std::string origin_subject;   // its subject line: provenance in task.toml, never in instruction.md
   std::vector<std::string> fail_to_pass;
   std::vector<std::string> pass_to_pass;
   std::map<std::string, std::string> messages;  // failing test -> message

@@ -8,12 +8,14 @@
 //                environments::EnvBuilder, run the suite three times at the base state; accept
 //                when >= 80 % of the tests pass; tests whose outcome changes between runs are
 //                flaky and never used.
-//   sources      procedural mutations (Python: synth/scripts/py_mutate.py, run with the
-//                environment's python3; C: MutateC); with a model (model_endpoint), rewrites
-//                written by it (model_rewriter.h: a function picked, rewritten with one subtle
-//                bug, its code block checked to parse in the environment; source "model
-//                rewrite", kind "rewrite"), tried before the mutations; every unusable reply is
-//                recorded with its reason. Commit mining is recorded as skipped.
+//   sources      commit mining first (commit_miner.h: git history with --mine-commits, and a
+//                Debian package's debian/patches; each fix's source change reverted on the
+//                tree is a candidate, every skipped commit or patch recorded with its reason);
+//                with a model (model_endpoint), rewrites written by it next (model_rewriter.h:
+//                a function picked, rewritten with one subtle bug, its code block checked to
+//                parse in the environment; source "model rewrite", kind "rewrite"), every
+//                unusable reply recorded with its reason; then procedural mutations (Python:
+//                synth/scripts/py_mutate.py, run with the environment's python3; C: MutateC).
 //   validate     each candidate's broken state runs the suite: >= 1 fail-to-pass test, every
 //                other base-passing test still passing, at most half the suite broken.
 //   write        instruction (with a model: an issue it writes from the failing tests' names and
@@ -62,6 +64,7 @@ struct SynthOptions {
   std::string package;       // provenance: source package name (default: the folder's name)
   std::string version;       // provenance: its version (default: debian/changelog's, else "")
   uint64_t seed = 1;         // order in which candidates are tried
+  int mine_commits = 200;    // newest git commits looked at by commit mining (0: none)
   environments::EnvBuilderOptions builder;
   // Where the suites and probes run: sandboxes of the built environments reached through the
   // NodeAgent API, as every task's sandbox is (borrowed; the caller starts the embedded
