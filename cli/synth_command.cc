@@ -63,7 +63,7 @@ int Synthesize(SynthFlags& f) {
   po.worker.serve_model = difficulty;
   po.worker.model_prefix = f.options.model;
   po.worker.experiment = "synth-difficulty";
-  po.worker.state_dir = (std::filesystem::path(f.options.out) / ".work" / "platform").string();
+  po.worker.state_dir = (std::filesystem::absolute(f.options.out) / ".work" / "platform").string();
   if (!difficulty || !eval::AgentUsesModel(d.agent)) po.worker.engine.threads = 1;
   // One sandbox state folder per output folder: the platform clears leftovers in its folder on
   // start, so two syntheses (into different folders) running at once must not share one.
