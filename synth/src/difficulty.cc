@@ -8,18 +8,14 @@
 #include <memory>
 #include <mutex>
 #include <set>
-#include <sstream>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
-#include "absl/strings/str_split.h"
 #include "flotilla/common/status.h"
 #include "flotilla/eval/job_summary.h"
 #include "flotilla/eval/task_environment.h"
@@ -53,10 +49,6 @@ absl::Status WriteWhole(const fs::path& p, const std::string& text) {
   return absl::OkStatus();
 }
 
-std::string Toml(const std::string& s) {
-  return absl::StrCat("\"", absl::StrReplaceAll(s, {{"\\", "\\\\"}, {"\"", "\\\""}, {"\n", "\\n"}}), "\"");
-}
-
 std::string DirName(std::string s) {
   for (char& c : s) {
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_') c = '-';
@@ -68,9 +60,6 @@ bool IsTaskFolder(const fs::path& p) {
   std::error_code ec;
   return fs::is_directory(p, ec) && (fs::exists(p / "task.toml", ec) || fs::exists(p / "task.yaml", ec));
 }
-
-// An attempt measures the policy when it ran to a reward or ran out of the agent's time.
-bool Counts(const eval::TrialResult& r) { return r.error_type.empty() || r.error_type == "agent_timeout"; }
 
 uint64_t Fnv1a(std::string_view s) {
   uint64_t h = 1469598103934665603ull;
@@ -93,66 +82,6 @@ struct ToRun {
 };
 
 }  // namespace
-
-std::string DifficultyLabel(int solved, int attempts) {
-  if (attempts <= 0) return "unknown";
-  const double rate = static_cast<double>(solved) / attempts;
-  if (rate >= 0.7) return "easy";
-  if (rate >= 0.3) return "medium";
-  if (rate > 0) return "hard";
-  return "unsolved";
-}
-
-absl::StatusOr<DifficultyBand> ParseDifficultyBand(std::string_view band) {
-  const std::string text(band);
-  std::vector<std::string> parts = absl::StrSplit(text, ':');
-  DifficultyBand b;
-  if (parts.size() != 2 || !absl::SimpleAtod(parts[0], &b.lo) || !absl::SimpleAtod(parts[1], &b.hi) ||
-      !(b.lo >= 0 && b.lo <= b.hi && b.hi <= 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--difficulty-band '", text, "': expected LO:HI with 0 <= LO <= HI <= 1 (e.g. 0.1:0.9)"));
-  }
-  return b;
-}
-
-std::string TaskTomlWithDifficulty(const std::string& toml, const DifficultyRow& row, const std::string& band) {
-  std::vector<std::string> lines = absl::StrSplit(toml, '\n');
-  if (!lines.empty() && lines.back().empty()) lines.pop_back();
-  std::vector<std::string> out;
-  std::string section;
-  bool set_metadata = false;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    const std::string t(absl::StripAsciiWhitespace(lines[i]));
-    if (absl::StartsWith(t, "[")) {
-      if (section == "metadata" && !set_metadata) {
-        // A [metadata] without difficulty gets one (before the blank lines ending it).
-        size_t at = out.size();
-        while (at > 0 && absl::StripAsciiWhitespace(out[at - 1]).empty()) --at;
-        out.insert(out.begin() + static_cast<std::ptrdiff_t>(at), "difficulty = " + Toml(row.label));
-        set_metadata = true;
-      }
-      section = t.substr(1, t.find(']') == std::string::npos ? std::string::npos : t.find(']') - 1);
-      if (section == "synth.difficulty") continue;
-    }
-    if (section == "synth.difficulty") continue;  // replaced below
-    const std::string key(absl::StripAsciiWhitespace(t.substr(0, t.find('='))));
-    if (section == "metadata" && key == "difficulty" && t.find('=') != std::string::npos) {
-      out.push_back("difficulty = " + Toml(row.label));
-      set_metadata = true;
-      continue;
-    }
-    if (section == "synth" && key == "difficulty_reason") continue;
-    out.push_back(lines[i]);
-  }
-  if (section == "metadata" && !set_metadata) out.push_back("difficulty = " + Toml(row.label));
-  while (!out.empty() && absl::StripAsciiWhitespace(out.back()).empty()) out.pop_back();
-  std::ostringstream s;
-  s << absl::StrJoin(out, "\n") << "\n\n[synth.difficulty]\n"
-    << "solve_rate = " << absl::StrFormat("%.4g", row.solve_rate) << "\nattempts = " << row.attempts
-    << "\nsolved = " << row.solved << "\nlabel = " << Toml(row.label) << "\npolicy = " << Toml(row.policy)
-    << "\nreason = " << Toml(row.reason) << "\nband = " << Toml(band) << "\n";
-  return s.str();
-}
 
 absl::StatusOr<DifficultySummary> MeasureDifficulty(const DifficultyOptions& o, const std::string& out_dir,
                                                     SynthState& state, environments::EnvBuilder& builder,
@@ -225,7 +154,7 @@ absl::StatusOr<DifficultySummary> MeasureDifficulty(const DifficultyOptions& o, 
       auto j = nlohmann::json::parse(Read(file), nullptr, false);
       if (!j.is_discarded()) {
         auto r = eval::TrialResultFromJson(j, file.string());
-        if (r.ok() && Counts(*r)) {
+        if (r.ok() && AttemptCounts(*r)) {
           p->results[a - 1] = std::move(*r);
           continue;
         }
@@ -274,38 +203,17 @@ absl::StatusOr<DifficultySummary> MeasureDifficulty(const DifficultyOptions& o, 
   // Each task's solve rate, label and record.
   std::set<std::string> measured_now;
   for (const auto& p : pending) {
-    int solved = 0, counted = 0, timeouts = 0;
-    double seconds = 0;
-    std::vector<std::string> errors;
-    for (const auto& r : p->results) {
-      if (!r.has_value()) continue;
-      seconds += r->seconds;
-      if (!Counts(*r)) {
-        errors.push_back(absl::StrCat("attempt ", r->attempt, ": ", r->error_type, ": ", r->detail.substr(0, 200)));
-        continue;
-      }
-      ++counted;
-      timeouts += r->error_type == "agent_timeout" ? 1 : 0;
-      solved += r->error_type.empty() && r->reward >= 1.0 ? 1 : 0;
+    std::vector<eval::TrialResult> attempts;
+    for (auto& r : p->results) {
+      if (r.has_value()) attempts.push_back(std::move(*r));
     }
-    if (!errors.empty()) {
+    absl::StatusOr<DifficultyRow> summed = SummarizeAttempts(p->task, sum.policy, attempts);
+    if (!summed.ok()) {
       ++sum.unknown;
-      RETURN_IF_ERROR(decide(p->task, "unknown",
-                             absl::StrCat(errors.size(), " of ", o.attempts, " attempts by ", sum.policy,
-                                          " ended in a platform error; a rerun tries them again: ",
-                                          absl::StrJoin(errors, "; "))));
+      RETURN_IF_ERROR(decide(p->task, "unknown", std::string(summed.status().message())));
       continue;
     }
-    DifficultyRow row;
-    row.task = p->task;
-    row.policy = sum.policy;
-    row.attempts = counted;
-    row.solved = solved;
-    row.solve_rate = static_cast<double>(solved) / counted;
-    row.label = DifficultyLabel(solved, counted);
-    row.reason = absl::StrCat("solved ", solved, " of ", counted, " attempts by ", sum.policy,
-                              timeouts > 0 ? absl::StrCat(" (", timeouts, " ran out of time)") : "");
-    row.seconds = seconds;
+    const DifficultyRow& row = *summed;
     RETURN_IF_ERROR(state.SetDifficulty(row));
     RETURN_IF_ERROR(decide(p->task, row.label, absl::StrFormat("solve rate %.3g: %s", row.solve_rate, row.reason)));
     measured_now.insert(p->task);

@@ -23,6 +23,48 @@ TEST(DifficultyTest, LabelsFollowTheSolveRate) {
   EXPECT_EQ(DifficultyLabel(0, 0), "unknown");
 }
 
+eval::TrialResult Attempt(int n, double reward, const std::string& error = "", const std::string& detail = "") {
+  eval::TrialResult r;
+  r.attempt = n;
+  r.reward = reward;
+  r.error_type = error;
+  r.detail = detail;
+  r.seconds = 1.5;
+  return r;
+}
+
+TEST(DifficultyTest, AttemptsMakeTheRowTimeoutsCountAsUnsolved) {
+  auto row = SummarizeAttempts("t", "mini@m", {Attempt(1, 1), Attempt(2, 0), Attempt(3, 0, "agent_timeout"),
+                                               Attempt(4, 1)});
+  ASSERT_TRUE(row.ok()) << row.status();
+  EXPECT_EQ(row->task, "t");
+  EXPECT_EQ(row->policy, "mini@m");
+  EXPECT_EQ(row->attempts, 4);
+  EXPECT_EQ(row->solved, 2);
+  EXPECT_EQ(row->solve_rate, 0.5);
+  EXPECT_EQ(row->label, "medium");
+  EXPECT_EQ(row->reason, "solved 2 of 4 attempts by mini@m (1 ran out of time)");
+  EXPECT_EQ(row->seconds, 6.0);
+  // A reward below 1 is not solved (eval's pass).
+  auto partial = SummarizeAttempts("t", "oracle", {Attempt(1, 0.5)});
+  ASSERT_TRUE(partial.ok());
+  EXPECT_EQ(partial->label, "unsolved");
+  EXPECT_EQ(partial->reason, "solved 0 of 1 attempts by oracle");
+}
+
+TEST(DifficultyTest, PlatformErrorsLeaveTheTaskUnknown) {
+  for (const char* error : {"env_build_failed", "agent_error", "sandbox_crashed", "verifier_error", "verifier_timeout"}) {
+    EXPECT_FALSE(AttemptCounts(Attempt(1, 0, error))) << error;
+  }
+  EXPECT_TRUE(AttemptCounts(Attempt(1, 0, "agent_timeout")));
+  auto row = SummarizeAttempts("t", "mini@m", {Attempt(1, 1), Attempt(2, 0, "sandbox_crashed", "node lost")});
+  ASSERT_EQ(row.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(row.status().message(),
+            "1 of 2 attempts by mini@m ended in a platform error; a rerun tries them again: attempt 2: "
+            "sandbox_crashed: node lost");
+  EXPECT_EQ(SummarizeAttempts("t", "nop", {}).status().message(), "no attempt by nop ran");
+}
+
 TEST(DifficultyTest, BandIsLoColonHiWithinZeroAndOne) {
   auto b = ParseDifficultyBand("0.25:0.75");
   ASSERT_TRUE(b.ok()) << b.status();

@@ -2,7 +2,8 @@
 // as the policy so that the solve rates are known: "fixable" (its solution passes its tests)
 // and "nofix" (its solution changes nothing). The oracle solves fixable every time (easy) and
 // nofix never (unsolved); the band 0.5:1 moves nofix to excluded/ with its reason in synth.db
-// and task.toml; a rerun measures nothing again; the band 0:0.5 swaps the two without a trial;
+// and task.toml; "nobuild", whose environment does not build, stays unknown with the reason and
+// where it is; a rerun measures nothing again (and tries nobuild again); the band 0:0.5 swaps the two without a trial;
 // nop, another policy, is measured on both (excluded/'s too). Needs root; skips visibly
 // otherwise.
 #include <sys/wait.h>
@@ -91,6 +92,8 @@ TEST(SynthDifficultyE2eTest, OracleAndNopLabelBandMoveResume) {
   const fs::path tasks = dir.file("tasks");
   MakeTask(tasks / "fixable", "done");
   MakeTask(tasks / "nofix", "not-yet");
+  MakeTask(tasks / "nobuild", "done");
+  Write(tasks / "nobuild" / "environment" / "Dockerfile", "FROM debian:bookworm-slim\nRUN exit 3\n");
 
   Ran first = Synth(dir, "first", {"--difficulty-agent", "oracle", "--difficulty-attempts", "2",
                                    "--difficulty-band", "0.5:1"});
@@ -99,12 +102,17 @@ TEST(SynthDifficultyE2eTest, OracleAndNopLabelBandMoveResume) {
       << first.out;
   EXPECT_TRUE(Has(first.out, "synth: difficulty: nofix: unsolved (solve rate 0: solved 0 of 2 attempts by oracle)"))
       << first.out;
-  EXPECT_TRUE(Has(first.out, "difficulty: policy=oracle attempts=2 tasks=2 measured=2 resumed=0 unknown=0 trials=4 "
+  EXPECT_TRUE(Has(first.out, "synth: difficulty: nobuild: unknown (the task does not load or build: task nobuild: "
+                             "building its environment"))
+      << first.out;
+  EXPECT_TRUE(Has(first.out, "difficulty: policy=oracle attempts=2 tasks=3 measured=2 resumed=0 unknown=1 trials=4 "
                              "easy=1 medium=0 hard=0 unsolved=1 band=0.5:1 excluded=1\n"))
       << first.out;
   ASSERT_TRUE(fs::exists(tasks / "fixable" / "task.toml"));
   ASSERT_FALSE(fs::exists(tasks / "nofix"));
   ASSERT_TRUE(fs::exists(tasks / "excluded" / "nofix" / "task.toml"));
+  ASSERT_TRUE(fs::exists(tasks / "nobuild" / "task.toml"));
+  EXPECT_TRUE(Has(Read(tasks / "nobuild" / "task.toml"), "[metadata]\ndifficulty = \"unknown\"\n"));
   const std::string fixable = Read(tasks / "fixable" / "task.toml");
   EXPECT_TRUE(Has(fixable, "[metadata]\ndifficulty = \"easy\"\n")) << fixable;
   EXPECT_TRUE(Has(fixable, "[synth.difficulty]\nsolve_rate = 1\nattempts = 2\nsolved = 2\nlabel = \"easy\"\n"
@@ -124,6 +132,14 @@ TEST(SynthDifficultyE2eTest, OracleAndNopLabelBandMoveResume) {
     ASSERT_TRUE(ds.ok());
     std::vector<std::string> seen;
     for (const DecisionRow& d : *ds) seen.push_back(d.stage + "|" + d.subject + "|" + d.decision + "|" + d.reason);
+    ASSERT_EQ(seen.size(), 4u);
+    EXPECT_EQ(seen[0].rfind("difficulty|nobuild|unknown|the task does not load or build: task nobuild: building its "
+                            "environment",
+                            0),
+              0u)
+        << seen[0];
+    EXPECT_TRUE(Has(seen[0], "RUN exit 3")) << seen[0];
+    seen.erase(seen.begin());
     EXPECT_EQ(seen, (std::vector<std::string>{
                         "difficulty|fixable|easy|solve rate 1: solved 2 of 2 attempts by oracle",
                         "difficulty|nofix|unsolved|solve rate 0: solved 0 of 2 attempts by oracle",
@@ -136,7 +152,8 @@ TEST(SynthDifficultyE2eTest, OracleAndNopLabelBandMoveResume) {
                                    "--difficulty-band", "0.5:1"});
   ASSERT_EQ(again.status, 0) << again.out;
   EXPECT_TRUE(Has(again.out, "synth: difficulty: fixable: resumed (easy, solved 2 of 2 by oracle)")) << again.out;
-  EXPECT_TRUE(Has(again.out, "measured=0 resumed=2 unknown=0 trials=0 easy=1 medium=0 hard=0 unsolved=1 band=0.5:1 "
+  EXPECT_TRUE(Has(again.out, "synth: difficulty: nobuild: unknown (")) << again.out;
+  EXPECT_TRUE(Has(again.out, "measured=0 resumed=2 unknown=1 trials=0 easy=1 medium=0 hard=0 unsolved=1 band=0.5:1 "
                              "excluded=1\n"))
       << again.out;
 
@@ -156,11 +173,23 @@ TEST(SynthDifficultyE2eTest, OracleAndNopLabelBandMoveResume) {
   // Another policy is measured on its own, excluded/'s tasks included; without a band nothing moves.
   Ran nop = Synth(dir, "nop", {"--difficulty-agent", "nop", "--difficulty-attempts", "1"});
   ASSERT_EQ(nop.status, 0) << nop.out;
-  EXPECT_TRUE(Has(nop.out, "difficulty: policy=nop attempts=1 tasks=2 measured=2 resumed=0 unknown=0 trials=2 easy=0 "
+  EXPECT_TRUE(Has(nop.out, "difficulty: policy=nop attempts=1 tasks=3 measured=2 resumed=0 unknown=1 trials=2 easy=0 "
                            "medium=0 hard=0 unsolved=2 band=none excluded=1\n"))
       << nop.out;
   EXPECT_TRUE(fs::exists(tasks / "excluded" / "fixable" / "task.toml"));
   EXPECT_TRUE(Has(Read(tasks / "excluded" / "fixable" / "task.toml"), "policy = \"nop\"\n"));
+
+  {
+    // `synth stats` over the folder: each policy's labels and the excluded tasks.
+    std::string log = dir.file("stats.log");
+    std::string cmd = Env("FLOTILLA_BINARY_DIR", "build") + "/cli/flotilla synth stats --out " + tasks.string() + " > " +
+                      log + " 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << Read(log);
+    const std::string out = Read(log);
+    EXPECT_TRUE(Has(out, "  difficulty:  nop: easy=0 medium=0 hard=0 unsolved=2\n")) << out;
+    EXPECT_TRUE(Has(out, "  difficulty:  oracle: easy=1 medium=0 hard=0 unsolved=1\n")) << out;
+    EXPECT_TRUE(Has(out, "  excluded:    1 tasks outside the difficulty band (excluded/)\n")) << out;
+  }
 
   // Bad input: a band that is not one, an agent it cannot run.
   Ran bad = Synth(dir, "bad", {"--difficulty-agent", "oracle", "--difficulty-band", "0.9:0.1"});

@@ -44,9 +44,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "flotilla/environments/env_builder.h"
+#include "flotilla/eval/trial_result.h"
 #include "flotilla/synth/synth_state.h"
 #include "flotilla/worker/chat_service.h"
 #include "flotilla/worker/sandbox_client.h"
@@ -86,6 +88,15 @@ struct DifficultySummary {
 
 // The label of a solve rate (above); "unknown" when attempts is 0.
 std::string DifficultyLabel(int solved, int attempts);
+
+// Whether an attempt measures the policy: it ran to a reward, or ran out of the agent's time.
+bool AttemptCounts(const eval::TrialResult& attempt);
+
+// A task's row from its attempts: solved (reward >= 1) of those that count, the label, the
+// reason. FailedPrecondition, listing them, when an attempt ended in a platform error (the task
+// stays unknown) or none ran.
+absl::StatusOr<DifficultyRow> SummarizeAttempts(const std::string& task, const std::string& policy,
+                                                const std::vector<eval::TrialResult>& attempts);
 
 // "LO:HI" with 0 <= LO <= HI <= 1; errors name --difficulty-band.
 absl::StatusOr<DifficultyBand> ParseDifficultyBand(std::string_view text);
