@@ -62,7 +62,6 @@ absl::StatusOr<std::string> RunModelTrials(const EvalJobFlags& f, const app::Emb
   if (!f.http.empty()) std::cerr << "eval: dashboard on http://" << w->http_address() << "/#eval\n";
   worker::SandboxClient& sandbox = platform->sandboxes();
   const std::string model = w->service().ModelName();
-  const std::string store_path = w->store().path();
   std::map<std::string, worker::ExternalAgentSpec> clis;
   int worker_port = 0;
   if (any_cli) {
