@@ -9,6 +9,8 @@
 // Difficulty (synth/difficulty.h): the policy is --difficulty-agent (oracle, nop, mini,
 // terminal), mini by default when --model is given, over the model --model names (served by
 // the embedded platform, as `flotilla eval -m` serves it); without either it is not measured.
+// --difficulty-only prints the difficulty line to stdout and exits 0 once every task was
+// measured or left unknown with its reason (1 when it could not run, 2 for bad arguments).
 // Progress lines go to stderr; the summary (the stats) to stdout. A rerun on the same
 // TASKS_DIR resumes from its synth.db. Exit status: 0 at least one valid task, 1 none (the
 // reasons are printed and kept in TASKS_DIR/REPORT.txt), 2 bad arguments.

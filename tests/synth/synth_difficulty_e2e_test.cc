@@ -3,7 +3,8 @@
 // and "nofix" (its solution changes nothing). The oracle solves fixable every time (easy) and
 // nofix never (unsolved); the band 0.5:1 moves nofix to excluded/ with its reason in synth.db
 // and task.toml; "nobuild", whose environment does not build, stays unknown with the reason and
-// where it is; a rerun measures nothing again (and tries nobuild again); the band 0:0.5 swaps the two without a trial;
+// where it is; a rerun measures nothing again (and tries nobuild again); more attempts add to
+// the recorded ones; the band 0:0.5 swaps the two without a trial;
 // nop, another policy, is measured on both (excluded/'s too). Needs root; skips visibly
 // otherwise.
 #include <sys/wait.h>
@@ -169,6 +170,17 @@ TEST(SynthDifficultyE2eTest, OracleAndNopLabelBandMoveResume) {
       << swap.out;
   EXPECT_TRUE(Has(Read(tasks / "excluded" / "fixable" / "task.toml"),
                   "band = \"excluded: solve rate 1 above the band [0, 0.5]\"\n"));
+
+  // More attempts add to the recorded ones: one new trial per measured task.
+  Ran more = Synth(dir, "more", {"--difficulty-agent", "oracle", "--difficulty-attempts", "3",
+                                 "--difficulty-band", "0:0.5"});
+  ASSERT_EQ(more.status, 0) << more.out;
+  EXPECT_TRUE(Has(more.out, "synth: difficulty [1/2] fixable__oracle__3 reward=1\n")) << more.out;
+  EXPECT_TRUE(Has(more.out, "synth: difficulty: fixable: easy (solve rate 1: solved 3 of 3 attempts by oracle)"))
+      << more.out;
+  EXPECT_TRUE(Has(more.out, "measured=2 resumed=0 unknown=1 trials=2 easy=1 medium=0 hard=0 unsolved=1 band=0:0.5 "
+                            "excluded=1\n"))
+      << more.out;
 
   // Another policy is measured on its own, excluded/'s tasks included; without a band nothing moves.
   Ran nop = Synth(dir, "nop", {"--difficulty-agent", "nop", "--difficulty-attempts", "1"});
