@@ -52,6 +52,10 @@ int Synthesize(SynthFlags& f) {
     }
     d.band = *band;
   }
+  if (absl::Status checked = synth::CheckDifficultyOptions(d); !checked.ok()) {
+    std::cerr << "flotilla synth: " << checked.message() << "\n";
+    return 2;
+  }
   const bool difficulty = !d.agent.empty() && d.attempts > 0;
   if (f.difficulty_only && !difficulty) {
     std::cerr << "flotilla synth: --difficulty-only needs --difficulty-agent (or --model) and --difficulty-attempts >= 1\n";

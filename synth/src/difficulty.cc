@@ -87,13 +87,9 @@ absl::StatusOr<DifficultySummary> MeasureDifficulty(const DifficultyOptions& o, 
                                                     SynthState& state, environments::EnvBuilder& builder,
                                                     worker::SandboxClient& sandboxes,
                                                     const std::function<void(std::string_view)>& progress) {
-  if (!eval::IsBuiltInAgent(o.agent)) {
-    return absl::InvalidArgumentError(absl::StrCat("--difficulty-agent '", o.agent,
-                                                   "': expected oracle, nop, mini or terminal (agent CLIs: measure "
-                                                   "with `flotilla eval -p DIR -a CLI -k N`)"));
-  }
+  RETURN_IF_ERROR(CheckDifficultyOptions(o));
+  if (o.agent.empty()) return absl::InvalidArgumentError("--difficulty-agent: required");
   if (o.attempts < 1) return absl::InvalidArgumentError("--difficulty-attempts: must be at least 1");
-  if (o.concurrency < 1) return absl::InvalidArgumentError("--difficulty-concurrency: must be at least 1");
   if (o.policy == nullptr) return absl::InvalidArgumentError("DifficultyOptions.policy: required");
   auto say = [&](const std::string& line) {
     if (progress) progress(line + "\n");

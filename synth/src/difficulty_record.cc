@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "flotilla/eval/trial_runner.h"
 
 namespace flotilla::synth {
 namespace {
@@ -22,6 +23,17 @@ std::string Toml(const std::string& s) {
 }
 
 }  // namespace
+
+absl::Status CheckDifficultyOptions(const DifficultyOptions& o) {
+  if (!o.agent.empty() && !eval::IsBuiltInAgent(o.agent)) {
+    return absl::InvalidArgumentError(absl::StrCat("--difficulty-agent '", o.agent,
+                                                   "': expected oracle, nop, mini or terminal (agent CLIs: measure "
+                                                   "with `flotilla eval -p DIR -a CLI -k N`)"));
+  }
+  if (o.attempts < 0) return absl::InvalidArgumentError("--difficulty-attempts: must be 0 (not measured) or more");
+  if (o.concurrency < 1) return absl::InvalidArgumentError("--difficulty-concurrency: must be at least 1");
+  return absl::OkStatus();
+}
 
 bool AttemptCounts(const eval::TrialResult& r) { return r.error_type.empty() || r.error_type == "agent_timeout"; }
 

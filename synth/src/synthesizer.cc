@@ -618,6 +618,7 @@ absl::StatusOr<SynthSummary> RunSynth(const SynthOptions& options,
   if (options.out.empty()) return absl::InvalidArgumentError("--out: required");
   if (options.max_tasks < 1) return absl::InvalidArgumentError("--max-tasks: must be at least 1");
   if (options.sandboxes == nullptr) return absl::InvalidArgumentError("SynthOptions.sandboxes: required");
+  RETURN_IF_ERROR(CheckDifficultyOptions(options.difficulty));
   if (!options.difficulty.agent.empty() && options.difficulty.attempts > 0 && options.difficulty.policy == nullptr) {
     return absl::InvalidArgumentError("SynthOptions.difficulty.policy: required with a difficulty agent");
   }

@@ -65,6 +65,25 @@ TEST(DifficultyTest, PlatformErrorsLeaveTheTaskUnknown) {
   EXPECT_EQ(SummarizeAttempts("t", "nop", {}).status().message(), "no attempt by nop ran");
 }
 
+TEST(DifficultyTest, OptionsAreCheckedBeforeAnythingRuns) {
+  DifficultyOptions o;
+  EXPECT_TRUE(CheckDifficultyOptions(o).ok());  // no agent: not measured
+  for (const char* agent : {"oracle", "nop", "mini", "terminal"}) {
+    o.agent = agent;
+    EXPECT_TRUE(CheckDifficultyOptions(o).ok()) << agent;
+  }
+  o.agent = "codex";
+  EXPECT_EQ(CheckDifficultyOptions(o).message(),
+            "--difficulty-agent 'codex': expected oracle, nop, mini or terminal (agent CLIs: measure with `flotilla "
+            "eval -p DIR -a CLI -k N`)");
+  o.agent = "mini";
+  o.attempts = -1;
+  EXPECT_EQ(CheckDifficultyOptions(o).message(), "--difficulty-attempts: must be 0 (not measured) or more");
+  o.attempts = 0;
+  o.concurrency = 0;
+  EXPECT_EQ(CheckDifficultyOptions(o).message(), "--difficulty-concurrency: must be at least 1");
+}
+
 TEST(DifficultyTest, BandIsLoColonHiWithinZeroAndOne) {
   auto b = ParseDifficultyBand("0.25:0.75");
   ASSERT_TRUE(b.ok()) << b.status();

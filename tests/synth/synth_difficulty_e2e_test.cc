@@ -207,6 +207,9 @@ TEST(SynthDifficultyE2eTest, OracleAndNopLabelBandMoveResume) {
   Ran bad = Synth(dir, "bad", {"--difficulty-agent", "oracle", "--difficulty-band", "0.9:0.1"});
   EXPECT_EQ(bad.status, 2) << bad.out;
   EXPECT_TRUE(Has(bad.out, "--difficulty-band '0.9:0.1': expected LO:HI with 0 <= LO <= HI <= 1")) << bad.out;
+  Ran cli = Synth(dir, "cli", {"--difficulty-agent", "pi"});
+  EXPECT_EQ(cli.status, 2) << cli.out;
+  EXPECT_TRUE(Has(cli.out, "--difficulty-agent 'pi': expected oracle, nop, mini or terminal")) << cli.out;
   Ran none = Synth(dir, "none", {});
   EXPECT_EQ(none.status, 2) << none.out;
   EXPECT_TRUE(Has(none.out, "--difficulty-only needs --difficulty-agent")) << none.out;

@@ -86,6 +86,10 @@ struct DifficultySummary {
   std::string report;                 // one line
 };
 
+// The options' own checks (before anything runs): a known agent, attempts >= 0, concurrency >= 1.
+// InvalidArgument naming the flag.
+absl::Status CheckDifficultyOptions(const DifficultyOptions& options);
+
 // The label of a solve rate (above); "unknown" when attempts is 0.
 std::string DifficultyLabel(int solved, int attempts);
 
