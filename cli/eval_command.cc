@@ -28,6 +28,7 @@
 #include "task_environment.h"
 #include "embedded_worker_flags.h"
 #include "flotilla/app/embedded_platform.h"
+#include "flotilla/eval/trial_runner.h"
 #include "flotilla/worker/sandbox_client.h"
 #include "flotilla/worker/scaffold.h"
 #include "flotilla/worker/terminal_task.h"
@@ -143,7 +144,8 @@ int Eval(const EvalFlags& f) {
       // Harbor's names for the two fixed agents.
       if (so.agent == "oracle") so.agent = "reference";
       if (so.agent == "nop") so.agent = "none";
-      auto r = RunScaffoldWhenThereIsRoom(w->service(), sandbox, task, so, stop);
+      auto r = eval::RunScaffoldWhenThereIsRoom(w->service(), sandbox, task, so,
+                                                [&stop] { return stop.received() != 0; });
       if (!r.ok()) {
         ++failures;
         std::cout << "eval: harness=" << harness << " task=" << task.name << " error=\"" << r.status().message()

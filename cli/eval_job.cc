@@ -75,21 +75,6 @@ absl::StatusOr<std::vector<worker::TerminalTask>> LoadTasks(const std::vector<st
 
 }  // namespace
 
-absl::StatusOr<worker::ScaffoldResult> RunScaffoldWhenThereIsRoom(worker::ChatService& service,
-                                                                  worker::SandboxClient& sandboxes,
-                                                                  const worker::TerminalTask& task,
-                                                                  const worker::ScaffoldOptions& options,
-                                                                  const StopSignal& stop) {
-  auto res = worker::RunScaffold(service, sandboxes, task, options);
-  // A sandbox is placed only where there is room (the node did not admit it, or every scale
-  // unit is full until a finished trial's sandbox is gone): a trial refused for now waits.
-  while (!res.ok() && absl::IsResourceExhausted(res.status()) && stop.received() == 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    res = worker::RunScaffold(service, sandboxes, task, options);
-  }
-  return res;
-}
-
 int RunEvalJob(EvalJobFlags f) {
   StopSignal stop;
   fs::path job_dir;

@@ -77,12 +77,4 @@ struct EvalJobFlags {
 
 int RunEvalJob(EvalJobFlags flags);
 
-// RunScaffold, tried again while its sandbox is refused for lack of room (RESOURCE_EXHAUSTED)
-// and no stop signal arrived.
-absl::StatusOr<worker::ScaffoldResult> RunScaffoldWhenThereIsRoom(worker::ChatService& service,
-                                                                  worker::SandboxClient& sandboxes,
-                                                                  const worker::TerminalTask& task,
-                                                                  const worker::ScaffoldOptions& options,
-                                                                  const StopSignal& stop);
-
 }  // namespace flotilla::cli

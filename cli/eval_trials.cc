@@ -15,6 +15,7 @@
 #include "flotilla/common/status.h"
 #include "flotilla/eval/job_summary.h"
 #include "flotilla/eval/report_html.h"
+#include "flotilla/eval/trial_runner.h"
 #include "flotilla/worker/external_agent.h"
 #include "flotilla/worker/sandbox_client.h"
 #include "flotilla/worker/trajectory_store.h"
@@ -25,20 +26,6 @@ namespace flotilla::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The error type of a finished trial ("" when it ran to a reward).
-std::string ErrorType(const absl::StatusOr<worker::ScaffoldResult>& r) {
-  if (!r.ok()) return "agent_error";
-  if (r->status == v1::CRASHED) return "sandbox_crashed";
-  if (r->status == v1::TIMED_OUT) return "agent_timeout";
-  if (r->status == v1::FAILED) {
-    return r->detail.find("reward") != std::string::npos ? "verifier_error" : "agent_error";
-  }
-  if (r->detail.find("tests exited") != std::string::npos && r->detail.find("(timed out)") != std::string::npos) {
-    return "verifier_timeout";
-  }
-  return "";
-}
 
 }  // namespace
 
@@ -75,7 +62,6 @@ absl::StatusOr<std::string> RunModelTrials(const EvalJobFlags& f, const app::Emb
   if (!f.http.empty()) std::cerr << "eval: dashboard on http://" << w->http_address() << "/#eval\n";
   worker::SandboxClient& sandbox = platform->sandboxes();
   const std::string model = w->service().ModelName();
-  const std::string store_path = w->store().path();
   std::map<std::string, worker::ExternalAgentSpec> clis;
   int worker_port = 0;
   if (any_cli) {
@@ -119,46 +105,33 @@ absl::StatusOr<std::string> RunModelTrials(const EvalJobFlags& f, const app::Emb
       auto cli_task = envs.cli_tasks.find({tr->task, tr->agent});
       const worker::TerminalTask& task = cli_task != envs.cli_tasks.end() ? cli_task->second : tasks[tr->task];
       eval::TrialResult r;
-      r.task = task.name;
-      r.agent = tr->agent;
-      r.attempt = tr->attempt;
-      r.model = eval::AgentUsesModel(tr->agent) ? model : "";
-      auto t0 = std::chrono::steady_clock::now();
       std::string agent_output;
-      if (auto be = envs.build_errors.find(tr->task); be != envs.build_errors.end()) {
+      auto be = envs.build_errors.find(tr->task);
+      auto ce = envs.cli_errors.find({tr->task, tr->agent});
+      if (be != envs.build_errors.end() || ce != envs.cli_errors.end()) {
+        r.task = task.name;
+        r.agent = tr->agent;
+        r.model = eval::AgentUsesModel(tr->agent) ? model : "";
+        r.attempt = tr->attempt;
         r.error_type = "env_build_failed";
-        r.detail = be->second;
-      } else if (auto ce = envs.cli_errors.find({tr->task, tr->agent}); ce != envs.cli_errors.end()) {
-        r.error_type = "env_build_failed";
-        r.detail = ce->second;
+        r.detail = be != envs.build_errors.end() ? be->second : ce->second;
       } else {
-        worker::ScaffoldOptions so = f.scaffold;
-        so.scaffold = tr->agent == "terminal" ? "terminal" : "mini";
-        so.agent = tr->agent == "oracle" ? "reference" : tr->agent == "nop" ? "none" : "model";
+        eval::TrialRunOptions to;
+        to.agent = tr->agent;
+        to.attempt = tr->attempt;
+        to.scaffold = f.scaffold;
         if (IsAgentCli(tr->agent)) {
-          so.agent = "cli";
-          so.agent_cli = &clis.at(tr->agent);
-          so.worker_port = worker_port;
+          to.agent_cli = &clis.at(tr->agent);
+          to.worker_port = worker_port;
         }
-        so.experiment = wo.experiment;
-        so.cpu_request_millicores = f.cpu_request_millicores;
-        so.seed = f.seed + static_cast<uint64_t>(tr - trials.data());
-        auto res = RunScaffoldWhenThereIsRoom(w->service(), sandbox, task, so, stop);
-        r.error_type = ErrorType(res);
-        if (res.ok()) {
-          r.reward = res->reward;
-          r.detail = res->detail;
-          r.status = v1::TrajectoryStatus_Name(res->status);
-          r.trajectory_id = res->trajectory_id;
-          r.trajectory_store = store_path;
-          r.steps = res->steps;
-          agent_output = std::move(res->agent_output);
-          if (auto traj = w->store().Get(res->trajectory_id); traj.ok()) r.tokens = eval::CountTrialTokens(*traj);
-        } else {
-          r.detail = std::string(res.status().message());
-        }
+        to.scaffold.experiment = wo.experiment;
+        to.scaffold.cpu_request_millicores = f.cpu_request_millicores;
+        to.scaffold.seed = f.seed + static_cast<uint64_t>(tr - trials.data());
+        to.stopped = [&stop] { return stop.received() != 0; };
+        eval::TrialRun run = eval::RunTrial(w->service(), sandbox, &w->store(), task, to);
+        r = std::move(run.result);
+        agent_output = std::move(run.agent_output);
       }
-      r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::error_code ec;
       fs::create_directories(fs::path(job_dir) / tr->name, ec);
       if (!agent_output.empty()) {

@@ -4,11 +4,18 @@
 //                  [--model-endpoint URL [--model-name NAME]] [--model-timeout S] [--model-max-tokens N]
 //                  [--model-rewrites N] [--package NAME] [--version V] [--seed S] [--mine-commits N]
 //                  [--env-store DIR]
+//                  [--difficulty-agent A] [--difficulty-attempts N] [--difficulty-band LO:HI]
+//   flotilla synth --difficulty-only --out TASKS_DIR --difficulty-agent A ... (an existing folder)
 //   flotilla synth stats --out TASKS_DIR
 //
 // With --model DIR (a checkpoint folder the engine loads) and no --model-endpoint, the embedded
 // worker serves DIR on a loopback port and the model's rewrites and statements go through its
 // OpenAI-compatible API; --model-endpoint names an external OpenAI-compatible base URL instead.
+// Difficulty (synth/difficulty.h): the policy is --difficulty-agent (oracle, nop, mini,
+// terminal), mini by default when --model is given, over the model --model names (served by
+// the embedded platform, as `flotilla eval -m` serves it); without either it is not measured.
+// --difficulty-only prints the difficulty line to stdout and exits 0 once every task was
+// measured or left unknown with its reason (1 when it could not run, 2 for bad arguments).
 // Progress lines go to stderr; the summary (the stats) to stdout. A rerun on the same
 // TASKS_DIR resumes from its synth.db. Exit status: 0 at least one valid task, 1 none (the
 // reasons are printed and kept in TASKS_DIR/REPORT.txt), 2 bad arguments.
@@ -20,6 +27,8 @@
 
 #include "commands.h"
 #include "flotilla/app/embedded_platform.h"
+#include "flotilla/eval/job_summary.h"
+#include "flotilla/synth/difficulty.h"
 #include "flotilla/synth/synthesizer.h"
 #include "task_environment.h"
 
@@ -29,27 +38,49 @@ namespace {
 struct SynthFlags {
   synth::SynthOptions options;
   std::string env_store = "/var/lib/flotilla";
+  std::string band;
+  bool difficulty_only = false;
 };
 
 int Synthesize(SynthFlags& f) {
-  if (f.options.repo.empty() || f.options.out.empty()) {
-    std::cerr << "flotilla synth: --repo and --out are required\n";
+  if ((f.options.repo.empty() && !f.difficulty_only) || f.options.out.empty()) {
+    std::cerr << "flotilla synth: --repo and --out are required (--difficulty-only: --out)\n";
+    return 2;
+  }
+  synth::DifficultyOptions& d = f.options.difficulty;
+  if (d.agent.empty() && !f.options.model.empty()) d.agent = "mini";
+  if (!f.band.empty()) {
+    auto band = synth::ParseDifficultyBand(f.band);
+    if (!band.ok()) {
+      std::cerr << "flotilla synth: " << band.status().message() << "\n";
+      return 2;
+    }
+    d.band = *band;
+  }
+  if (absl::Status checked = synth::CheckDifficultyOptions(d); !checked.ok()) {
+    std::cerr << "flotilla synth: " << checked.message() << "\n";
+    return 2;
+  }
+  const bool difficulty = !d.agent.empty() && d.attempts > 0;
+  if (f.difficulty_only && !difficulty) {
+    std::cerr << "flotilla synth: --difficulty-only needs --difficulty-agent (or --model) and --difficulty-attempts >= 1\n";
     return 2;
   }
   f.options.builder = CliEnvBuilderOptions(f.env_store);
   // The suites and probes run in sandboxes placed by the embedded platform's scheduler and
-  // reached through the NodeAgent API, like eval's trials (no model is served).
+  // reached through the NodeAgent API, like eval's trials. A model is served only for the model
+  // stages below and the difficulty stage's policy (the embedded default for oracle and nop,
+  // which use none).
   app::PlatformOptions po;
-  po.worker.serve_model = false;
-  po.worker.state_dir = (std::filesystem::path(f.options.out) / ".work" / "platform").string();
-  po.worker.engine.threads = 1;
-  if (!f.options.model.empty() && f.options.model_endpoint.empty()) {
-    // The model writes rewrites and statements through the worker's wire API on a loopback port.
-    po.worker.serve_model = true;
-    po.worker.model_prefix = f.options.model;
-    po.worker.http_address = "127.0.0.1:0";
-    po.worker.engine.threads = 0;
-  }
+  // The model writes rewrites and statements through the worker's wire API on a loopback port
+  // (unless an external endpoint is named); the difficulty stage's policy runs on it too.
+  const bool serve_rewrites = !f.options.model.empty() && f.options.model_endpoint.empty();
+  po.worker.serve_model = difficulty || serve_rewrites;
+  po.worker.model_prefix = f.options.model;
+  po.worker.experiment = "synth";
+  po.worker.state_dir = (std::filesystem::absolute(f.options.out) / ".work" / "platform").string();
+  if (serve_rewrites) po.worker.http_address = "127.0.0.1:0";
+  if (!serve_rewrites && (!difficulty || !eval::AgentUsesModel(d.agent))) po.worker.engine.threads = 1;
   // One sandbox state folder per output folder: the platform clears leftovers in its folder on
   // start, so two syntheses (into different folders) running at once must not share one.
   const std::string out_abs = std::filesystem::absolute(f.options.out).lexically_normal().string();
@@ -62,9 +93,23 @@ int Synthesize(SynthFlags& f) {
     return 1;
   }
   f.options.sandboxes = &(*platform)->sandboxes();
-  if (po.worker.serve_model) {
+  if (serve_rewrites) {
     f.options.model_endpoint = "http://" + (*platform)->worker().http_address() + "/v1";
     f.options.model_name = (*platform)->worker().service().ModelName();
+  }
+  if (difficulty) {
+    d.policy = &(*platform)->worker().service();
+    d.store = &(*platform)->worker().store();
+  }
+  if (f.difficulty_only) {
+    auto m = synth::MeasureFolderDifficulty(d, f.options.out, f.options.builder, *f.options.sandboxes,
+                                            [](std::string_view l) { std::cerr << l << std::flush; });
+    if (!m.ok()) {
+      std::cerr << "flotilla synth: " << m.status().message() << "\n";
+      return m.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    std::cout << m->report;
+    return 0;
   }
   auto s = synth::RunSynth(f.options, [](std::string_view l) { std::cerr << l << std::flush; });
   if (!s.ok()) {
@@ -105,6 +150,18 @@ void AddSynthCommand(CLI::App& app, int* exit_code) {
   sy->add_option("--mine-commits", f->options.mine_commits,
                  "newest git commits mined for fixes with tests (0: none)")->capture_default_str();
   sy->add_option("--env-store", f->env_store, "where environments are built (flotilla env)")->capture_default_str();
+  synth::DifficultyOptions& d = f->options.difficulty;
+  sy->add_option("--difficulty-agent", d.agent,
+                 "policy whose solve rate is the difficulty: oracle, nop, mini or terminal (default with --model: "
+                 "mini; none: not measured)");
+  sy->add_option("--difficulty-attempts", d.attempts, "attempts per task (0: not measured)")->capture_default_str();
+  sy->add_option("--difficulty-band", f->band, "keep tasks whose solve rate is in LO:HI; the rest go to OUT/excluded/");
+  sy->add_option("--difficulty-concurrency", d.concurrency, "difficulty trials at once")->capture_default_str();
+  sy->add_option("--difficulty-max-steps", d.scaffold.max_steps, "agent turns per attempt")->capture_default_str();
+  sy->add_option("--difficulty-max-tokens", d.scaffold.max_tokens, "tokens per model turn")->capture_default_str();
+  sy->add_option("--difficulty-temperature", d.scaffold.temperature, "sampling temperature")->capture_default_str();
+  sy->add_flag("--difficulty-only", f->difficulty_only,
+               "measure (and band) the task folders already in --out; no --repo, nothing synthesized");
   CLI::App* stats = sy->add_subcommand("stats", "Yield per stage and seconds per valid task");
   auto stats_out = std::make_shared<std::string>();
   stats->add_option("--out", *stats_out, "the synth output folder")->required();

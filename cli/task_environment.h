@@ -10,20 +10,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "flotilla/environments/env_builder.h"
+#include "flotilla/eval/task_environment.h"
 #include "flotilla/trainer_bridge/experiment.h"
 #include "flotilla/worker/external_agent.h"
 #include "flotilla/worker/terminal_task.h"
 
 namespace flotilla::cli {
 
-// A tag from a folder name: lower case, anything but [a-z0-9._-] turned into '-'.
-std::string EnvTagOf(const std::string& name);
-
-// Builds `task`'s Dockerfile, tags it "task-<name>", and sets task->image, workdir (the
-// image's WORKDIR, "/" without one, as under Docker), env and user (its USER). Does nothing
-// for a task without a Dockerfile. Errors name the task and the Dockerfile line.
-absl::Status PrepareTaskEnvironment(environments::EnvBuilder& builder, worker::TerminalTask* task,
-                                    const std::function<void(std::string_view)>& progress);
+// EnvTagOf and PrepareTaskEnvironment live in the eval library (flotilla/eval/task_environment.h).
+using eval::EnvTagOf;
+using eval::PrepareTaskEnvironment;
 
 // Stacks an agent CLI on a built task environment as read-only layers, tagged
 // "agent-<agent>-<task>": `agents_dir`/<agent> (its npm install) at /opt/agent and the Node.js

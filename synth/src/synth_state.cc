@@ -22,6 +22,8 @@ absl::StatusOr<std::unique_ptr<SynthState>> SynthState::Open(const std::string& 
       "CREATE TABLE candidates(id TEXT PRIMARY KEY, source TEXT, kind TEXT, file TEXT, line INTEGER, "
       "start INTEGER, end_ INTEGER, replacement TEXT, description TEXT, state TEXT, reason TEXT, "
       "fail_to_pass TEXT, pass_to_pass TEXT, messages TEXT, seconds REAL, seq INTEGER)",
+      "CREATE TABLE difficulty(task TEXT NOT NULL, policy TEXT NOT NULL, attempts INTEGER, solved INTEGER, "
+      "solve_rate REAL, label TEXT, reason TEXT, seconds REAL, PRIMARY KEY(task, policy))",
   }));
   return std::unique_ptr<SynthState>(new SynthState(std::move(db)));
 }
@@ -145,6 +147,48 @@ absl::StatusOr<std::vector<CandidateRow>> SynthState::Candidates() {
     r.messages = st.ColumnText(13);
     r.seconds = st.ColumnDouble(14);
     out.push_back(std::move(r));
+  }
+  return out;
+}
+
+absl::StatusOr<std::optional<DifficultyRow>> SynthState::Difficulty(const std::string& task,
+                                                                    const std::string& policy) {
+  ASSIGN_OR_RETURN(Statement st, db_->Prepare("SELECT task, policy, attempts, solved, solve_rate, label, reason, "
+                                              "seconds FROM difficulty WHERE task = ? AND policy = ?"));
+  RETURN_IF_ERROR(st.Bind(1, task));
+  RETURN_IF_ERROR(st.Bind(2, policy));
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<DifficultyRow>();
+  return std::optional<DifficultyRow>(DifficultyRow{st.ColumnText(0), st.ColumnText(1),
+                                                    static_cast<int>(st.ColumnInt(2)), static_cast<int>(st.ColumnInt(3)),
+                                                    st.ColumnDouble(4), st.ColumnText(5), st.ColumnText(6),
+                                                    st.ColumnDouble(7)});
+}
+
+absl::Status SynthState::SetDifficulty(const DifficultyRow& r) {
+  ASSIGN_OR_RETURN(Statement st, db_->Prepare("INSERT OR REPLACE INTO difficulty(task, policy, attempts, solved, "
+                                              "solve_rate, label, reason, seconds) VALUES(?,?,?,?,?,?,?,?)"));
+  RETURN_IF_ERROR(st.Bind(1, r.task));
+  RETURN_IF_ERROR(st.Bind(2, r.policy));
+  RETURN_IF_ERROR(st.Bind(3, r.attempts));
+  RETURN_IF_ERROR(st.Bind(4, r.solved));
+  RETURN_IF_ERROR(st.Bind(5, r.solve_rate));
+  RETURN_IF_ERROR(st.Bind(6, r.label));
+  RETURN_IF_ERROR(st.Bind(7, r.reason));
+  RETURN_IF_ERROR(st.Bind(8, r.seconds));
+  return st.Run();
+}
+
+absl::StatusOr<std::vector<DifficultyRow>> SynthState::Difficulties() {
+  ASSIGN_OR_RETURN(Statement st, db_->Prepare("SELECT task, policy, attempts, solved, solve_rate, label, reason, "
+                                              "seconds FROM difficulty ORDER BY task, policy"));
+  std::vector<DifficultyRow> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back({st.ColumnText(0), st.ColumnText(1), static_cast<int>(st.ColumnInt(2)),
+                   static_cast<int>(st.ColumnInt(3)), st.ColumnDouble(4), st.ColumnText(5), st.ColumnText(6),
+                   st.ColumnDouble(7)});
   }
   return out;
 }

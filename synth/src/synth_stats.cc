@@ -66,6 +66,19 @@ absl::StatusOr<std::string> SynthStats(const std::string& out_dir) {
     o << absl::StrFormat("  kind %-16s %d tried, %d valid\n", kind, tv.first, tv.second);
   }
   for (const auto& [reason, n] : reasons) o << absl::StrFormat("  rejected %4d  %s\n", n, reason);
+  // The difficulty stage's labels per policy, and the tasks its band moved out (difficulty.h).
+  ASSIGN_OR_RETURN(std::vector<DifficultyRow> difficulty, st->Difficulties());
+  std::map<std::string, std::map<std::string, int>> labels;
+  for (const DifficultyRow& d : difficulty) labels[d.policy][d.label]++;
+  for (auto& [policy, n] : labels) {
+    o << absl::StrFormat("  difficulty:  %s: easy=%d medium=%d hard=%d unsolved=%d\n", policy, n["easy"], n["medium"],
+                         n["hard"], n["unsolved"]);
+  }
+  int excluded = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(out_dir) / "excluded", ec)) {
+    excluded += std::filesystem::exists(e.path() / "task.toml", ec) ? 1 : 0;
+  }
+  if (excluded > 0) o << absl::StrFormat("  excluded:    %d tasks outside the difficulty band (excluded/)\n", excluded);
   if (valid > 0) {
     o << absl::StrFormat("seconds_per_valid_task=%.1f valid=%d tried=%d yield=%.3f\n", total / valid, valid, tried,
                          static_cast<double>(valid) / tried);

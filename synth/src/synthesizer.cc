@@ -674,9 +674,14 @@ absl::StatusOr<SynthSummary> Run::Go() {
   }
   RETURN_IF_ERROR(EnvironmentStage());
   RETURN_IF_ERROR(SourcesStage());
-  RETURN_IF_ERROR(Decide("difficulty", "solve rate", "unknown",
-                         o_.model.empty() ? "no model configured: difficulty is not measured"
-                                          : "difficulty through flotilla eval is not part of this build"));
+  const bool measure = !o_.difficulty.agent.empty() && o_.difficulty.attempts > 0;
+  if (!measure) {
+    RETURN_IF_ERROR(Decide("difficulty", "solve rate", "unknown",
+                           o_.difficulty.agent.empty()
+                               ? (o_.model.empty() ? "no model configured: difficulty is not measured"
+                                                   : "no difficulty agent configured: difficulty is not measured")
+                               : "--difficulty-attempts 0: difficulty is not measured"));
+  }
   ASSIGN_OR_RETURN(std::vector<CandidateRow> cands, state_->Candidates());
   int valid = 0, tried = 0, validated = 0;
   for (const CandidateRow& c : cands) {
@@ -707,13 +712,22 @@ absl::StatusOr<SynthSummary> Run::Go() {
                                   "no candidate became a valid task after ", tried, " tries (",
                                   cands.size(), " generated); the reasons are in synth.db and REPORT.txt")));
   }
+  std::string difficulty;
+  int excluded = 0;
+  if (measure) {
+    ASSIGN_OR_RETURN(DifficultySummary d,
+                     MeasureDifficulty(o_.difficulty, o_.out, *state_, *builder_, *o_.sandboxes, progress_));
+    difficulty = d.report;
+    excluded = d.excluded;
+  }
   ASSIGN_OR_RETURN(std::string stats, SynthStats(o_.out));
   SynthSummary s;
+  s.excluded = excluded;
   s.candidates = static_cast<int>(cands.size());
   s.tried = tried;
   s.validated = validated;
   s.valid = valid;
-  s.report = stats;
+  s.report = stats + difficulty;
   return s;
 }
 
@@ -725,6 +739,10 @@ absl::StatusOr<SynthSummary> RunSynth(const SynthOptions& options,
   if (options.out.empty()) return absl::InvalidArgumentError("--out: required");
   if (options.max_tasks < 1) return absl::InvalidArgumentError("--max-tasks: must be at least 1");
   if (options.sandboxes == nullptr) return absl::InvalidArgumentError("SynthOptions.sandboxes: required");
+  RETURN_IF_ERROR(CheckDifficultyOptions(options.difficulty));
+  if (!options.difficulty.agent.empty() && options.difficulty.attempts > 0 && options.difficulty.policy == nullptr) {
+    return absl::InvalidArgumentError("SynthOptions.difficulty.policy: required with a difficulty agent");
+  }
   Run run(options, progress);
   return run.Go();
 }

@@ -2,7 +2,8 @@
 // ten pytest tests; the figures of real Debian source packages are in bench/RESULTS.md). One
 // task is synthesized; `flotilla eval` scores it 1 with the oracle and 0 with nop; the
 // synthesizer's hackability probes (deleting or editing the tests, replacing the runner, leaks)
-// passed; a rerun resumes without trying anything again; `flotilla run` trains on the
+// passed; the oracle as the difficulty policy labels it easy; a rerun resumes without trying
+// anything again; `flotilla run` trains on the
 // task folder (each sample a mini episode in the task's own built environment). Bad input ends
 // with a report of what was tried: a tree without tests, a build that fails, a project where no
 // mutation validates. Needs root and the environment store's base image; skips visibly otherwise.
@@ -91,7 +92,7 @@ class SynthE2eTest : public ::testing::Test {
   std::vector<std::string> SynthArgv(const std::string& repo, const std::string& out, int max_tasks, int max_candidates) {
     return {bin_, "synth", "--repo", repo, "--out", out, "--package", "tally", "--version", "1.0",
             "--max-tasks", std::to_string(max_tasks), "--max-candidates", std::to_string(max_candidates),
-            "--env-store", store_};
+            "--env-store", store_, "--difficulty-agent", "oracle", "--difficulty-attempts", "1"};
   }
   // The fixture's tasks, synthesized once for the suite (the first test that needs them).
   std::string Tasks() {
@@ -128,7 +129,17 @@ TEST_F(SynthE2eTest, TasksPassOracleFailNopResistAndResume) {
     EXPECT_TRUE(fs::exists(f / "solution" / "solve.sh"));
     // The verifier's fingerprint of the runner: a sha256 and a newline.
     EXPECT_EQ(Read(f / "tests" / "runner.sha256").size(), 65u);
+    // The difficulty stage, with the oracle as the policy: solved at its one attempt.
+    EXPECT_NE(toml.find("[metadata]\ndifficulty = \"easy\"\n"), std::string::npos) << toml;
+    EXPECT_NE(toml.find("[synth.difficulty]\nsolve_rate = 1\nattempts = 1\nsolved = 1\nlabel = \"easy\"\n"
+                        "policy = \"oracle\"\n"),
+              std::string::npos)
+        << toml;
   }
+  EXPECT_NE(synth_.out.find("difficulty: policy=oracle attempts=1 tasks=1 measured=1 resumed=0 unknown=0 trials=1 "
+                            "easy=1 "),
+            std::string::npos)
+      << synth_.out;
   Ran stats = Exec(*dir_, "stats", {bin_, "synth", "stats", "--out", tasks});
   ASSERT_EQ(stats.status, 0) << stats.out;
   EXPECT_NE(stats.out.find("seconds_per_valid_task="), std::string::npos) << stats.out;
@@ -147,6 +158,7 @@ TEST_F(SynthE2eTest, TasksPassOracleFailNopResistAndResume) {
   EXPECT_NE(again.out.find("environment: resumed"), std::string::npos) << again.out;
   EXPECT_EQ(again.out.find("synth: validate ["), std::string::npos) << again.out;
   EXPECT_NE(again.out.find(" valid=1 "), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("measured=0 resumed=1 unknown=0 trials=0 "), std::string::npos) << again.out;
 }
 
 // The one RL path over a synthesized task folder: a short GRPO run from a random-init policy

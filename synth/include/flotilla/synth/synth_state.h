@@ -3,7 +3,8 @@
 // Tables: stages (a stage's result, written once it completes, so a rerun skips it),
 // decisions (every accept/reject with its reason, in order), candidates (one per synthesized
 // bug: its edit, its state and the reason it reached that state, fail-to-pass and
-// pass-to-pass lists, seconds spent). A rerun of `flotilla synth` on the same folder resumes:
+// pass-to-pass lists, seconds spent), difficulty (a task's solve rate by one policy, once
+// measured: difficulty.h). A rerun of `flotilla synth` on the same folder resumes:
 // completed stages and candidates in a final state are not done again.
 //
 // Thread-safety: one writer (the synthesizer); the Database serializes statements.
@@ -46,6 +47,18 @@ struct DecisionRow {
   std::string reason;
 };
 
+// A task's measured difficulty under one policy ("oracle", "nop", "mini@MODEL", ...).
+struct DifficultyRow {
+  std::string task;      // the task folder's name
+  std::string policy;
+  int attempts = 0;      // attempts that counted (difficulty.h says which)
+  int solved = 0;        // of them, reward >= 1
+  double solve_rate = 0;
+  std::string label;     // easy, medium, hard, unsolved
+  std::string reason;
+  double seconds = 0;    // the trials' wall time, summed
+};
+
 class SynthState {
  public:
   static absl::StatusOr<std::unique_ptr<SynthState>> Open(const std::string& path);
@@ -64,6 +77,11 @@ class SynthState {
   absl::Status AddCandidates(const std::vector<CandidateRow>& rows);
   absl::Status UpdateCandidate(const CandidateRow& row);
   absl::StatusOr<std::vector<CandidateRow>> Candidates();
+
+  // The task's row for `policy`; nullopt when not measured.
+  absl::StatusOr<std::optional<DifficultyRow>> Difficulty(const std::string& task, const std::string& policy);
+  absl::Status SetDifficulty(const DifficultyRow& row);  // inserts or replaces (task, policy)
+  absl::StatusOr<std::vector<DifficultyRow>> Difficulties();  // every row, by task then policy
 
  private:
   explicit SynthState(std::unique_ptr<Database> db) : db_(std::move(db)) {}

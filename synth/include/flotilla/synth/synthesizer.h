@@ -29,8 +29,13 @@
 //                Makefile score 0; no line unique to the fix
 //                is found in the environment. A candidate failing any probe is dropped (the next
 //                mutation takes its place: repair), its task folder removed, the reason kept.
-// Difficulty needs a model (the solve rate through `flotilla eval`); without one it is
-// recorded as unknown.
+//   difficulty   with a policy configured (options.difficulty.agent: oracle, nop, mini or
+//                terminal, the model ones over the served --model): each valid task tried
+//                `attempts` times through eval's trial runner; solve rate, label (easy >= 0.7,
+//                medium >= 0.3, hard > 0, unsolved 0) in synth.db and task.toml; with a band
+//                LO:HI, tasks outside it moved to <out>/excluded/ (difficulty.h). Without a
+//                policy the difficulty stays unknown, recorded so. --max-tasks counts valid
+//                tasks before the band.
 //
 // Thread-safety: one RunSynth per output folder at a time.
 #pragma once
@@ -41,6 +46,7 @@
 
 #include "absl/status/statusor.h"
 #include "flotilla/environments/env_builder.h"
+#include "flotilla/synth/difficulty.h"
 #include "flotilla/worker/sandbox_client.h"
 
 namespace flotilla::synth {
@@ -70,6 +76,8 @@ struct SynthOptions {
   // NodeAgent API, as every task's sandbox is (borrowed; the caller starts the embedded
   // platform over builder.store_dir's images). Required.
   worker::SandboxClient* sandboxes = nullptr;
+  // The difficulty stage: agent empty or attempts 0, not measured; else its policy is required.
+  DifficultyOptions difficulty;
 };
 
 struct SynthSummary {
@@ -77,6 +85,7 @@ struct SynthSummary {
   int tried = 0;       // validated or rejected so far
   int validated = 0;   // passed validation
   int valid = 0;       // tasks written and passing every probe
+  int excluded = 0;    // of them, in <out>/excluded/ (outside the difficulty band)
   double seconds = 0;  // all stages, this run and earlier ones
   std::string report;  // human-readable, one line per stage
 };
