@@ -31,18 +31,6 @@ bool IsRoot(const std::string& user) {
 
 }  // namespace
 
-std::string ShellQuote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
-
 absl::StatusOr<std::unique_ptr<BuildSandbox>> BuildSandbox::Start(sandbox::Runtime& runtime, const std::string& top,
                                                                   std::set<std::string> mirror_hosts,
                                                                   sandbox::ExecutionClass execution_class) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "flotilla/common/text_files.h"
 #include "flotilla/sandbox/runtime.h"
 
 namespace flotilla::environments {
@@ -55,8 +56,5 @@ class BuildSandbox {
   std::string id_;
   std::set<std::string> mirror_hosts_;
 };
-
-// Single-quotes `s` for a POSIX shell.
-std::string ShellQuote(const std::string& s);
 
 }  // namespace flotilla::environments

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "flotilla/common/text_files.h"
 #include "flotilla/synth/c_mutator.h"
 #include "nlohmann/json.hpp"
 
@@ -11,11 +12,6 @@ namespace flotilla::synth {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string Read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 }  // namespace
 
@@ -45,7 +41,7 @@ CandidateRow MinedCandidate(const MinedFix& fix) {
 absl::StatusOr<CandidateChange> CandidateFiles(const CandidateRow& c, const std::string& repo) {
   CandidateChange out;
   if (c.source != kCommitMiningSource) {
-    std::string original = Read(fs::path(repo) / c.file);
+    std::string original = ReadFileOrEmpty(fs::path(repo) / c.file);
     if (c.end > static_cast<int64_t>(original.size()) || c.start > c.end || c.start < 0) {
       return absl::InvalidArgumentError(absl::StrCat("candidate ", c.id, ": the edit lies outside ", c.file));
     }
@@ -63,7 +59,7 @@ absl::StatusOr<CandidateChange> CandidateFiles(const CandidateRow& c, const std:
     if (!broken.is_string()) {
       return absl::DataLossError(absl::StrCat("synth.db: candidates.replacement of ", c.id, ": broken.", file));
     }
-    out.files.push_back({file, Read(fs::path(repo) / file), broken.get<std::string>()});
+    out.files.push_back({file, ReadFileOrEmpty(fs::path(repo) / file), broken.get<std::string>()});
   }
   return out;
 }

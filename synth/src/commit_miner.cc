@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "flotilla/common/text_files.h"
 #include "unified_diff.h"
 
 namespace flotilla::synth {
@@ -23,22 +24,11 @@ namespace fs = std::filesystem;
 
 constexpr size_t kMaxDiffBytes = 1 << 20;
 
-std::string Read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 // `git -C repo ARGS` with settings that keep its output in the plain form parsed here (no
 // pager, colour, external diff, textconv or prefix changes from the user's configuration).
 absl::StatusOr<std::string> Git(const std::string& repo, const std::string& args) {
   std::string cmd = absl::StrCat("git -c core.quotepath=off -c diff.noprefix=false -c color.ui=never ",
-                                 "-c log.showSignature=false -c 'safe.directory=*' -C ", Quote(repo), " ", args, " 2>&1");
+                                 "-c log.showSignature=false -c 'safe.directory=*' -C ", ShellQuote(repo), " ", args, " 2>&1");
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return absl::InternalError("git: popen failed");
   std::string out;
@@ -119,7 +109,7 @@ Verdict Judge(MinedFix fix, const std::vector<FileDiff>& files, const std::strin
     if (!fs::is_regular_file(fs::path(repo) / d->path(), ec)) {
       return {std::nullopt, "does not revert: " + d->path() + " is not in the current tree"};
     }
-    std::string current = Read(fs::path(repo) / d->path());
+    std::string current = ReadFileOrEmpty(fs::path(repo) / d->path());
     if (!IsUtf8(current)) return {std::nullopt, "not UTF-8 text: " + d->path()};
     auto before = ApplyFileDiff(current, *d, /*reverse=*/true);
     if (!before.ok()) {
@@ -216,7 +206,7 @@ absl::StatusOr<MiningResult> MineDebianPatches(const std::string& repo, const Pr
   std::set<std::string> applied;
   bool have_record = fs::is_regular_file(fs::path(repo) / ".pc" / "applied-patches", ec);
   if (have_record) {
-    for (absl::string_view l : absl::StrSplit(Read(fs::path(repo) / ".pc" / "applied-patches"), '\n', absl::SkipEmpty())) {
+    for (absl::string_view l : absl::StrSplit(ReadFileOrEmpty(fs::path(repo) / ".pc" / "applied-patches"), '\n', absl::SkipEmpty())) {
       applied.insert(std::string(absl::StripAsciiWhitespace(l)));
     }
   }
@@ -235,7 +225,7 @@ absl::StatusOr<MiningResult> MineDebianPatches(const std::string& repo, const Pr
       }
     }
     MiningSkip skip{"debian-patch", name, "", ""};
-    std::string text = Read(dir / name);
+    std::string text = ReadFileOrEmpty(dir / name);
     // The subject: DEP-3's Description or Subject (a mailed patch), else the first line.
     for (absl::string_view h : absl::StrSplit(text.substr(0, text.find("\n--- ")), '\n')) {
       for (const char* field : {"Description:", "Subject:"}) {

@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "flotilla/common/status.h"
+#include "flotilla/common/text_files.h"
 #include "flotilla/eval/job_summary.h"
 #include "flotilla/eval/task_environment.h"
 #include "flotilla/eval/trial_result.h"
@@ -30,11 +31,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kExcluded[] = "excluded";
-
-std::string Read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 absl::Status WriteWhole(const fs::path& p, const std::string& text) {
   const fs::path tmp = p.string() + ".tmp";
@@ -147,7 +143,7 @@ absl::StatusOr<DifficultySummary> MeasureDifficulty(const DifficultyOptions& o, 
     p->results.resize(o.attempts);
     for (int a = 1; a <= o.attempts; ++a) {
       const fs::path file = trials_dir / eval::TrialName(name, o.agent, a) / "result.json";
-      auto j = nlohmann::json::parse(Read(file), nullptr, false);
+      auto j = nlohmann::json::parse(ReadFileOrEmpty(file), nullptr, false);
       if (!j.is_discarded()) {
         auto r = eval::TrialResultFromJson(j, file.string());
         if (r.ok() && AttemptCounts(*r)) {
@@ -246,7 +242,7 @@ absl::StatusOr<DifficultySummary> MeasureDifficulty(const DifficultyOptions& o, 
     }
     if (at.parent_path().filename() == kExcluded) ++sum.excluded;
     if (fs::exists(at / "task.toml", ec)) {
-      RETURN_IF_ERROR(WriteWhole(at / "task.toml", TaskTomlWithDifficulty(Read(at / "task.toml"), *row, band)));
+      RETURN_IF_ERROR(WriteWhole(at / "task.toml", TaskTomlWithDifficulty(ReadFileOrEmpty(at / "task.toml"), *row, band)));
     }
   }
   std::vector<std::string> labels;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "flotilla/common/status.h"
+#include "flotilla/common/text_files.h"
 #include "nlohmann/json.hpp"
 
 namespace flotilla::synth {
@@ -29,17 +30,6 @@ const char kRewriteSystemPrompt[] =
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 class SandboxProjectShell : public ProjectShell {
  public:
@@ -142,7 +132,7 @@ absl::StatusOr<std::vector<FunctionSpan>> ListFunctions(ProjectShell& shell, con
   std::vector<FunctionSpan> out;
   if (language != "python") {
     for (const std::string& f : files) {
-      std::vector<FunctionSpan> fns = CFunctions(f, ReadFile(fs::path(repo_dir) / f));
+      std::vector<FunctionSpan> fns = CFunctions(f, ReadFileOrEmpty(fs::path(repo_dir) / f));
       out.insert(out.end(), fns.begin(), fns.end());
     }
     return out;
@@ -150,8 +140,8 @@ absl::StatusOr<std::vector<FunctionSpan>> ListFunctions(ProjectShell& shell, con
   const std::string script = shell.scratch() + "/synth-py-functions.py";
   RETURN_IF_ERROR(shell.Put(script, kPyFunctionsScript));
   std::vector<std::string> quoted;
-  for (const std::string& f : files) quoted.push_back(Quote(f));
-  ASSIGN_OR_RETURN(ShellRun r, shell.Run(absl::StrCat("python3 -B ", script, " ", Quote(shell.root()), " ",
+  for (const std::string& f : files) quoted.push_back(ShellQuote(f));
+  ASSIGN_OR_RETURN(ShellRun r, shell.Run(absl::StrCat("python3 -B ", script, " ", ShellQuote(shell.root()), " ",
                                                       absl::StrJoin(quoted, " ")),
                                          300'000));
   if (r.exit_code != 0) {
@@ -242,11 +232,11 @@ std::string ParseCheckCommand(const std::string& language, const std::string& ro
                               const std::string& path) {
   if (language == "python") {
     return absl::StrCat("python3 -B -c 'import ast, sys; ast.parse(open(sys.argv[1], \"rb\").read(), sys.argv[2])' ",
-                        Quote(path), " ", Quote(file), " 2>&1 | tail -n 3; exit ${PIPESTATUS[0]}");
+                        ShellQuote(path), " ", ShellQuote(file), " 2>&1 | tail -n 3; exit ${PIPESTATUS[0]}");
   }
   const std::string dir = (fs::path(root) / file).parent_path().string();
-  return absl::StrCat("cc -fsyntax-only -w -x c -iquote ", Quote(dir), " -I", Quote(root), " -I", Quote(dir), " -I",
-                      Quote(root + "/include"), " -I", Quote(root + "/src"), " ", Quote(path),
+  return absl::StrCat("cc -fsyntax-only -w -x c -iquote ", ShellQuote(dir), " -I", ShellQuote(root), " -I", ShellQuote(dir), " -I",
+                      ShellQuote(root + "/include"), " -I", ShellQuote(root + "/src"), " ", ShellQuote(path),
                       " 2>&1 | head -n 5; exit ${PIPESTATUS[0]}");
 }
 
@@ -270,7 +260,7 @@ std::vector<RewriteOutcome> ProposeRewrites(const SynthModel& model, ProjectShel
       out.push_back(std::move(o));
       continue;
     }
-    if (!sources.count(fn.file)) sources[fn.file] = ReadFile(fs::path(repo_dir) / fn.file);
+    if (!sources.count(fn.file)) sources[fn.file] = ReadFileOrEmpty(fs::path(repo_dir) / fn.file);
     const std::string& source = sources[fn.file];
     if (fn.end > source.size() || fn.start >= fn.end) {
       o.reason = absl::StrCat("the function's span lies outside ", fn.file);

@@ -10,23 +10,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "flotilla/common/status.h"
+#include "flotilla/common/text_files.h"
 #include "test_sandbox.h"
 
 namespace flotilla::synth {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string Read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 // Runs `agent` (a bash script, may be empty) in a fresh sandbox of the task's environment,
 // then copies tests/ to /tests and runs the verifier, as the worker does; returns the reward.
@@ -43,7 +33,7 @@ absl::StatusOr<std::pair<double, std::string>> Score(worker::SandboxClient& sand
   for (auto it = fs::recursive_directory_iterator(tests, ec); it != fs::recursive_directory_iterator();
        it.increment(ec)) {
     if (!it->is_regular_file()) continue;
-    RETURN_IF_ERROR(sb->Put("/tests/" + fs::relative(it->path(), tests).string(), Read(it->path()), 0644));
+    RETURN_IF_ERROR(sb->Put("/tests/" + fs::relative(it->path(), tests).string(), ReadFileOrEmpty(it->path()), 0644));
   }
   ASSIGN_OR_RETURN(ShellRun v, sb->Run("bash /tests/test.sh", timeout_ms));
   auto reward = sb->Get("/logs/verifier/reward.txt");
@@ -69,35 +59,35 @@ absl::StatusOr<std::vector<ProbeResult>> ProbeTask(worker::SandboxClient& sandbo
                                                    const std::vector<std::string>& unique_fix_lines,
                                                    uint32_t timeout_ms) {
   std::vector<std::string> tests;
-  for (const std::string& t : p.test_files) tests.push_back(Quote(t));
+  for (const std::string& t : p.test_files) tests.push_back(ShellQuote(t));
   std::string rm_tests = absl::StrCat("cd /app && rm -rf ", absl::StrJoin(tests, " "));
   std::string edit_tests;
   for (const std::string& t : p.test_files) {
     std::string trivial = p.language == "python" ? (absl::EndsWith(t, ".py") ? "def test_ok():\n    pass\n" : "")
                                                  : (absl::EndsWith(t, ".c") ? "int main(void) { return 0; }\n" : "");
     if (trivial.empty()) continue;
-    absl::StrAppend(&edit_tests, "printf '%s' ", Quote(trivial), " > /app/", Quote(t), "\n");
+    absl::StrAppend(&edit_tests, "printf '%s' ", ShellQuote(trivial), " > /app/", ShellQuote(t), "\n");
   }
   std::string fake = FakeRunnerLines(p, spec);
   std::string replace_runner =
       p.language == "python"
           ? absl::StrCat("d=$(python3 -c 'import os, pytest; print(os.path.dirname(pytest.__file__))') && "
                          "printf '%s' ",
-                         Quote(absl::StrCat("import sys\nsys.stdout.write(", "open('/usr/share/fake-pass').read())\n")),
-                         " > \"$d/__main__.py\" && printf '%s' ", Quote(fake), " > /usr/share/fake-pass")
-          : absl::StrCat("printf '%s' ", Quote(fake), " > /usr/share/fake-pass && printf '%s' ",
-                         Quote("#!/bin/sh\ncat /usr/share/fake-pass\nexit 0\n"), " > /usr/bin/make");
+                         ShellQuote(absl::StrCat("import sys\nsys.stdout.write(", "open('/usr/share/fake-pass').read())\n")),
+                         " > \"$d/__main__.py\" && printf '%s' ", ShellQuote(fake), " > /usr/share/fake-pass")
+          : absl::StrCat("printf '%s' ", ShellQuote(fake), " > /usr/share/fake-pass && printf '%s' ",
+                         ShellQuote("#!/bin/sh\ncat /usr/share/fake-pass\nexit 0\n"), " > /usr/bin/make");
   // GNU make reads GNUmakefile before Makefile: a fake one at the top answers every target
   // with the expected PASS lines unless the verifier removes it.
-  std::string shadow_makefile = absl::StrCat("printf '%s' ", Quote(fake), " > /usr/share/fake-pass && printf '%s' ",
-                                             Quote("check all:\n\t@cat /usr/share/fake-pass\n%:\n\t@true\n"),
+  std::string shadow_makefile = absl::StrCat("printf '%s' ", ShellQuote(fake), " > /usr/share/fake-pass && printf '%s' ",
+                                             ShellQuote("check all:\n\t@cat /usr/share/fake-pass\n%:\n\t@true\n"),
                                              " > /app/GNUmakefile");
   struct Agent {
     std::string name;
     std::string script;
     double want;
   };
-  std::vector<Agent> agents = {{"oracle", Read(fs::path(task_dir) / "solution" / "solve.sh"), 1.0},
+  std::vector<Agent> agents = {{"oracle", ReadFileOrEmpty(fs::path(task_dir) / "solution" / "solve.sh"), 1.0},
                                {"nop", "", 0.0},
                                {"delete-tests", rm_tests, 0.0},
                                {"edit-tests", edit_tests, 0.0},

@@ -21,6 +21,7 @@
 #include "candidate_files.h"
 #include "commit_miner.h"
 #include "deb_cache.h"
+#include "flotilla/common/text_files.h"
 #include "flotilla/synth/c_mutator.h"
 #include "flotilla/synth/synth_state.h"
 #include "flotilla/synth/test_results.h"
@@ -44,11 +45,6 @@ using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-std::string Read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 std::string Sha256Hex(std::string_view data) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int n = 0;
@@ -56,12 +52,6 @@ std::string Sha256Hex(std::string_view data) {
   std::string hex;
   for (unsigned int i = 0; i < n; ++i) absl::StrAppendFormat(&hex, "%02x", md[i]);
   return hex;
-}
-
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
 }
 
 std::string SafeName(std::string s) {
@@ -74,7 +64,7 @@ std::string SafeName(std::string s) {
 
 // Package name and version from debian/changelog's first line: "name (version) suite; ...".
 std::pair<std::string, std::string> DebianIdentity(const std::string& repo) {
-  std::string first = Read(fs::path(repo) / "debian" / "changelog");
+  std::string first = ReadFileOrEmpty(fs::path(repo) / "debian" / "changelog");
   first = first.substr(0, first.find('\n'));
   size_t open = first.find(" ("), close = first.find(')');
   if (open == std::string::npos || close == std::string::npos || close < open) return {"", ""};
@@ -312,7 +302,7 @@ absl::Status Run::EnvironmentStage() {
                          absl::StrFormat("%d of %d tests pass at the base state (%.1f %% >= 80 %%), suite %.1f s",
                                          passing, static_cast<int>(all.size()), rate * 100, baseline_.seconds)));
   std::vector<std::string> quoted;
-  for (const std::string& t : profile_.test_files) quoted.push_back(Quote(t));
+  for (const std::string& t : profile_.test_files) quoted.push_back(ShellQuote(t));
   ASSIGN_OR_RETURN(ShellRun h, sandbox_->Run(absl::StrCat("cd /app && sha256sum ", absl::StrJoin(quoted, " ")), 60000));
   if (h.exit_code != 0) return Refuse("environment", absl::InternalError("hashing the test files: " + h.output));
   baseline_.hidden_sha256 = h.output;
@@ -334,7 +324,7 @@ absl::Status Run::SaveHiddenTests() {
   fs::remove_all(dir, ec);
   // Their modes too (an executable configure or config.status stays executable).
   std::vector<std::string> quoted;
-  for (const std::string& t : profile_.test_files) quoted.push_back(Quote(t));
+  for (const std::string& t : profile_.test_files) quoted.push_back(ShellQuote(t));
   ASSIGN_OR_RETURN(ShellRun x, sandbox_->Run(absl::StrCat("cd /app && for f in ", absl::StrJoin(quoted, " "),
                                                           "; do [ -x \"$f\" ] && echo \"$f\"; done; true"),
                                              60000));
@@ -362,7 +352,7 @@ absl::Status Run::SourcesStage() {
   if (profile_.language == "python") {
     RETURN_IF_ERROR(sandbox_->Put("/tmp/py_mutate.py", kPyMutateScript, 0644));
     std::vector<std::string> files;
-    for (const std::string& f : profile_.source_files) files.push_back(Quote(f));
+    for (const std::string& f : profile_.source_files) files.push_back(ShellQuote(f));
     ASSIGN_OR_RETURN(ShellRun r, sandbox_->Run(absl::StrCat("python3 -B /tmp/py_mutate.py /app ",
                                                             absl::StrJoin(files, " ")), 300000));
     if (r.exit_code != 0) return Refuse("sources", absl::InternalError("py_mutate.py failed: " + r.output.substr(0, 2000)));
@@ -379,7 +369,7 @@ absl::Status Run::SourcesStage() {
     }
   } else {
     for (const std::string& f : profile_.source_files) {
-      std::vector<SourceEdit> e = MutateC(f, Read(fs::path(o_.repo) / f));
+      std::vector<SourceEdit> e = MutateC(f, ReadFileOrEmpty(fs::path(o_.repo) / f));
       edits.insert(edits.end(), e.begin(), e.end());
     }
   }
@@ -615,7 +605,7 @@ absl::Status Run::WriteAndProbe(CandidateRow& c, int index) {
   for (auto it = fs::recursive_directory_iterator(dir / "environment" / "repo", ec);
        it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (!it->is_regular_file()) continue;
-    for (absl::string_view l : absl::StrSplit(Read(it->path()), '\n')) {
+    for (absl::string_view l : absl::StrSplit(ReadFileOrEmpty(it->path()), '\n')) {
       broken_lines.insert(std::string(absl::StripAsciiWhitespace(l)));
     }
   }

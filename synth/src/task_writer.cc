@@ -9,6 +9,7 @@
 #include "absl/strings/str_replace.h"
 #include "deb_cache.h"
 #include "flotilla/common/status.h"
+#include "flotilla/common/text_files.h"
 
 namespace flotilla::synth {
 namespace {
@@ -63,12 +64,6 @@ std::string TomlList(const std::vector<std::string>& v) {
   std::vector<std::string> q;
   for (const auto& s : v) q.push_back(Toml(s));
   return absl::StrCat("[", absl::StrJoin(q, ", "), "]");
-}
-
-std::string ShellQuote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
 }
 
 }  // namespace
@@ -161,15 +156,15 @@ absl::Status WriteTask(const std::string& dir_s, const std::string& repo_dir, co
        << "[environment]\ncpus = 1\nmemory_mb = 2048\n\n"
        << "[synth]\npackage = " << Toml(spec.package) << "\nversion = " << Toml(spec.version)
        << "\nbase_hash = " << Toml(spec.base_hash) << "\nsource = " << Toml(spec.source)
-       << "\nmutation_kind = " << Toml(spec.kind) << "\nfile = " << Toml(spec.file)
-       << "\nstatement = " << Toml(spec.statement.empty() ? "failing tests" : "model");
+       << "\nmutation_kind = " << Toml(spec.kind) << "\nfile = " << Toml(spec.file);
   if (!spec.origin_ref.empty()) {
     std::vector<std::string> files = {spec.file};
     for (const auto& o : spec.other_files) files.push_back(o.file);
     toml << "\nfiles = " << TomlList(files) << "\norigin_ref = " << Toml(spec.origin_ref)
          << "\norigin_subject = " << Toml(spec.origin_subject);
   }
-  toml << "\nlanguage = " << Toml(p.language) << "\nrunner = " << Toml(p.runner)
+  toml << "\nstatement = " << Toml(spec.statement.empty() ? "failing tests" : "model")
+       << "\nlanguage = " << Toml(p.language) << "\nrunner = " << Toml(p.runner)
        << "\nfail_to_pass = " << TomlList(spec.fail_to_pass) << "\npass_to_pass = " << TomlList(spec.pass_to_pass)
        << "\ndifficulty_reason = \"no model configured: solve rate not measured\"\n\n[synth.timings]\n";
   for (const auto& [k, v] : spec.timings) toml << k << " = " << v << "\n";

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "candidate_files.h"
 #include "commit_miner.h"
+#include "flotilla/common/text_files.h"
 #include "gtest/gtest.h"
 #include "task_writer.h"
 #include "testing/temp_dir.h"
@@ -23,11 +24,6 @@ namespace fs = std::filesystem;
 void Write(const fs::path& p, const std::string& text) {
   fs::create_directories(p.parent_path());
   std::ofstream(p, std::ios::binary) << text;
-}
-
-std::string Read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 ProjectProfile Python() {
@@ -100,7 +96,7 @@ TEST(CommitMinerTest, WalksHistoryKeepingCommitsThatChangeCodeAndTests) {
   ASSERT_TRUE(commit("initial"));
   // A fix with its test: the candidate.
   Write(r / "pkg/core.py", "def clamp(x):\n    return min(x, 10)\n\n\ndef twice(x):\n    return 2 * x\n");
-  Write(r / "tests/test_core.py", Read(r / "tests/test_core.py") + "\n\ndef test_top():\n    assert clamp(10) == 10\n");
+  Write(r / "tests/test_core.py", ReadFileOrEmpty(r / "tests/test_core.py") + "\n\ndef test_top():\n    assert clamp(10) == 10\n");
   ASSERT_TRUE(commit("clamp: allow 10"));
   // Code only, tests only, documentation only (on a side branch, merged).
   Write(r / "pkg/util.py", "def name():\n    return 'util'\n");
@@ -170,7 +166,7 @@ TEST(CommitMinerTest, WalksHistoryKeepingCommitsThatChangeCodeAndTests) {
   ASSERT_TRUE(change.ok()) << change.status();
   ASSERT_EQ(change->files.size(), 1u);
   EXPECT_EQ(change->files[0].file, "pkg/core.py");
-  EXPECT_EQ(change->files[0].fixed, Read(r / "pkg/core.py"));
+  EXPECT_EQ(change->files[0].fixed, ReadFileOrEmpty(r / "pkg/core.py"));
   EXPECT_EQ(change->files[0].broken, fix.broken.at("pkg/core.py"));
   EXPECT_EQ(change->ref, fix.ref);
   EXPECT_EQ(change->subject, "clamp: allow 10");
@@ -264,19 +260,19 @@ TEST(CommitMinerTest, WritesEveryFileOfAMinedFix) {
   s.fail_to_pass = {"tests/test_a.py::test_a"};
   s.debs_dir = (d.path() / "debs").string();
   ASSERT_TRUE(WriteTask((d.path() / "task").string(), (d.path() / "repo").string(), p, s).ok());
-  EXPECT_EQ(Read(d.path() / "task/environment/repo/pkg/a.py"), "A = 1\n");
-  EXPECT_EQ(Read(d.path() / "task/environment/repo/pkg/b.py"), "B = 1\n");
-  EXPECT_EQ(Read(d.path() / "task/solution/solve.sh"),
+  EXPECT_EQ(ReadFileOrEmpty(d.path() / "task/environment/repo/pkg/a.py"), "A = 1\n");
+  EXPECT_EQ(ReadFileOrEmpty(d.path() / "task/environment/repo/pkg/b.py"), "B = 1\n");
+  EXPECT_EQ(ReadFileOrEmpty(d.path() / "task/solution/solve.sh"),
             "#!/bin/bash\n# The fix: pkg/a.py and the other changed files as it was before the bug.\nset -e\n"
             "cat > /app/pkg/a.py <<'FLOTILLA_SYNTH_FIX'\nA = 2\nFLOTILLA_SYNTH_FIX\n"
             "cat > /app/pkg/b.py <<'FLOTILLA_SYNTH_FIX'\nB = 2\nFLOTILLA_SYNTH_FIX\n");
-  std::string toml = Read(d.path() / "task/task.toml");
+  std::string toml = ReadFileOrEmpty(d.path() / "task/task.toml");
   EXPECT_NE(toml.find("source = \"commit-mining\"\nmutation_kind = \"debian-patch\"\nfile = \"pkg/a.py\"\n"
                       "files = [\"pkg/a.py\", \"pkg/b.py\"]\norigin_ref = \"0001-make-a-two.patch\"\n"
                       "origin_subject = \"Make A two\"\n"),
             std::string::npos)
       << toml;
-  std::string instruction = Read(d.path() / "task/instruction.md");
+  std::string instruction = ReadFileOrEmpty(d.path() / "task/instruction.md");
   EXPECT_NE(instruction.find("The repository in `/app` is pkg 1.0 (Python). The code does not yet behave as its "
                              "tests expect: 1 test fails.\n"),
             std::string::npos)

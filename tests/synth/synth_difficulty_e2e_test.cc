@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "flotilla/common/text_files.h"
 #include "flotilla/synth/synth_state.h"
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
@@ -28,11 +29,6 @@ namespace fs = std::filesystem;
 std::string Env(const char* k, const char* d) {
   const char* v = std::getenv(k);
   return v == nullptr ? d : v;
-}
-
-std::string Read(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 void Write(const fs::path& p, const std::string& text, fs::perms mode = fs::perms(0644)) {
@@ -80,7 +76,7 @@ Ran Synth(const testing::TempDir& dir, const std::string& name, const std::vecto
   ::waitpid(pid, &st, 0);
   Ran r;
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  r.out = Read(log);
+  r.out = ReadFileOrEmpty(log);
   return r;
 }
 
@@ -113,14 +109,14 @@ TEST(SynthDifficultyE2eTest, OracleAndNopLabelBandMoveResume) {
   ASSERT_FALSE(fs::exists(tasks / "nofix"));
   ASSERT_TRUE(fs::exists(tasks / "excluded" / "nofix" / "task.toml"));
   ASSERT_TRUE(fs::exists(tasks / "nobuild" / "task.toml"));
-  EXPECT_TRUE(Has(Read(tasks / "nobuild" / "task.toml"), "[metadata]\ndifficulty = \"unknown\"\n"));
-  const std::string fixable = Read(tasks / "fixable" / "task.toml");
+  EXPECT_TRUE(Has(ReadFileOrEmpty(tasks / "nobuild" / "task.toml"), "[metadata]\ndifficulty = \"unknown\"\n"));
+  const std::string fixable = ReadFileOrEmpty(tasks / "fixable" / "task.toml");
   EXPECT_TRUE(Has(fixable, "[metadata]\ndifficulty = \"easy\"\n")) << fixable;
   EXPECT_TRUE(Has(fixable, "[synth.difficulty]\nsolve_rate = 1\nattempts = 2\nsolved = 2\nlabel = \"easy\"\n"
                            "policy = \"oracle\"\nreason = \"solved 2 of 2 attempts by oracle\"\n"
                            "band = \"kept: solve rate 1 within the band [0.5, 1]\"\n"))
       << fixable;
-  const std::string nofix = Read(tasks / "excluded" / "nofix" / "task.toml");
+  const std::string nofix = ReadFileOrEmpty(tasks / "excluded" / "nofix" / "task.toml");
   EXPECT_TRUE(Has(nofix, "band = \"excluded: solve rate 0 below the band [0.5, 1]\"\n")) << nofix;
   // Each trial's result, as an eval job keeps it.
   for (const char* t : {"fixable__oracle__1", "fixable__oracle__2", "nofix__oracle__1", "nofix__oracle__2"}) {
@@ -168,7 +164,7 @@ TEST(SynthDifficultyE2eTest, OracleAndNopLabelBandMoveResume) {
   EXPECT_TRUE(Has(swap.out, "synth: difficulty: nofix: restored (kept: solve rate 0 within the band [0, 0.5] (solved "
                             "0 of 2 attempts by oracle); moved to nofix)"))
       << swap.out;
-  EXPECT_TRUE(Has(Read(tasks / "excluded" / "fixable" / "task.toml"),
+  EXPECT_TRUE(Has(ReadFileOrEmpty(tasks / "excluded" / "fixable" / "task.toml"),
                   "band = \"excluded: solve rate 1 above the band [0, 0.5]\"\n"));
 
   // More attempts add to the recorded ones: one new trial per measured task.
@@ -189,15 +185,15 @@ TEST(SynthDifficultyE2eTest, OracleAndNopLabelBandMoveResume) {
                            "medium=0 hard=0 unsolved=2 band=none excluded=1\n"))
       << nop.out;
   EXPECT_TRUE(fs::exists(tasks / "excluded" / "fixable" / "task.toml"));
-  EXPECT_TRUE(Has(Read(tasks / "excluded" / "fixable" / "task.toml"), "policy = \"nop\"\n"));
+  EXPECT_TRUE(Has(ReadFileOrEmpty(tasks / "excluded" / "fixable" / "task.toml"), "policy = \"nop\"\n"));
 
   {
     // `synth stats` over the folder: each policy's labels and the excluded tasks.
     std::string log = dir.file("stats.log");
     std::string cmd = Env("FLOTILLA_BINARY_DIR", "build") + "/cli/flotilla synth stats --out " + tasks.string() + " > " +
                       log + " 2>&1";
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << Read(log);
-    const std::string out = Read(log);
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << ReadFileOrEmpty(log);
+    const std::string out = ReadFileOrEmpty(log);
     EXPECT_TRUE(Has(out, "  difficulty:  nop: easy=0 medium=0 hard=0 unsolved=2\n")) << out;
     EXPECT_TRUE(Has(out, "  difficulty:  oracle: easy=1 medium=0 hard=0 unsolved=1\n")) << out;
     EXPECT_TRUE(Has(out, "  excluded:    1 tasks outside the difficulty band (excluded/)\n")) << out;

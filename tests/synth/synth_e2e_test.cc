@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "flotilla/common/text_files.h"
 #include "flotilla/trainer_bridge/experiment_store.h"
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
@@ -55,11 +56,6 @@ Ran Exec(const testing::TempDir& dir, const std::string& name, std::vector<std::
   std::ifstream in(log);
   r.out.assign(std::istreambuf_iterator<char>(in), {});
   return r;
-}
-
-std::string Read(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 void Write(const fs::path& p, const std::string& text) {
@@ -120,7 +116,7 @@ TEST_F(SynthE2eTest, TasksPassOracleFailNopResistAndResume) {
   std::vector<fs::path> folders = TaskFolders(tasks);
   ASSERT_EQ(folders.size(), 1u);
   for (const fs::path& f : folders) {
-    std::string toml = Read(f / "task.toml");
+    std::string toml = ReadFileOrEmpty(f / "task.toml");
     EXPECT_NE(toml.find("package = \"tally\""), std::string::npos) << toml;
     EXPECT_NE(toml.find("version = \"1.0\""), std::string::npos) << toml;
     EXPECT_NE(toml.find("fail_to_pass = [\"tests/test_core.py::test_"), std::string::npos) << toml;
@@ -128,7 +124,7 @@ TEST_F(SynthE2eTest, TasksPassOracleFailNopResistAndResume) {
     EXPECT_TRUE(fs::exists(f / "tests" / "test.sh"));
     EXPECT_TRUE(fs::exists(f / "solution" / "solve.sh"));
     // The verifier's fingerprint of the runner: a sha256 and a newline.
-    EXPECT_EQ(Read(f / "tests" / "runner.sha256").size(), 65u);
+    EXPECT_EQ(ReadFileOrEmpty(f / "tests" / "runner.sha256").size(), 65u);
     // The difficulty stage, with the oracle as the policy: solved at its one attempt.
     EXPECT_NE(toml.find("[metadata]\ndifficulty = \"easy\"\n"), std::string::npos) << toml;
     EXPECT_NE(toml.find("[synth.difficulty]\nsolve_rate = 1\nattempts = 1\nsolved = 1\nlabel = \"easy\"\n"
@@ -213,7 +209,7 @@ TEST_F(SynthE2eTest, TreeWithoutTestsEndsWithAReport) {
   Ran s = Exec(dir, "synth", {bin_, "synth", "--repo", dir.file("repo"), "--out", dir.file("out"), "--env-store", store_});
   EXPECT_EQ(s.status, 1) << s.out;
   EXPECT_NE(s.out.find("no test suite found (1 Python files but no test files)"), std::string::npos) << s.out;
-  std::string report = Read(dir.file("out/REPORT.txt"));
+  std::string report = ReadFileOrEmpty(dir.file("out/REPORT.txt"));
   EXPECT_NE(report.find("flotilla synth: no tasks from " + dir.file("repo")), std::string::npos) << report;
   EXPECT_NE(report.find("environment: " + dir.file("repo") + ": refused (--repo '"), std::string::npos) << report;
 }
@@ -225,7 +221,7 @@ TEST_F(SynthE2eTest, BuildThatFailsEndsWithAReport) {
   Ran s = Exec(dir, "synth", {bin_, "synth", "--repo", dir.file("repo"), "--out", dir.file("out"), "--env-store", store_});
   EXPECT_EQ(s.status, 1) << s.out;
   EXPECT_NE(s.out.find("the environment does not build: "), std::string::npos) << s.out;
-  std::string report = Read(dir.file("out/REPORT.txt"));
+  std::string report = ReadFileOrEmpty(dir.file("out/REPORT.txt"));
   // What was tried: the language and runner chosen, then the build that failed, with its line.
   EXPECT_NE(report.find("environment: language: c/make-check (a Makefile with a check target"), std::string::npos)
       << report;
@@ -244,7 +240,7 @@ TEST_F(SynthE2eTest, NoMutationThatValidatesEndsWithAReport) {
                               "3", "--env-store", store_});
   EXPECT_EQ(s.status, 1) << s.out;
   EXPECT_NE(s.out.find("no candidate became a valid task after 3 tries"), std::string::npos) << s.out;
-  std::string report = Read(dir.file("out/REPORT.txt"));
+  std::string report = ReadFileOrEmpty(dir.file("out/REPORT.txt"));
   EXPECT_NE(report.find("environment: " + dir.file("repo") + ": accepted (1 of 1 tests pass"), std::string::npos)
       << report;
   EXPECT_NE(report.find("candidates tried: 3 of "), std::string::npos) << report;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "flotilla/common/text_files.h"
 #include "gtest/gtest.h"
 #include "testing/shell.h"
 #include "testing/temp_dir.h"
@@ -27,11 +28,6 @@ namespace fs = std::filesystem;
 std::string Env(const char* k, const char* d) {
   const char* v = std::getenv(k);
   return v == nullptr ? d : v;
-}
-
-std::string Read(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 void Write(const fs::path& p, const std::string& text) {
@@ -93,7 +89,7 @@ TEST(SynthMiningE2eTest, FixCommitWithItsTestBecomesAValidTask) {
             std::string::npos)
       << s;
   fs::path task = fs::path(out) / "mined-001-commit";
-  std::string toml = Read(task / "task.toml");
+  std::string toml = ReadFileOrEmpty(task / "task.toml");
   EXPECT_NE(toml.find("source = \"commit-mining\"\nmutation_kind = \"commit\"\nfile = \"stats/core.py\"\n"
                       "files = [\"stats/core.py\"]\norigin_ref = \"" + fix +
                       "\"\norigin_subject = \"mean: use true division\"\n"),
@@ -104,14 +100,14 @@ TEST(SynthMiningE2eTest, FixCommitWithItsTestBecomesAValidTask) {
             std::string::npos)
       << toml;
   // The subject names the fix: the instruction has only the failing test and its message.
-  std::string instruction = Read(task / "instruction.md");
+  std::string instruction = ReadFileOrEmpty(task / "instruction.md");
   EXPECT_EQ(instruction.find("division"), std::string::npos) << instruction;
   EXPECT_NE(instruction.find("- `tests/test_core.py::test_mean_fraction`: assert 1 == 1.5\n"), std::string::npos)
       << instruction;
   // The environment is the tree without the fix and without history; the new test is hidden.
   EXPECT_FALSE(fs::exists(task / "environment" / "repo" / ".git"));
-  EXPECT_NE(Read(task / "environment" / "repo" / "stats" / "core.py").find("sum(xs) // len(xs)"), std::string::npos);
-  EXPECT_NE(Read(task / "tests" / "hidden" / "tests" / "test_core.py").find("def test_mean_fraction"),
+  EXPECT_NE(ReadFileOrEmpty(task / "environment" / "repo" / "stats" / "core.py").find("sum(xs) // len(xs)"), std::string::npos);
+  EXPECT_NE(ReadFileOrEmpty(task / "tests" / "hidden" / "tests" / "test_core.py").find("def test_mean_fraction"),
             std::string::npos);
 
   // `flotilla eval` runs the folder unchanged (nop's 0 is the probe's, asserted above).

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "flotilla/common/text_files.h"
 #include "gtest/gtest.h"
 #include "scripted_endpoint.h"
 #include "testing/daemon_process.h"
@@ -23,11 +24,6 @@ namespace flotilla::synth {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string Read(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 TEST(SynthModelE2eTest, RewriteBecomesATaskAndLeakingStatementIsRefused) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root (sandboxes, environment builds)";
@@ -72,7 +68,7 @@ TEST(SynthModelE2eTest, RewriteBecomesATaskAndLeakingStatementIsRefused) {
   }
   int st = 0;
   ASSERT_EQ(::waitpid(pid, &st, 0), pid);
-  const std::string output = Read(log);
+  const std::string output = ReadFileOrEmpty(log);
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << output;
   ASSERT_NE(asked, nullptr) << output;
   EXPECT_EQ(server.turns().size(), 2u);  // one rewrite, one statement
@@ -94,13 +90,13 @@ TEST(SynthModelE2eTest, RewriteBecomesATaskAndLeakingStatementIsRefused) {
   }
   ASSERT_EQ(folders.size(), 1u);
   EXPECT_EQ(folders[0].filename().string(), "tally-001-rewrite");
-  const std::string toml = Read(folders[0] / "task.toml");
+  const std::string toml = ReadFileOrEmpty(folders[0] / "task.toml");
   EXPECT_NE(toml.find("source = \"model rewrite\"\nmutation_kind = \"rewrite\"\nfile = \"tally/core.py\"\n"
                       "statement = \"failing tests\"\n"),
             std::string::npos)
       << toml;
-  EXPECT_EQ(Read(folders[0] / "instruction.md").rfind("# Failing tests in tally\n", 0), 0u);
-  const std::string shipped = Read(folders[0] / "environment" / "repo" / "tally" / "core.py");
+  EXPECT_EQ(ReadFileOrEmpty(folders[0] / "instruction.md").rfind("# Failing tests in tally\n", 0), 0u);
+  const std::string shipped = ReadFileOrEmpty(folders[0] / "environment" / "repo" / "tally" / "core.py");
   EXPECT_NE(shipped.find(asked->rewrite), std::string::npos) << shipped;
   EXPECT_EQ(shipped.find(asked->fixed_line), std::string::npos) << shipped;
 }

@@ -15,6 +15,7 @@
 #include <set>
 #include <thread>
 
+#include "flotilla/common/text_files.h"
 #include "flotilla/synth/c_mutator.h"
 #include "gtest/gtest.h"
 #include "model_rewriter.h"
@@ -30,17 +31,6 @@ namespace flotilla::synth {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string Read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 std::string FixtureDir() {
   const char* src = std::getenv("FLOTILLA_SOURCE_DIR");
@@ -70,7 +60,7 @@ class LocalShell : public ProjectShell {
   absl::StatusOr<ShellRun> Run(const std::string& script, uint32_t) override {
     ShellRun r;
     int st = 0;
-    r.output = testing::RunShell("cd " + Quote(root_) + " && bash -c " + Quote(script) + " 2>&1", &st);
+    r.output = testing::RunShell("cd " + ShellQuote(root_) + " && bash -c " + ShellQuote(script) + " 2>&1", &st);
     r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     return r;
   }
@@ -118,7 +108,7 @@ TEST(ModelRewriterTest, FindsCFunctionDefinitions) {
 }
 
 TEST(ModelRewriterTest, RefusesUnusableRepliesWithTheirReason) {
-  const std::string src = Read(FixtureDir() + "/tally/core.py");
+  const std::string src = ReadFileOrEmpty(FixtureDir() + "/tally/core.py");
   const size_t start = src.find("def clamp");
   const size_t end = src.find("    return x\n") + 12;
   const FunctionSpan clamp{"tally/core.py", "clamp", 4, start, end, ""};
@@ -225,7 +215,7 @@ TEST(ScriptedEndpointTest, TallyRewritesParseAndBrokenCodeIsRefused) {
   std::vector<RewriteOutcome> out = ProposeRewrites(**model, shell, "python", shell.root(), *fns, {});
   ASSERT_EQ(out.size(), 5u);
   EXPECT_EQ(server.turns().size(), 5u);
-  const std::string core = Read(shell.root() + "/tally/core.py");
+  const std::string core = ReadFileOrEmpty(shell.root() + "/tally/core.py");
   int usable = 0;
   for (const RewriteOutcome& o : out) {
     SCOPED_TRACE(o.function.name);
@@ -251,7 +241,7 @@ TEST(ScriptedEndpointTest, TallyRewritesParseAndBrokenCodeIsRefused) {
     if (o.function.name != "clamp") continue;
     std::ofstream(shell.root() + "/tally/core.py") << ApplyEdit(core, o.edit);
     int st = 0;
-    std::string got = testing::RunShell("cd " + Quote(shell.root()) +
+    std::string got = testing::RunShell("cd " + ShellQuote(shell.root()) +
                                             " && python3 -B -c 'from tally import clamp; print(clamp(12, 0, 10))'",
                                         &st);
     EXPECT_EQ(got, "12\n");
@@ -271,7 +261,7 @@ TEST(ScriptedEndpointTest, LeakingStatementIsRefusedCleanOneKept) {
   o.name = "scripted";
   auto model = SynthModel::Connect(o);
   ASSERT_TRUE(model.ok()) << model.status();
-  const std::string fixed = Read(FixtureDir() + "/tally/core.py");
+  const std::string fixed = ReadFileOrEmpty(FixtureDir() + "/tally/core.py");
   const TallyBug& b = TallyBugs()[0];
   const size_t start = fixed.find("def clamp"), end = fixed.find("    return x\n") + 13;
   const std::string broken = fixed.substr(0, start) + b.rewrite + fixed.substr(end);
@@ -374,7 +364,7 @@ class WorkerProcess {
     std::smatch m;
     const std::regex re("serving on (http://[0-9.]+:[0-9]+)");
     testing::WaitFor([&] {
-      std::string log = Read(log_);
+      std::string log = ReadFileOrEmpty(log_);
       if (std::regex_search(log, m, re)) url_ = m[1].str() + "/v1";
       return !url_.empty() || ::waitpid(pid_, nullptr, WNOHANG) != 0;
     }, 60);
@@ -386,7 +376,7 @@ class WorkerProcess {
   }
   bool started() const { return pid_ > 0; }
   const std::string& url() const { return url_; }
-  std::string log() const { return Read(log_); }
+  std::string log() const { return ReadFileOrEmpty(log_); }
 
  private:
   std::string log_;
