@@ -118,10 +118,19 @@ void RolloutRunner::Stop() {
   }
   cv_.notify_all();
   if (loop_.joinable()) loop_.join();
-  // Parked and running generations end with an error, so every episode returns (its sample
-  // fails) and its sandbox is destroyed.
+  // Parked and running generations end cancelled, so every episode returns (its sample ends
+  // INTERRUPTED, counted in cancelled_samples) and its sandbox is destroyed.
   gate_.Shutdown(engine_);
   pool_->Join();
+  uint64_t cancelled = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled = stats_.cancelled_samples;
+  }
+  if (cancelled > 0) {
+    FLOG(info, absl::StrCat("rollout stopped: ", cancelled, " samples in flight cancelled"),
+         {{"experiment", options_.experiment}});
+  }
   wire_server_.reset();  // after the episodes: no CLI is left to call it
   std::lock_guard<std::mutex> control(control_mu_);
   for (const std::string& h : saved_) (void)engine_.Release(h);
@@ -204,10 +213,17 @@ void RolloutRunner::RunEpisode(uint64_t id) {
   l.done = true;
   stats_.sandboxes += l.trajectory.sandbox_id().empty() ? 0 : 1;
   stats_.sandbox_ms += s.sandbox_ms;
+  if (auto m = l.trajectory.metrics().find("sandbox_create_ms"); m != l.trajectory.metrics().end()) {
+    stats_.sandbox_create_ms += m->second;
+  }
   stats_.episode_ms += s.wall_ms;
   if (!l.trajectory.sandbox_id().empty()) stats_.sandboxed_episode_ms += s.wall_ms;
-  stats_.failed_samples += s.failed ? 1 : 0;
-  if (s.failed) FLOG(warn, "sample failed", {{"sample", id}, {"detail", s.detail}});
+  // Stop ends the generations in flight: their episodes end INTERRUPTED (stored as such by
+  // the chat service), counted once at the stop rather than warned of one by one.
+  const bool cancelled = stopping_ && l.trajectory.status() == v1::INTERRUPTED;
+  stats_.cancelled_samples += cancelled ? 1 : 0;
+  stats_.failed_samples += s.failed && !cancelled ? 1 : 0;
+  if (s.failed && !cancelled) FLOG(warn, "sample failed", {{"sample", id}, {"detail", s.detail}});
   newly_finished_.push_back(id);
   cv_.notify_all();
 }

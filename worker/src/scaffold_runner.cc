@@ -243,7 +243,9 @@ absl::StatusOr<ScaffoldResult> RunScaffold(ChatService& service, SandboxClient& 
   result.trajectory_id = session;
   auto finish = [&](absl::Status error) -> absl::StatusOr<ScaffoldResult> {
     if (!error.ok()) {
-      result.status = v1::FAILED;
+      // A generation cancelled under it (its rollout stopping) interrupts the episode; it did
+      // not fail. It is recorded all the same, with the reason.
+      result.status = absl::IsCancelled(error) ? v1::INTERRUPTED : v1::FAILED;
       result.detail = std::string(error.message());
     }
     const int64_t destroy_start = options.clock->NowMicros();
