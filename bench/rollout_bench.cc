@@ -369,6 +369,11 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
   // Creates that waited for a reset, or started a sandbox of their own, in each mode.
   std::cout << absl::StrFormat("rollout.node.sync.create_waited_runs=%d\nrollout.node.sync.create_cold_runs=%d\n",
                                after_sync.create_waited.count, after_sync.create_cold.count);
+  std::cout << absl::StrFormat("rollout.node.sync.reset_queued_ms=%.2f\nrollout.node.sync.reset_exit_ms=%.2f\n"
+                               "rollout.node.sync.reset_start_ms=%.2f\n",
+                               after_sync.reset_queued.ms / std::max<double>(1, after_sync.reset_queued.count),
+                               after_sync.reset_exit.ms / std::max<double>(1, after_sync.reset_exit.count),
+                               after_sync.reset_start.ms / std::max<double>(1, after_sync.reset_start.count));
   std::cout << absl::StrFormat("rollout.node.async.create_waited_runs=%d\nrollout.node.async.create_cold_runs=%d\n",
                                t.create_waited.count - after_sync.create_waited.count,
                                t.create_cold.count - after_sync.create_cold.count);
