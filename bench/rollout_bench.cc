@@ -199,6 +199,7 @@ ModeResult RunMode(const RolloutBenchOptions& o, inference::Engine& engine, work
   r.sandboxes = st.sandboxes;
   r.sandbox_ms = st.sandbox_ms;
   r.sandbox_create_ms = st.sandbox_create_ms;
+  r.sandbox_release_ms = st.sandbox_release_ms;
   r.episode_ms = st.sandboxed_episode_ms;
   r.failed = st.failed_samples;
   r.cancelled = st.cancelled_samples;
@@ -332,7 +333,9 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
   std::cout << absl::StrFormat("rollout.prefill_tokens_on_resume=%d\n", async.prefill_on_resume + sync.prefill_on_resume);
   // Every sample is a worker episode in a sandbox the scheduler placed: what acquiring and
   // releasing it (a create and a destroy, or a reset sandbox of the node's warm pool handed
-  // over and given back) costs against the sample's whole wall time, as the sample saw it.
+  // over and given back) costs against the sample's whole wall time, as the sample saw it. The
+  // destroy is handed to the runner's releasers (ScaffoldOptions::release): its own time,
+  // off the samples' path, is rollout.{sync,async}.sandbox_release_ms.
   const double episode_ms = sync.episode_ms + async.episode_ms;
   std::cout << absl::StrFormat("rollout.samples=%d\nrollout.sandboxes=%d\nrollout.failed_samples=%d\n",
                                sync.samples + async.samples, sync.sandboxes + async.sandboxes, sync.failed + async.failed);
@@ -346,6 +349,7 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
     const double n = std::max<double>(1, m->sandboxes);
     std::cout << absl::StrFormat("rollout.%s.sandbox_create_ms=%.2f\nrollout.%s.sandbox_destroy_ms=%.2f\n", name,
                                  m->sandbox_create_ms / n, name, (m->sandbox_ms - m->sandbox_create_ms) / n);
+    std::cout << absl::StrFormat("rollout.%s.sandbox_release_ms=%.2f\n", name, m->sandbox_release_ms / n);
     std::cout << absl::StrFormat("rollout.%s.sandbox_overhead_frac=%.4f\n", name,
                                  m->episode_ms > 0 ? m->sandbox_ms / m->episode_ms : 0.0);
   }

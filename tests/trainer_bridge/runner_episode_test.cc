@@ -12,6 +12,7 @@
 
 #include "flotilla/app/embedded_node.h"
 #include "flotilla/inference/engine.h"
+#include "flotilla/sandbox/runtime.h"
 #include "flotilla/trainer_bridge/experiment_store.h"
 #include "flotilla/trainer_bridge/rollout_runner.h"
 #include "gtest/gtest.h"
@@ -135,6 +136,9 @@ TEST_F(RunnerEpisodeTest, SingleTurnSampleIsItsSessionsTokens) {
   RunnerStats st = runner->Stats();
   EXPECT_EQ(st.sandboxes, 2u);
   EXPECT_EQ(st.failed_samples, 0u);
+  // Their sandboxes were destroyed off the samples' path, and Stop waited for it.
+  EXPECT_GT(st.sandbox_release_ms, 0.0);
+  EXPECT_TRUE(node_->runtime().List().empty());
   auto stored = store_->LoadGroup(0);
   ASSERT_TRUE(stored.ok()) << stored.status();
   ASSERT_EQ(stored->size(), 2u);
@@ -263,6 +267,7 @@ TEST_F(RunnerEpisodeTest, StopCancelsSamplesInFlightAsInterruptedNotFailed) {
   EXPECT_EQ(st.failed_samples, 0u);
   EXPECT_EQ(st.samples_completed, 0u);
   EXPECT_EQ(st.sandboxes, 4u);
+  EXPECT_TRUE(node_->runtime().List().empty());
   // Not lost: each is stored with its status and reason (no group: none was handed on).
   worker::TrajectoryQuery q;
   q.experiment = "exp";

@@ -16,6 +16,9 @@ namespace flotilla::trainer_bridge {
 namespace {
 
 constexpr int64_t kCreateBackoffMs = 100;
+// Threads destroying finished samples' sandboxes (a Destroy is two RPC hops, the node's part
+// being a hand-back to its warm pool).
+constexpr uint32_t kReleaseThreads = 2;
 
 std::string GroupId(uint64_t group) { return absl::StrCat("g", group); }
 
@@ -44,6 +47,7 @@ RolloutRunner::RolloutRunner(RunnerOptions options, inference::Engine& engine, R
   co.experts_per_token = options_.routing_width;
   co.metrics = options_.metrics;
   chat_ = std::make_unique<worker::ChatService>(generator_.get(), co);
+  releases_ = std::make_unique<EpisodePool>(kReleaseThreads);
   pool_ = std::make_unique<EpisodePool>(options_.episodes);
 }
 
@@ -122,6 +126,7 @@ void RolloutRunner::Stop() {
   // INTERRUPTED, counted in cancelled_samples) and its sandbox is destroyed.
   gate_.Shutdown(engine_);
   pool_->Join();
+  releases_->Join();  // every sample's sandbox destroyed
   uint64_t cancelled = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -158,6 +163,18 @@ void RolloutRunner::RunEpisode(uint64_t id) {
   so.max_tokens = options_.forced_length ? options_.forced_length(id) : options_.max_new_tokens;
   so.exact_tokens = static_cast<bool>(options_.forced_length);
   so.seed = options_.seed * 0x9E3779B97F4A7C15ull + id;
+  // The sample is done with its sandbox once its tests ran: the sandbox is destroyed off the
+  // sample's path (Stop waits for every release).
+  so.release = [this](const std::string& sandbox_id) {
+    releases_->Submit([this, sandbox_id] {
+      Stopwatch watch(clock_);
+      if (absl::Status destroyed = sandboxes_.Destroy(sandbox_id); !destroyed.ok()) {
+        FLOG(warn, "sandbox not destroyed", {{"sandbox", sandbox_id}, {"error", std::string(destroyed.message())}});
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.sandbox_release_ms += watch.ElapsedMillis();
+    });
+  };
   // An agent CLI's requests are bound to the session by an API key, which must be a safe id.
   so.session_id = options_.agent_cli.has_value() ? absl::StrCat(SafeName(options_.experiment), ".s", id)
                                                  : absl::StrCat(options_.experiment, "/s", id);

@@ -249,9 +249,11 @@ absl::StatusOr<ScaffoldResult> RunScaffold(ChatService& service, SandboxClient& 
       result.detail = std::string(error.message());
     }
     const int64_t destroy_start = options.clock->NowMicros();
-    // A sandbox that cannot be destroyed now is left to its node's cleanup; the run's result
-    // stands, so it is said here rather than returned.
-    if (absl::Status destroyed = sandbox.Destroy(sandbox_id); !destroyed.ok()) {
+    if (options.release) {
+      options.release(sandbox_id);
+    } else if (absl::Status destroyed = sandbox.Destroy(sandbox_id); !destroyed.ok()) {
+      // A sandbox that cannot be destroyed now is left to its node's cleanup; the run's result
+      // stands, so it is said here rather than returned.
       FLOG(warn, "sandbox not destroyed", {{"sandbox", sandbox_id}, {"error", std::string(destroyed.message())}});
     }
     result.sandbox_destroy_ms = static_cast<double>(options.clock->NowMicros() - destroy_start) / 1000.0;

@@ -117,6 +117,8 @@ struct RunnerStats {
   uint64_t sandboxes = 0;               // sandboxes created for samples
   double sandbox_ms = 0;                // their create + destroy time, summed
   double sandbox_create_ms = 0;         // ... the creates' share
+  // Destroying them after their episodes ended (off the samples' path), summed.
+  double sandbox_release_ms = 0;
   double episode_ms = 0;                // the episodes' wall time, summed
   double sandboxed_episode_ms = 0;      // ... of the episodes that had a sandbox
   uint32_t generating = 0;
@@ -215,6 +217,9 @@ class RolloutRunner {
   std::function<void(const RolloutSample&)> observer_;  // guarded by mu_
   bool stopping_ = false;                               // guarded by mu_
   std::thread loop_;
+  // Destroys the samples' sandboxes off their episodes' path (ScaffoldOptions::release);
+  // joined after pool_.
+  std::unique_ptr<EpisodePool> releases_;
   std::unique_ptr<EpisodePool> pool_;                   // last: joined before the rest goes
 };
 
