@@ -249,6 +249,8 @@ class RuntimeImpl final : public Runtime {
   size_t promised_ = 0;                             // Creates waiting for a reset to end
   std::vector<SandboxOptions> wanted_;              // one more to start for each (the pool ran dry)
   size_t growing_ = 0;                              // of those, being started now
+  std::atomic<size_t> in_use_{0};                   // sandboxes_.size(), read without mu_
+  std::atomic<size_t> creates_in_flight_{0};        // Create calls not yet returned
   bool pool_stop_ = false;
   std::vector<std::thread> recyclers_;               // started at Open, more when resets queue
   size_t idle_recyclers_ = 0;                       // recyclers waiting for work

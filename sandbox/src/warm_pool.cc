@@ -12,7 +12,8 @@
 // that took the last ready one while others of its options were still being reset (the next
 // such Create would wait). So it grows ahead of the samples until it holds the sandboxes in
 // use plus those a reset's latency keeps in the recyclers at the rate they come back, and
-// stops growing once no Create drains it; warm_pool_size bounds it.
+// stops growing once no Create drains it; warm_pool_size bounds it, and so does the demand
+// (sandboxes in use and Creates under way, plus kMaxGrowing).
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -237,8 +238,13 @@ std::shared_ptr<Sandbox> RuntimeImpl::TakeWarm(const SandboxOptions& options) {
 }
 
 void RuntimeImpl::WantOneMore(const SandboxOptions& options) {
-  // Those being started are in resetting_for_ already.
-  if (returned_.size() + resetting_for_.size() + warm_.size() + wanted_.size() >= options_.warm_pool_size) return;
+  // Those being started are in resetting_for_ already. Within warm_pool_size, the pool holds
+  // at most kMaxGrowing more than the demand (sandboxes in use and Creates under way): that
+  // covers resets as slow as a sample's whole life, and a pool the resets cannot keep up with
+  // (a host short of CPU) does not grow on and on, each start taking CPU the resets need.
+  const size_t pooled = returned_.size() + resetting_for_.size() + warm_.size() + wanted_.size();
+  const size_t demand = in_use_.load() + creates_in_flight_.load();
+  if (pooled >= options_.warm_pool_size || pooled >= demand + kMaxGrowing) return;
   wanted_.push_back(options);
   wanted_.back().id.clear();
   wanted_.back().labels.clear();
