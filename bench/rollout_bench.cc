@@ -364,7 +364,8 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
   const sandbox::RuntimeTimings t = (*platform)->node()->runtime().Timings();
   for (const auto& [name, phase] : std::vector<std::pair<const char*, sandbox::PhaseTiming>>{
            {"create_warm", t.create_warm}, {"create_waited", t.create_waited}, {"create_cold", t.create_cold},
-           {"destroy", t.destroy}, {"reset_queued", t.reset_queued}, {"reset_exit", t.reset_exit}, {"reset_start", t.reset_start},
+           {"destroy", t.destroy}, {"reset_queued", t.reset_queued}, {"reset_exit", t.reset_exit},
+           {"reset_start", t.reset_start},
            {"pool_grow", t.pool_grow}, {"start_layer", t.start_layer}, {"start_spawn", t.start_spawn},
            {"start_setup", t.start_setup}}) {
     std::cout << absl::StrFormat("rollout.node.%s_ms=%.2f\nrollout.node.%s_runs=%d\n", name,

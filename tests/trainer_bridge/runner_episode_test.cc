@@ -257,7 +257,9 @@ TEST_F(RunnerEpisodeTest, StopCancelsSamplesInFlightAsInterruptedNotFailed) {
   o.routing_width = Model().routing_width();
   RolloutRunner runner(o, *engine_, c, std::move(tasks), *sandboxes_, store_.get(), clock_);
   ASSERT_TRUE(runner.Start().ok());
-  for (int i = 0; i < 3000 && runner.Stats().generating < 4; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (int i = 0; i < 3000 && runner.Stats().generating < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   ASSERT_EQ(runner.Stats().generating, 4u);
   // Every generation parked where it stands (no sample can end on its own now), then the stop.
   ASSERT_TRUE(runner.Offload().ok());
