@@ -198,8 +198,11 @@ ModeResult RunMode(const RolloutBenchOptions& o, inference::Engine& engine, work
   r.samples = st.samples_completed;
   r.sandboxes = st.sandboxes;
   r.sandbox_ms = st.sandbox_ms;
+  r.sandbox_create_ms = st.sandbox_create_ms;
+  r.sandbox_release_ms = st.sandbox_release_ms;
   r.episode_ms = st.sandboxed_episode_ms;
   r.failed = st.failed_samples;
+  r.cancelled = st.cancelled_samples;
   return r;
 }
 
@@ -295,6 +298,7 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
   const double reused0 = ReusedSandboxes(registry);
   ModeResult sync = RunMode(o, engine, (*platform)->sandboxes(), weights, 0, train_s);
   const double reused1 = ReusedSandboxes(registry);
+  const sandbox::RuntimeTimings after_sync = (*platform)->node()->runtime().Timings();
   ModeResult async = RunMode(o, engine, (*platform)->sandboxes(), weights, o.eta, train_s);
   sync.reused = static_cast<uint64_t>(reused1 - reused0);
   async.reused = static_cast<uint64_t>(ReusedSandboxes(registry) - reused1);
@@ -329,15 +333,26 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
   std::cout << absl::StrFormat("rollout.prefill_tokens_on_resume=%d\n", async.prefill_on_resume + sync.prefill_on_resume);
   // Every sample is a worker episode in a sandbox the scheduler placed: what acquiring and
   // releasing it (a create and a destroy, or a reset sandbox of the node's warm pool handed
-  // over and given back) costs against the sample's whole wall time, as the sample saw it.
+  // over and given back) costs against the sample's whole wall time, as the sample saw it. The
+  // destroy is handed to the runner's releasers (ScaffoldOptions::release): its own time,
+  // off the samples' path, is rollout.{sync,async}.sandbox_release_ms.
   const double episode_ms = sync.episode_ms + async.episode_ms;
   std::cout << absl::StrFormat("rollout.samples=%d\nrollout.sandboxes=%d\nrollout.failed_samples=%d\n",
                                sync.samples + async.samples, sync.sandboxes + async.sandboxes, sync.failed + async.failed);
+  std::cout << absl::StrFormat("rollout.cancelled_samples=%d\n", sync.cancelled + async.cancelled);
   std::cout << absl::StrFormat("rollout.sandboxes_reused=%d\n", sync.reused + async.reused);
   std::cout << absl::StrFormat("rollout.sandbox_ms_per_sample=%.2f\n",
                                (sync.sandbox_ms + async.sandbox_ms) / std::max<double>(1, sync.sandboxes + async.sandboxes));
   std::cout << absl::StrFormat("rollout.sandbox_overhead_frac=%.4f\n",
                                episode_ms > 0 ? (sync.sandbox_ms + async.sandbox_ms) / episode_ms : 0.0);
+  for (const auto& [name, m] : {std::pair<const char*, const ModeResult*>{"sync", &sync}, {"async", &async}}) {
+    const double n = std::max<double>(1, m->sandboxes);
+    std::cout << absl::StrFormat("rollout.%s.sandbox_create_ms=%.2f\nrollout.%s.sandbox_destroy_ms=%.2f\n", name,
+                                 m->sandbox_create_ms / n, name, (m->sandbox_ms - m->sandbox_create_ms) / n);
+    std::cout << absl::StrFormat("rollout.%s.sandbox_release_ms=%.2f\n", name, m->sandbox_release_ms / n);
+    std::cout << absl::StrFormat("rollout.%s.sandbox_overhead_frac=%.4f\n", name,
+                                 m->episode_ms > 0 ? m->sandbox_ms / m->episode_ms : 0.0);
+  }
   // A sample's create and destroy as the scheduler's front door and the node agent saw them
   // (both modes): what the sample's figure adds on top of them is the gRPC hops.
   std::cout << absl::StrFormat("rollout.scheduler.placement_ms=%.2f\n",
@@ -349,12 +364,24 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
   const sandbox::RuntimeTimings t = (*platform)->node()->runtime().Timings();
   for (const auto& [name, phase] : std::vector<std::pair<const char*, sandbox::PhaseTiming>>{
            {"create_warm", t.create_warm}, {"create_waited", t.create_waited}, {"create_cold", t.create_cold},
-           {"destroy", t.destroy}, {"reset_exit", t.reset_exit}, {"reset_start", t.reset_start},
+           {"destroy", t.destroy}, {"reset_queued", t.reset_queued}, {"reset_exit", t.reset_exit},
+           {"reset_start", t.reset_start},
            {"pool_grow", t.pool_grow}, {"start_layer", t.start_layer}, {"start_spawn", t.start_spawn},
            {"start_setup", t.start_setup}}) {
     std::cout << absl::StrFormat("rollout.node.%s_ms=%.2f\nrollout.node.%s_runs=%d\n", name,
                                  phase.ms / std::max<double>(1, phase.count), name, phase.count);
   }
+  // Creates that waited for a reset, or started a sandbox of their own, in each mode.
+  std::cout << absl::StrFormat("rollout.node.sync.create_waited_runs=%d\nrollout.node.sync.create_cold_runs=%d\n",
+                               after_sync.create_waited.count, after_sync.create_cold.count);
+  std::cout << absl::StrFormat("rollout.node.sync.reset_queued_ms=%.2f\nrollout.node.sync.reset_exit_ms=%.2f\n"
+                               "rollout.node.sync.reset_start_ms=%.2f\n",
+                               after_sync.reset_queued.ms / std::max<double>(1, after_sync.reset_queued.count),
+                               after_sync.reset_exit.ms / std::max<double>(1, after_sync.reset_exit.count),
+                               after_sync.reset_start.ms / std::max<double>(1, after_sync.reset_start.count));
+  std::cout << absl::StrFormat("rollout.node.async.create_waited_runs=%d\nrollout.node.async.create_cold_runs=%d\n",
+                               t.create_waited.count - after_sync.create_waited.count,
+                               t.create_cold.count - after_sync.create_cold.count);
   (*platform)->Stop();
   platform->reset();  // its node's sandboxes (pooled ones too) go before their state dir
   std::error_code ec;

@@ -26,8 +26,11 @@ struct ModeResult {
   uint64_t samples = 0;
   uint64_t sandboxes = 0;
   double sandbox_ms = 0;          // create + destroy, summed over samples
+  double sandbox_create_ms = 0;   // ... the creates' share
+  double sandbox_release_ms = 0;  // destroys after the samples ended (off their path), summed
   double episode_ms = 0;          // wall time of the samples that had a sandbox, summed
-  uint64_t failed = 0;            // samples that ended failed (a full cluster, the stop)
+  uint64_t failed = 0;            // samples that ended failed (a full cluster)
+  uint64_t cancelled = 0;         // samples in flight when the mode stopped (interrupted)
   uint64_t reused = 0;            // samples' sandboxes handed from the node's warm pool
 };
 

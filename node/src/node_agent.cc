@@ -90,7 +90,8 @@ class NodeAgentImpl final : public NodeAgent, public v1::NodeAgent::Service {
       const sandbox::RuntimeTimings t = rt_->Timings();
       for (const auto& [name, phase] : std::vector<std::pair<const char*, sandbox::PhaseTiming>>{
                {"create_warm", t.create_warm}, {"create_waited", t.create_waited}, {"create_cold", t.create_cold},
-               {"destroy", t.destroy}, {"reset_exit", t.reset_exit}, {"reset_start", t.reset_start},
+               {"destroy", t.destroy}, {"reset_queued", t.reset_queued}, {"reset_exit", t.reset_exit},
+               {"reset_start", t.reset_start},
                {"pool_grow", t.pool_grow}, {"start_layer", t.start_layer}, {"start_spawn", t.start_spawn},
                {"start_setup", t.start_setup}}) {
         w.Counter("flotilla_node_sandbox_phase_seconds_total", "Runtime time per phase of sandbox creates, "

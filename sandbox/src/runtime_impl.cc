@@ -351,6 +351,12 @@ absl::StatusOr<std::shared_ptr<Sandbox>> RuntimeImpl::FindRunning(const std::str
 
 absl::StatusOr<CreateResult> RuntimeImpl::Create(const SandboxOptions& options) {
   Stopwatch watch;
+  // Counted as demand on the warm pool until it returns (WantOneMore).
+  struct InFlight {
+    std::atomic<size_t>& n;
+    explicit InFlight(std::atomic<size_t>& count) : n(count) { n.fetch_add(1); }
+    ~InFlight() { n.fetch_sub(1); }
+  } in_flight(creates_in_flight_);
   std::shared_ptr<Sandbox> sb = TakeWarm(options);
   const bool reused = sb != nullptr;
   if (sb == nullptr && options.id.empty()) sb = TakeStartedAhead(options);
@@ -382,6 +388,7 @@ absl::StatusOr<CreateResult> RuntimeImpl::Create(const SandboxOptions& options) 
     creating_.erase(sb->id);
     sb->registered = true;  // the monitor reaps it from now on (WatchInit, just below)
     sandboxes_[sb->id] = sb;
+    in_use_.store(sandboxes_.size());
   }
   WatchInit(sb);
   WantAhead(options);
@@ -673,6 +680,7 @@ absl::Status RuntimeImpl::Destroy(const std::string& id) {
     if (it == sandboxes_.end()) return absl::NotFoundError("no sandbox '" + id + "'");
     sb = it->second;
     sandboxes_.erase(it);
+    in_use_.store(sandboxes_.size());
   }
   sb->destroying = true;
   Stopwatch watch;

@@ -46,6 +46,7 @@ struct Sandbox {
   bool has_usr_layer = false;
   int64_t created_unix_ms = 0;
   int64_t deadline_ns = 0;  // whole-sandbox wall clock (monotonic), 0: none
+  int64_t returned_ns = 0;  // when it was given back to the warm pool (SystemClock nanos)
 
   std::unique_ptr<SandboxCgroup> cgroup;
   std::unique_ptr<SandboxEnforcement> enforcement;
@@ -143,6 +144,9 @@ class RuntimeImpl final : public Runtime {
   // A reset sandbox for `options`, reserved under the id it will have (options.id or its own)
   // in creating_; null when the pool holds none for these options.
   std::shared_ptr<Sandbox> TakeWarm(const SandboxOptions& options);
+  // Asks the recyclers to start one more sandbox for `options`, within warm_pool_size (pool_mu_
+  // held).
+  void WantOneMore(const SandboxOptions& options);
   // `grows`: starts the sandboxes wanted_ asks for before resetting returned ones.
   void RecyclerLoop(bool grows);
   // Stops the recycler; returns every pooled sandbox (queued or reset) for the caller to tear down.
@@ -243,7 +247,10 @@ class RuntimeImpl final : public Runtime {
   std::vector<std::shared_ptr<Sandbox>> evicted_;   // reset, pushed out by a full pool: torn down
   std::vector<SandboxOptions> resetting_for_;       // the options of those being reset now
   size_t promised_ = 0;                             // Creates waiting for a reset to end
-  std::vector<SandboxOptions> wanted_;              // one more to start for each (a Create found none)
+  std::vector<SandboxOptions> wanted_;              // one more to start for each (the pool ran dry)
+  size_t growing_ = 0;                              // of those, being started now
+  std::atomic<size_t> in_use_{0};                   // sandboxes_.size(), read without mu_
+  std::atomic<size_t> creates_in_flight_{0};        // Create calls not yet returned
   bool pool_stop_ = false;
   std::vector<std::thread> recyclers_;               // started at Open, more when resets queue
   size_t idle_recyclers_ = 0;                       // recyclers waiting for work

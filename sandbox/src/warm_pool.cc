@@ -5,8 +5,15 @@
 // included) is killed, which takes its pid, mount, network, IPC and UTS namespaces and its
 // writable layer with it, and a new init starts in the same cgroup over a fresh writable layer,
 // applying the policy to itself again. Four recycler threads reset, their waits overlapping;
-// one of them first grows the pool when Creates found none ready. More recyclers start when
-// returned sandboxes queue up (kMaxRecyclers).
+// one of them first grows the pool when it ran dry. More recyclers start when returned
+// sandboxes queue up (kMaxRecyclers).
+//
+// Sizing: the pool grows by one for every Create that found none ready and for every Create
+// that took the last ready one while others of its options were still being reset (the next
+// such Create would wait). So it grows ahead of the samples until it holds the sandboxes in
+// use plus those a reset's latency keeps in the recyclers at the rate they come back, and
+// stops growing once no Create drains it; warm_pool_size bounds it, and so does the demand
+// (sandboxes in use and Creates under way, plus kMaxGrowing).
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -29,8 +36,9 @@
 namespace flotilla::sandbox {
 namespace {
 
-// Sandboxes started at once to grow the pool (each is a whole start: cgroups, enforcers).
-constexpr size_t kMaxWanted = 4;
+// Sandboxes started at once to grow the pool (each is a whole start: cgroups, enforcers);
+// more wait in wanted_ for their turn.
+constexpr size_t kMaxGrowing = 4;
 // Recyclers: four to begin with; one more whenever more sandboxes wait for their reset than
 // recyclers are free, up to this many. Most of a reset is waiting (the old init's exit, the
 // zygote's clone, the new init's set-up in its own process), so resets under way at once are
@@ -90,6 +98,7 @@ bool RuntimeImpl::ReturnToPool(const std::shared_ptr<Sandbox>& sb) {
     // Every process is signalled before Destroy returns; the recycler waits for their end.
     ::syscall(SYS_pidfd_send_signal, sb->pidfd.get(), SIGKILL, nullptr, 0);
     sb->cgroup->KillAll();
+    sb->returned_ns = SystemClock::Get().NowNanos();
     returned_.push_back(sb);
     if (returned_.size() > idle_recyclers_ && recyclers_.size() < kMaxRecyclers) {
       recyclers_.emplace_back([this] { RecyclerLoop(false); });
@@ -154,17 +163,10 @@ std::shared_ptr<Sandbox> RuntimeImpl::TakeWarm(const SandboxOptions& options) {
     std::unique_lock<std::mutex> lock(pool_mu_);
     auto same = [&](const std::shared_ptr<Sandbox>& w) { return SameSandbox(w->options, options); };
     auto it = std::find_if(warm_.begin(), warm_.end(), same);
-    if (it == warm_.end() &&
-        returned_.size() + resetting_for_.size() + warm_.size() + wanted_.size() < options_.warm_pool_size &&
-        wanted_.size() < kMaxWanted) {
-      // None was ready: the pool grows by one for these options (within its size), so that it
-      // comes to hold more than the Creates that overlap with the resets need, and a Create
-      // then finds one ready instead of waiting for a reset.
-      wanted_.push_back(options);
-      wanted_.back().id.clear();
-      wanted_.back().labels.clear();
-      pool_cv_.notify_all();
-    }
+    // None was ready: the pool grows by one for these options (within its size), so that it
+    // comes to hold more than the Creates that overlap with the resets need, and a Create
+    // then finds one ready instead of waiting for a reset.
+    if (it == warm_.end()) WantOneMore(options);
     // One given back for these options is ready sooner than a new one would be started: a
     // reset is a start without making the cgroups and attaching the enforcers, which on a
     // loaded host cost several resets' time, and four run at once. As many Creates wait as
@@ -192,6 +194,14 @@ std::shared_ptr<Sandbox> RuntimeImpl::TakeWarm(const SandboxOptions& options) {
     if (it == warm_.end()) return nullptr;
     sb = std::move(*it);
     warm_.erase(it);
+    // The last ready one while others are still being reset: the next Create for these
+    // options would wait, so one more is started now, ahead of it.
+    if (std::none_of(warm_.begin(), warm_.end(), same) &&
+        (std::any_of(returned_.begin(), returned_.end(), same) ||
+         std::any_of(resetting_for_.begin(), resetting_for_.end(),
+                     [&](const SandboxOptions& r) { return SameSandbox(r, options); }))) {
+      WantOneMore(options);
+    }
   }
   const std::string id = options.id.empty() ? sb->id : options.id;
   // Handed out only alive, over the layers its image names now, and under an id still free.
@@ -227,11 +237,27 @@ std::shared_ptr<Sandbox> RuntimeImpl::TakeWarm(const SandboxOptions& options) {
   return sb;
 }
 
+void RuntimeImpl::WantOneMore(const SandboxOptions& options) {
+  // Those being started are in resetting_for_ already. Within warm_pool_size, the pool holds
+  // at most kMaxGrowing more than the demand (sandboxes in use and Creates under way): that
+  // covers resets as slow as a sample's whole life, and a pool the resets cannot keep up with
+  // (a host short of CPU) does not grow on and on, each start taking CPU the resets need.
+  const size_t pooled = returned_.size() + resetting_for_.size() + warm_.size() + wanted_.size();
+  const size_t demand = in_use_.load() + creates_in_flight_.load();
+  if (pooled >= options_.warm_pool_size || pooled >= demand + kMaxGrowing) return;
+  wanted_.push_back(options);
+  wanted_.back().id.clear();
+  wanted_.back().labels.clear();
+  pool_cv_.notify_all();
+}
+
 void RuntimeImpl::RecyclerLoop(bool grows) {
   std::unique_lock<std::mutex> lock(pool_mu_);
   for (;;) {
     ++idle_recyclers_;
-    pool_cv_.wait(lock, [&] { return pool_stop_ || !returned_.empty() || !evicted_.empty() || !wanted_.empty(); });
+    pool_cv_.wait(lock, [&] {
+      return pool_stop_ || !returned_.empty() || !evicted_.empty() || (!wanted_.empty() && growing_ < kMaxGrowing);
+    });
     --idle_recyclers_;
     if (pool_stop_) return;
     if (!evicted_.empty()) {
@@ -247,13 +273,16 @@ void RuntimeImpl::RecyclerLoop(bool grows) {
     // returns, a pool that Creates keep waiting on would never grow).
     std::shared_ptr<Sandbox> old;
     SandboxOptions options;
-    if (!returned_.empty() && (!grows || wanted_.empty())) {
+    const bool may_grow = !wanted_.empty() && growing_ < kMaxGrowing;
+    if (!returned_.empty() && (!grows || !may_grow)) {
       old = std::move(returned_.front());
       returned_.erase(returned_.begin());
       options = old->options;
+      Time(&RuntimeTimings::reset_queued, static_cast<double>(SystemClock::Get().NowNanos() - old->returned_ns) / 1e6);
     } else {
       options = std::move(wanted_.front());
       wanted_.erase(wanted_.begin());
+      ++growing_;
     }
     resetting_for_.push_back(options);
     lock.unlock();
@@ -264,6 +293,7 @@ void RuntimeImpl::RecyclerLoop(bool grows) {
     if (growing && fresh.ok()) Time(&RuntimeTimings::pool_grow, grow.ElapsedMillis());
     if (!fresh.ok()) FLOG(warn, "warm pool: reset failed", {{"error", std::string(fresh.status().message())}});
     lock.lock();
+    if (growing) --growing_;
     resetting_for_.erase(std::find_if(resetting_for_.begin(), resetting_for_.end(),
                                       [&](const SandboxOptions& r) { return SameSandbox(r, options); }));
     if (fresh.ok()) {

@@ -138,5 +138,36 @@ TEST_F(WarmPoolTest, SandboxesGivenBackTogetherAreResetSideBySideAndHandedOutFre
   for (const std::string& id : second) EXPECT_TRUE(rt_->Destroy(id).ok());
 }
 
+TEST_F(WarmPoolTest, PoolGrowsAheadWhenACreateTakesTheLastReadyOneWhileOthersReset) {
+  Open(8);
+  SandboxOptions o;
+  auto a = rt_->Create(o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  // None was ready: the pool grows by one.
+  ASSERT_TRUE(WaitTimings([](const RuntimeTimings& t) { return t.pool_grow.count == 1; }));
+  // a goes back to be reset; while it is, b takes the one ready sandbox, the last: the next
+  // Create would wait for a's reset, so one more starts now.
+  ASSERT_TRUE(rt_->Destroy(a->id).ok());
+  auto b = rt_->Create(o);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE(b->reused);
+  ASSERT_TRUE(WaitTimings([](const RuntimeTimings& t) { return t.pool_grow.count == 2 && t.reset_start.count == 1; }))
+      << rt_->Timings().pool_grow.count << " grown";
+  // Two ready (a's reset, the one grown): two Creates wait for nothing, and the second, taking
+  // the last with none being reset, grows nothing.
+  auto c = rt_->Create(o);
+  auto d = rt_->Create(o);
+  ASSERT_TRUE(c.ok() && d.ok());
+  EXPECT_TRUE(c->reused);
+  EXPECT_TRUE(d->reused);
+  const RuntimeTimings t = rt_->Timings();
+  EXPECT_EQ(t.pool_grow.count, 2u);
+  EXPECT_EQ(t.create_waited.count, 0u);
+  EXPECT_EQ(t.create_cold.count, 1u);
+  EXPECT_EQ(t.create_warm.count, 3u);
+  EXPECT_EQ(t.reset_queued.count, 1u);
+  for (const auto& id : {b->id, c->id, d->id}) EXPECT_TRUE(rt_->Destroy(id).ok());
+}
+
 }  // namespace
 }  // namespace flotilla::sandbox

@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "flotilla/app/embedded_node.h"
 #include "flotilla/inference/engine.h"
+#include "flotilla/sandbox/runtime.h"
 #include "flotilla/trainer_bridge/experiment_store.h"
 #include "flotilla/trainer_bridge/rollout_runner.h"
 #include "gtest/gtest.h"
@@ -134,6 +136,9 @@ TEST_F(RunnerEpisodeTest, SingleTurnSampleIsItsSessionsTokens) {
   RunnerStats st = runner->Stats();
   EXPECT_EQ(st.sandboxes, 2u);
   EXPECT_EQ(st.failed_samples, 0u);
+  // Their sandboxes were destroyed off the samples' path, and Stop waited for it.
+  EXPECT_GT(st.sandbox_release_ms, 0.0);
+  EXPECT_TRUE(node_->runtime().List().empty());
   auto stored = store_->LoadGroup(0);
   ASSERT_TRUE(stored.ok()) << stored.status();
   ASSERT_EQ(stored->size(), 2u);
@@ -234,6 +239,56 @@ TEST_F(RunnerEpisodeTest, FailedSandboxesEndAsStoredFailedTrajectoriesWithTheFai
   q.experiment = "exp";
   q.status = v1::FAILED;
   EXPECT_EQ(*store_->trajectories().Count(q), 4);
+}
+
+TEST_F(RunnerEpisodeTest, StopCancelsSamplesInFlightAsInterruptedNotFailed) {
+  const Task task{"arith:2+3=", "arith", "2+3=", "5", {}};
+  RolloutController c(Rollout(2, 2), {DatasetConfig{"d", "builtin:arith", "d", 1, 0}}, {}, clock_);
+  std::map<std::string, std::unique_ptr<TaskSource>> tasks;
+  tasks["d"] = std::make_unique<OneTask>(task);
+  RunnerOptions o;
+  o.model = "policy";
+  o.experiment = "exp";
+  o.scaffold = "single-turn";
+  o.sandbox_policy = "no-network";
+  o.max_new_tokens = 3500;
+  o.forced_length = [](uint64_t) { return 3500u; };  // none ends before the stop
+  o.episodes = 4;
+  o.routing_width = Model().routing_width();
+  RolloutRunner runner(o, *engine_, c, std::move(tasks), *sandboxes_, store_.get(), clock_);
+  ASSERT_TRUE(runner.Start().ok());
+  for (int i = 0; i < 3000 && runner.Stats().generating < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(runner.Stats().generating, 4u);
+  // Every generation parked where it stands (no sample can end on its own now), then the stop.
+  ASSERT_TRUE(runner.Offload().ok());
+  runner.Stop();
+  const RunnerStats st = runner.Stats();
+  EXPECT_EQ(st.cancelled_samples, 4u);
+  EXPECT_EQ(st.failed_samples, 0u);
+  EXPECT_EQ(st.samples_completed, 0u);
+  EXPECT_EQ(st.sandboxes, 4u);
+  EXPECT_TRUE(node_->runtime().List().empty());
+  // Not lost: each is stored with its status and reason (no group: none was handed on).
+  worker::TrajectoryQuery q;
+  q.experiment = "exp";
+  q.status = v1::INTERRUPTED;
+  EXPECT_EQ(*store_->trajectories().Count(q), 4);
+  q.status = v1::FAILED;
+  EXPECT_EQ(*store_->trajectories().Count(q), 0);
+  int reasons = 0;
+  q.status = v1::INTERRUPTED;
+  ASSERT_TRUE(store_->trajectories()
+                  .ForEach(q, [&](const v1::Trajectory& t) -> absl::Status {
+                    reasons += t.detail() == "generation stopped: the rollout is shutting down" ? 1 : 0;
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  EXPECT_EQ(reasons, 4);
+  auto fig = store_->Figures();
+  ASSERT_TRUE(fig.ok());
+  EXPECT_EQ(fig->samples, 0);
 }
 
 }  // namespace

@@ -16,6 +16,9 @@ namespace flotilla::trainer_bridge {
 namespace {
 
 constexpr int64_t kCreateBackoffMs = 100;
+// Threads destroying finished samples' sandboxes (a Destroy is two RPC hops, the node's part
+// being a hand-back to its warm pool).
+constexpr uint32_t kReleaseThreads = 2;
 
 std::string GroupId(uint64_t group) { return absl::StrCat("g", group); }
 
@@ -44,6 +47,7 @@ RolloutRunner::RolloutRunner(RunnerOptions options, inference::Engine& engine, R
   co.experts_per_token = options_.routing_width;
   co.metrics = options_.metrics;
   chat_ = std::make_unique<worker::ChatService>(generator_.get(), co);
+  releases_ = std::make_unique<EpisodePool>(kReleaseThreads);
   pool_ = std::make_unique<EpisodePool>(options_.episodes);
 }
 
@@ -118,10 +122,20 @@ void RolloutRunner::Stop() {
   }
   cv_.notify_all();
   if (loop_.joinable()) loop_.join();
-  // Parked and running generations end with an error, so every episode returns (its sample
-  // fails) and its sandbox is destroyed.
+  // Parked and running generations end cancelled, so every episode returns (its sample ends
+  // INTERRUPTED, counted in cancelled_samples) and its sandbox is destroyed.
   gate_.Shutdown(engine_);
   pool_->Join();
+  releases_->Join();  // every sample's sandbox destroyed
+  uint64_t cancelled = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled = stats_.cancelled_samples;
+  }
+  if (cancelled > 0) {
+    FLOG(info, absl::StrCat("rollout stopped: ", cancelled, " samples in flight cancelled"),
+         {{"experiment", options_.experiment}});
+  }
   wire_server_.reset();  // after the episodes: no CLI is left to call it
   std::lock_guard<std::mutex> control(control_mu_);
   for (const std::string& h : saved_) (void)engine_.Release(h);
@@ -149,6 +163,18 @@ void RolloutRunner::RunEpisode(uint64_t id) {
   so.max_tokens = options_.forced_length ? options_.forced_length(id) : options_.max_new_tokens;
   so.exact_tokens = static_cast<bool>(options_.forced_length);
   so.seed = options_.seed * 0x9E3779B97F4A7C15ull + id;
+  // The sample is done with its sandbox once its tests ran: the sandbox is destroyed off the
+  // sample's path (Stop waits for every release).
+  so.release = [this](const std::string& sandbox_id) {
+    releases_->Submit([this, sandbox_id] {
+      Stopwatch watch(clock_);
+      if (absl::Status destroyed = sandboxes_.Destroy(sandbox_id); !destroyed.ok()) {
+        FLOG(warn, "sandbox not destroyed", {{"sandbox", sandbox_id}, {"error", std::string(destroyed.message())}});
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.sandbox_release_ms += watch.ElapsedMillis();
+    });
+  };
   // An agent CLI's requests are bound to the session by an API key, which must be a safe id.
   so.session_id = options_.agent_cli.has_value() ? absl::StrCat(SafeName(options_.experiment), ".s", id)
                                                  : absl::StrCat(options_.experiment, "/s", id);
@@ -204,10 +230,17 @@ void RolloutRunner::RunEpisode(uint64_t id) {
   l.done = true;
   stats_.sandboxes += l.trajectory.sandbox_id().empty() ? 0 : 1;
   stats_.sandbox_ms += s.sandbox_ms;
+  if (auto m = l.trajectory.metrics().find("sandbox_create_ms"); m != l.trajectory.metrics().end()) {
+    stats_.sandbox_create_ms += m->second;
+  }
   stats_.episode_ms += s.wall_ms;
   if (!l.trajectory.sandbox_id().empty()) stats_.sandboxed_episode_ms += s.wall_ms;
-  stats_.failed_samples += s.failed ? 1 : 0;
-  if (s.failed) FLOG(warn, "sample failed", {{"sample", id}, {"detail", s.detail}});
+  // Stop ends the generations in flight: their episodes end INTERRUPTED (stored as such by
+  // the chat service), counted once at the stop rather than warned of one by one.
+  const bool cancelled = stopping_ && l.trajectory.status() == v1::INTERRUPTED;
+  stats_.cancelled_samples += cancelled ? 1 : 0;
+  stats_.failed_samples += s.failed && !cancelled ? 1 : 0;
+  if (s.failed && !cancelled) FLOG(warn, "sample failed", {{"sample", id}, {"detail", s.detail}});
   newly_finished_.push_back(id);
   cv_.notify_all();
 }

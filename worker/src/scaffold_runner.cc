@@ -243,13 +243,17 @@ absl::StatusOr<ScaffoldResult> RunScaffold(ChatService& service, SandboxClient& 
   result.trajectory_id = session;
   auto finish = [&](absl::Status error) -> absl::StatusOr<ScaffoldResult> {
     if (!error.ok()) {
-      result.status = v1::FAILED;
+      // A generation cancelled under it (its rollout stopping) interrupts the episode; it did
+      // not fail. It is recorded all the same, with the reason.
+      result.status = absl::IsCancelled(error) ? v1::INTERRUPTED : v1::FAILED;
       result.detail = std::string(error.message());
     }
     const int64_t destroy_start = options.clock->NowMicros();
-    // A sandbox that cannot be destroyed now is left to its node's cleanup; the run's result
-    // stands, so it is said here rather than returned.
-    if (absl::Status destroyed = sandbox.Destroy(sandbox_id); !destroyed.ok()) {
+    if (options.release) {
+      options.release(sandbox_id);
+    } else if (absl::Status destroyed = sandbox.Destroy(sandbox_id); !destroyed.ok()) {
+      // A sandbox that cannot be destroyed now is left to its node's cleanup; the run's result
+      // stands, so it is said here rather than returned.
       FLOG(warn, "sandbox not destroyed", {{"sandbox", sandbox_id}, {"error", std::string(destroyed.message())}});
     }
     result.sandbox_destroy_ms = static_cast<double>(options.clock->NowMicros() - destroy_start) / 1000.0;

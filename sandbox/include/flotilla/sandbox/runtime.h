@@ -248,6 +248,7 @@ struct RuntimeTimings {
   PhaseTiming create_waited;  // ... of those, the ones that waited for a reset under way (the wait)
   PhaseTiming create_cold;    // Creates that started one of their own or were handed one started ahead
   PhaseTiming destroy;        // Destroys (a return to the warm pool or a teardown)
+  PhaseTiming reset_queued;   // warm pool: a returned sandbox's wait for a free recycler
   PhaseTiming reset_exit;     // warm pool: the old init's exit (its namespaces, mounts, layer) and reap
   PhaseTiming reset_start;    // warm pool: the new init's start, until it reported ready
   PhaseTiming pool_grow;      // warm pool: sandboxes started to grow it

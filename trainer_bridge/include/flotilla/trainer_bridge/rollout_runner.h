@@ -110,11 +110,15 @@ struct RunnerStats {
   uint64_t samples_completed = 0;
   uint64_t groups_completed = 0;
   uint64_t failed_samples = 0;
+  uint64_t cancelled_samples = 0;       // in flight when Stop came: interrupted, not failed
   uint64_t tokens_generated = 0;
   uint64_t resumes = 0;                 // generations resumed after a switch or reload
   uint64_t resumed_prefill_tokens = 0;  // prefill done by resumes (0 when nothing re-prefilled)
   uint64_t sandboxes = 0;               // sandboxes created for samples
   double sandbox_ms = 0;                // their create + destroy time, summed
+  double sandbox_create_ms = 0;         // ... the creates' share
+  // Destroying them after their episodes ended (off the samples' path), summed.
+  double sandbox_release_ms = 0;
   double episode_ms = 0;                // the episodes' wall time, summed
   double sandboxed_episode_ms = 0;      // ... of the episodes that had a sandbox
   uint32_t generating = 0;
@@ -137,7 +141,8 @@ class RolloutRunner {
   // Re-queues stored, unconsumed groups (after a restart), starts the wire API server of an
   // agent CLI scaffold, and starts the loop thread.
   absl::Status Start();
-  // Stops the loop; running generations end (their samples fail) and every episode returns.
+  // Stops the loop; running generations end (their samples INTERRUPTED, counted in
+  // RunnerStats::cancelled_samples and stored by the chat service) and every episode returns.
   void Stop();
 
   // Blocks until `groups` complete groups are available (or `cancelled` turns true / the
@@ -212,6 +217,9 @@ class RolloutRunner {
   std::function<void(const RolloutSample&)> observer_;  // guarded by mu_
   bool stopping_ = false;                               // guarded by mu_
   std::thread loop_;
+  // Destroys the samples' sandboxes off their episodes' path (ScaffoldOptions::release);
+  // joined after pool_.
+  std::unique_ptr<EpisodePool> releases_;
   std::unique_ptr<EpisodePool> pool_;                   // last: joined before the rest goes
 };
 

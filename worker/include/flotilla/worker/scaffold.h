@@ -30,6 +30,7 @@
 // Thread-safety: RunScaffold may run concurrently for different tasks.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -76,6 +77,10 @@ struct ScaffoldOptions {
   const Clock* clock = &SystemClock::Get();
   const ExternalAgentSpec* agent_cli = nullptr;  // agent "cli": borrowed, outlives the run
   int worker_port = 0;                           // agent "cli": the worker's HTTP port on 127.0.0.1
+  // When set, the run's sandbox is handed to it once the run is done with it (its tests ran,
+  // its result is final) instead of destroyed on the run's path; the callee destroys it (returns
+  // it to its node's warm pool) off that path, and sandbox_destroy_ms is the hand-over.
+  std::function<void(const std::string& sandbox_id)> release;
 };
 
 struct ScaffoldResult {
