@@ -30,11 +30,17 @@ void SetKey(std::string& yaml, const std::string& key, const std::string& value)
 
 TEST(MainJobE2eTest, ShortRunEndsWithTheSummaryLine) {
   testing::TempDir dir;
-  std::ifstream in(Env("FLOTILLA_SOURCE_DIR", ".") + "/examples/agentic-grpo/experiment.yaml");
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string yaml = text.str();
-  ASSERT_NE(yaml.find("scripts/main-job.sh"), std::string::npos);  // the example the main job runs
+  const std::string source = Env("FLOTILLA_SOURCE_DIR", ".");
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  // The example the main job runs.
+  ASSERT_NE(read(source + "/scripts/main-job.sh").find("flotilla run examples/agentic-grpo/experiment.yaml"),
+            std::string::npos);
+  std::string yaml = read(source + "/examples/agentic-grpo/experiment.yaml");
   // The short form: enough warm start for the format (tool calls), a few RL steps.
   SetKey(yaml, "sft_steps", "60");
   SetKey(yaml, "rl_steps", "2");
