@@ -137,5 +137,44 @@ TEST_F(LookupSandboxTest, AWrongNumberEarnsZero) {
   EXPECT_EQ(r->steps, 2);
 }
 
+TEST_F(LookupSandboxTest, MixedDemonstratorEpisodesReplayTokenForTokenInRealSandboxes) {
+  // The main job's warm start (look=20&via=cp): replayed in real sandboxes, a cp episode earns 1,
+  // a guess earns 1 only when it is the number, and the stored trajectory is exactly the rendered
+  // reference, so the demonstrated `ls /app/data` output is what the sandbox prints.
+  std::vector<Task> tasks = Tasks("builtin:lookup?files=1&max=9&look=20&via=cp", 40);
+  int copies = 0, right_guesses = 0, wrong_guesses = 0;
+  for (const Task& task : tasks) {
+    const std::string& last = task.terminal.reference_steps[1].command;
+    const bool copy = last.rfind("cp ", 0) == 0;
+    const bool right = last == "echo " + task.answer + " > /app/answer.txt";
+    if ((copy && copies > 0) || (!copy && right && right_guesses > 0) || (!copy && !right && wrong_guesses > 0)) continue;
+    copies += copy;
+    right_guesses += !copy && right;
+    wrong_guesses += !copy && !right;
+    SCOPED_TRACE(task.id + " / " + last);
+    worker::ScaffoldOptions o;
+    o.scaffold = "mini";
+    auto examples = worker::ReferenceTurnExamples(task.terminal, o);
+    auto reference = worker::ReferenceTrajectoryTokens(task.terminal, o);
+    ASSERT_TRUE(examples.ok() && reference.ok());
+    worker::testing::ScriptedGenerator gen;
+    for (const worker::TurnExample& ex : *examples) gen.AddReply(ex.target);
+    worker::ChatServiceOptions so;
+    so.store = store_.get();
+    worker::ChatService service(&gen, so);
+    auto r = Run(service, task, "mini", "model");
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->reward, copy || right ? 1.0 : 0.0) << r->detail;
+    EXPECT_EQ(r->steps, 2);
+    auto stored = store_->Get(r->trajectory_id);
+    ASSERT_TRUE(stored.ok()) << stored.status();
+    ASSERT_EQ(stored->segments_size(), 1);
+    EXPECT_EQ(worker::testing::Flatten(stored->segments(0)).ids, reference->tokens);
+  }
+  EXPECT_EQ(copies, 1);
+  EXPECT_EQ(wrong_guesses, 1);
+  EXPECT_LE(right_guesses, 1);
+}
+
 }  // namespace
 }  // namespace flotilla::trainer_bridge

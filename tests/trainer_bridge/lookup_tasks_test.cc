@@ -132,6 +132,69 @@ TEST(LookupTasksTest, SplitsHoldOutAFixedFifth) {
   }
 }
 
+TEST(LookupTasksTest, LookSetsTheShareOfReferenceEpisodesThatReadTheFile) {
+  // look=30: a mixed demonstrator. 30% of reference episodes read the file and write its number;
+  // the rest list /app/data (the file's name, not its number) and write a guess in 0..max. The
+  // task itself (instruction, file, test, solution) is the same either way.
+  auto src = Open("builtin:lookup?files=1&max=9&look=30", 3);
+  ASSERT_TRUE(src);
+  int looks = 0, guesses_right = 0;
+  std::set<std::string> guesses;
+  for (int i = 0; i < 1000; ++i) {
+    Task t = src->Next();
+    const std::string v = std::to_string(Parse(t.id).value);
+    EXPECT_EQ(t.prompt, "Write the number in /app/data/a.txt to /app/answer.txt.");
+    EXPECT_EQ(t.terminal.environment_files.at("/app/data/a.txt"), v + "\n");
+    EXPECT_EQ(t.terminal.solution_script, "#!/bin/bash\nv=$(cat /app/data/a.txt)\necho \"$v\" > /app/answer.txt\n");
+    const auto& steps = t.terminal.reference_steps;
+    ASSERT_EQ(steps.size(), 2u);
+    if (steps[0].command == "cat /app/data/a.txt") {
+      ++looks;
+      EXPECT_EQ(steps[0].output, v + "\n");
+      EXPECT_EQ(steps[1].command, "echo " + v + " > /app/answer.txt");
+      continue;
+    }
+    EXPECT_EQ(steps[0].command, "ls /app/data");
+    EXPECT_EQ(steps[0].output, "a.txt\n");
+    const std::string& said = steps[1].command;
+    ASSERT_THAT(said, ::testing::MatchesRegex("echo [0-9] > /app/answer.txt"));
+    guesses.insert(said.substr(5, 1));
+    guesses_right += said == "echo " + v + " > /app/answer.txt";
+  }
+  EXPECT_EQ(looks, 300);                // of 1000 (seed 3)
+  EXPECT_EQ(guesses.size(), 10u);       // every digit is guessed
+  EXPECT_EQ(guesses_right, 84);         // of the 700 guesses: about a tenth
+  // The default (look=100) keeps the tasks and the reference episodes as before.
+  auto a = Open("builtin:lookup?files=1&max=9", 3), b = Open("builtin:lookup?files=1&max=9&look=100", 3);
+  for (int i = 0; i < 50; ++i) {
+    Task x = a->Next(), y = b->Next();
+    EXPECT_EQ(x.id, y.id);
+    EXPECT_EQ(x.terminal.reference_steps[0].command, "cat /app/data/a.txt");
+    EXPECT_EQ(y.terminal.reference_steps[0].command, "cat /app/data/a.txt");
+  }
+}
+
+TEST(LookupTasksTest, ViaCpCopiesTheFileInsteadOfWritingTheNumber) {
+  // via=cp: the episodes that use the file list /app/data and copy the file to the answer (the
+  // tool carries the number); the guessing ones list it and write a guess, as with via=echo.
+  auto src = Open("builtin:lookup?files=1&max=9&look=20&via=cp", 5);
+  ASSERT_TRUE(src);
+  int copies = 0;
+  for (int i = 0; i < 500; ++i) {
+    Task t = src->Next();
+    const auto& steps = t.terminal.reference_steps;
+    ASSERT_EQ(steps.size(), 2u);
+    EXPECT_EQ(steps[0].command, "ls /app/data");
+    EXPECT_EQ(steps[0].output, "a.txt\n");
+    if (steps[1].command == "cp /app/data/a.txt /app/answer.txt") {
+      ++copies;
+    } else {
+      EXPECT_THAT(steps[1].command, ::testing::MatchesRegex("echo [0-9] > /app/answer.txt"));
+    }
+  }
+  EXPECT_EQ(copies, 84);  // of 500 (seed 5): about a fifth
+}
+
 TEST(LookupTasksTest, BadParametersNameTheSourceAndParameter) {
   struct Case { std::string source; std::string says; };
   const std::vector<Case> cases = {
@@ -139,9 +202,12 @@ TEST(LookupTasksTest, BadParametersNameTheSourceAndParameter) {
       {"builtin:lookup?files=27", "files: must be an integer in 1..26, not '27'"},
       {"builtin:lookup?max=ten", "max: must be an integer in 0..1000000, not 'ten'"},
       {"builtin:lookup?add=-1", "add: must be an integer in 0..1000, not '-1'"},
+      {"builtin:lookup?look=101", "look: must be an integer in 0..100, not '101'"},
+      {"builtin:lookup?via=mv", "via: must be echo or cp, not 'mv'"},
+      {"builtin:lookup?via=cp&add=2", "via: cp copies the number as it is: needs add=0"},
       {"builtin:lookup?split=test", "split: must be all, train or heldout, not 'test'"},
       {"builtin:lookup?max=3&split=heldout", "split: needs max >= 4"},
-      {"builtin:lookup?file=2", "file: unknown parameter (lookup takes files, max, add, split)"},
+      {"builtin:lookup?file=2", "file: unknown parameter (lookup takes files, max, add, look, via, split)"},
       {"builtin:lookup?files", "bad parameter 'files'"},
   };
   for (const Case& c : cases) {
@@ -170,19 +236,27 @@ TEST(LookupTasksTest, TheAgenticExampleEpisodeFitsItsContext) {
   o.system_prompt = cfg->system_prompt;
   o.system_template = cfg->system_template;
   o.instance_template = cfg->instance_template;
-  auto ex = worker::ReferenceTurnExamples(SandboxTaskOf(tasks->Next()), o);
-  ASSERT_TRUE(ex.ok()) << ex.status();
-  ASSERT_EQ(ex->size(), 2u);  // 2 turns, the first a tool call
-  EXPECT_EQ((*ex)[0].prompt.size(), 99u);
-  EXPECT_EQ((*ex)[0].target.size(), 32u);
-  EXPECT_EQ((*ex)[1].prompt.size(), 181u);
-  EXPECT_EQ((*ex)[1].target.size(), 83u);
-  const size_t episode = (*ex)[1].prompt.size() + (*ex)[1].target.size();
-  EXPECT_EQ(episode, 264u);
+  // The mixed demonstrator's two episodes (look=20&via=cp): list, then guess; list, then cp.
   const size_t max_context = nlohmann::json::parse(cfg->policy.model_json)["max_context"].get<size_t>();
   EXPECT_EQ(max_context, 512u);
-  EXPECT_GE(cfg->rollout.max_new_tokens, (*ex)[1].target.size());
-  EXPECT_LE(episode + cfg->rollout.max_new_tokens, max_context);
+  std::set<size_t> closing_sizes;
+  for (int i = 0; i < 40; ++i) {
+    Task t = tasks->Next();
+    auto ex = worker::ReferenceTurnExamples(SandboxTaskOf(t), o);
+    ASSERT_TRUE(ex.ok()) << ex.status();
+    ASSERT_EQ(ex->size(), 2u);  // 2 turns, the first a tool call
+    EXPECT_EQ((*ex)[0].prompt.size(), 99u);
+    EXPECT_EQ((*ex)[0].target.size(), 25u);  // ```bash\nls /app/data\n``` and the end token
+    EXPECT_EQ((*ex)[1].prompt.size(), 178u);
+    const bool copies = t.terminal.reference_steps[1].command.rfind("cp ", 0) == 0;
+    EXPECT_EQ((*ex)[1].target.size(), copies ? 93u : 83u);
+    closing_sizes.insert((*ex)[1].target.size());
+    const size_t episode = (*ex)[1].prompt.size() + (*ex)[1].target.size();
+    EXPECT_EQ(episode, copies ? 271u : 261u);
+    EXPECT_GE(cfg->rollout.max_new_tokens, (*ex)[1].target.size());
+    EXPECT_LE(episode + cfg->rollout.max_new_tokens, max_context);
+  }
+  EXPECT_EQ(closing_sizes, (std::set<size_t>{83u, 93u}));  // both kinds among the first 40
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "lookup_tasks.h"
 
 #include <algorithm>
+#include <optional>
 #include <random>
 
 #include "absl/strings/numbers.h"
@@ -26,10 +27,17 @@ struct LookupParams {
   int files = 4;    // the file is one of data/a.txt .. data/<files-th letter>.txt
   int max = 99;     // values 0..max
   int add = 0;      // 0: the answer is the value; else value + k with k in 1..add
+  int look = 100;   // percent of reference episodes that use the file (the rest guess)
+  bool via_cp = false;  // the episodes that use the file copy it with cp (via=cp)
   LookupSplit split = LookupSplit::kAll;
 };
 
-Task MakeTask(int file, int value, int addend) {
+// The reference episode (the warm start's demonstration). By default the demonstrator reads the
+// file (cat) and writes the number it read (echo); with `via_cp` it lists /app/data and copies
+// the file to the answer with cp (the tool carries the number: the model need not copy a token
+// from the tool output). When `guess` is set it lists /app/data (which shows the file's name,
+// not the number) and writes *guess instead, as an agent that answers without looking would.
+Task MakeTask(int file, int value, int addend, bool via_cp, std::optional<int> guess = std::nullopt) {
   const std::string letter(1, kLetters[file]);
   const std::string path = absl::StrCat("/app/data/", letter, ".txt");
   const std::string answer = absl::StrCat(value + addend);
@@ -58,8 +66,16 @@ Task MakeTask(int file, int value, int addend) {
       : absl::StrCat("#!/bin/bash\nv=$(cat ", path, ")\necho $((v + ", addend, ")) > ", kAnswerFile, "\n");
   task.reward_file = "/logs/verifier/reward.txt";
 
-  task.reference_steps = {{absl::StrCat("cat ", path), absl::StrCat(value, "\n"), 0},
-                          {absl::StrCat("echo ", answer, " > ", kAnswerFile), "", 0}};
+  if (guess.has_value()) {
+    task.reference_steps = {{"ls /app/data", absl::StrCat(letter, ".txt\n"), 0},
+                            {absl::StrCat("echo ", *guess, " > ", kAnswerFile), "", 0}};
+  } else if (via_cp) {
+    task.reference_steps = {{"ls /app/data", absl::StrCat(letter, ".txt\n"), 0},
+                            {absl::StrCat("cp ", path, " ", kAnswerFile), "", 0}};
+  } else {
+    task.reference_steps = {{absl::StrCat("cat ", path), absl::StrCat(value, "\n"), 0},
+                            {absl::StrCat("echo ", answer, " > ", kAnswerFile), "", 0}};
+  }
   return t;
 }
 
@@ -78,7 +94,13 @@ class LookupSource final : public TaskSource {
       k = params_.add == 0 ? 0 : addend(rng_);
     } while ((params_.split == LookupSplit::kTrain && HeldOut(f, v, k)) ||
              (params_.split == LookupSplit::kHeldOut && !HeldOut(f, v, k)));
-    return MakeTask(f, v, k);
+    if (params_.look >= 100) return MakeTask(f, v, k, params_.via_cp);
+    // Drawn only for a mixed demonstrator, so look=100 draws the same tasks as before.
+    std::uniform_int_distribution<int> percent(0, 99);
+    std::uniform_int_distribution<int> guess(0, params_.max + params_.add);
+    const bool looks = percent(rng_) < params_.look;
+    const int g = guess(rng_);
+    return looks ? MakeTask(f, v, k, params_.via_cp) : MakeTask(f, v, k, params_.via_cp, g);
   }
   std::string family() const override { return "lookup"; }
 
@@ -110,15 +132,25 @@ absl::StatusOr<std::unique_ptr<TaskSource>> OpenLookupSource(const std::string& 
       }
       continue;
     }
-    int* field = key == "files" ? &p.files : key == "max" ? &p.max : key == "add" ? &p.add : nullptr;
-    if (field == nullptr) return bad(key, "unknown parameter (lookup takes files, max, add, split)");
+    if (key == "via") {
+      if (text != "echo" && text != "cp") return bad(key, absl::StrCat("must be echo or cp, not '", text, "'"));
+      p.via_cp = text == "cp";
+      continue;
+    }
+    int* field = key == "files" ? &p.files
+                 : key == "max" ? &p.max
+                 : key == "add" ? &p.add
+                 : key == "look" ? &p.look
+                                 : nullptr;
+    if (field == nullptr) return bad(key, "unknown parameter (lookup takes files, max, add, look, via, split)");
     const int lo = key == "files" ? 1 : 0;
-    const int hi = key == "files" ? 26 : key == "max" ? 1'000'000 : 1000;
+    const int hi = key == "files" ? 26 : key == "max" ? 1'000'000 : key == "look" ? 100 : 1000;
     if (!absl::SimpleAtoi(text, field) || *field < lo || *field > hi) {
       return bad(key, absl::StrCat("must be an integer in ", lo, "..", hi, ", not '", text, "'"));
     }
   }
   if (p.split != LookupSplit::kAll && p.max < 4) return bad("split", "needs max >= 4");
+  if (p.via_cp && p.add > 0) return bad("via", "cp copies the number as it is: needs add=0");
   return std::unique_ptr<TaskSource>(new LookupSource(p, seed));
 }
 

@@ -4,7 +4,7 @@
 //                                   &split=heldout: only questions with (a + 2b) mod 5 != 0, or
 //                                   only those with == 0 (a fixed fifth held out for evaluation)
 //   builtin:copy?len=4&alphabet=abc  repeat a string ("abca" -> "abca")
-//   builtin:lookup?files=4&max=99&add=0&split=all
+//   builtin:lookup?files=4&max=99&add=0&look=100&via=echo&split=all
 //                                   agentic: "Write the number in /app/data/c.txt to
 //                                   /app/answer.txt." The number (0..max) is only in that file of
 //                                   the sample's sandbox, so the agent must read it with a command.
@@ -18,6 +18,12 @@
 //                                   reference_steps (cat the file; echo the answer into
 //                                   /app/answer.txt), from which worker::ReferenceTurnExamples
 //                                   renders the warm-start examples of a whole episode.
+//                                   look (0..100): the percent of reference episodes that use the
+//                                   file; the others list /app/data and write a guess in
+//                                   0..max+add (a mixed demonstrator for the warm start; the task
+//                                   and its test are the same). via=cp (needs add=0): the ones that
+//                                   use the file list /app/data and copy it to /app/answer.txt
+//                                   with cp instead of reading it and writing the number.
 //   <file>.jsonl                     one {"id", "prompt", "answer"} object per line
 //   <folder>                         a Terminal-Bench task folder (task.toml or task.yaml), or
 //                                    a folder of them: each Task carries its TerminalTask. A
