@@ -205,7 +205,10 @@ TEST_F(RunnerEngineTest, OffloadAndReloadWithoutRePrefill) {
 // sample still generating on the old weights in one segment.
 TEST_F(RunnerEngineTest, BadWeightsAreRefusedBeforeAnyInterrupt) {
   RolloutController c(OneGroup(), {DatasetConfig{"d", "builtin:copy", "d", 1, 0}}, {}, clock_);
-  auto runner = MakeRunner(c, 300);
+  // Long enough that both samples still generate together when one sandbox comes up seconds
+  // after the other (a cold start on a loaded machine); 300 tokens could finish first.
+  constexpr uint32_t kLength = 900;
+  auto runner = MakeRunner(c, kLength);
   ASSERT_TRUE(runner->Start().ok());
   WaitEach(*runner, 20);
   std::ofstream(dir_.file("bad.safetensors"), std::ios::binary) << std::string("\x08\0\0\0\0\0\0\0nonsense", 16);
@@ -216,7 +219,7 @@ TEST_F(RunnerEngineTest, BadWeightsAreRefusedBeforeAnyInterrupt) {
   ASSERT_EQ(groups.size(), 1u);
   for (const RolloutSample& s : groups[0]) {
     EXPECT_FALSE(s.failed) << s.detail;
-    EXPECT_EQ(s.GeneratedTokens(), 300u);
+    EXPECT_EQ(s.GeneratedTokens(), kLength);
     EXPECT_EQ(s.segments, 1u);
     EXPECT_EQ(s.MaxVersion(), 0);
   }
