@@ -143,12 +143,14 @@ TEST_F(RunnerEngineTest, RoutingConcatenatesAcrossThreeVersions) {
   EXPECT_EQ(runner->Stats().resumed_prefill_tokens, 0u);
   for (const RolloutSample& s : groups[0]) {
     // The reply's generated tokens, then the end-of-turn the session closes a length-cut turn
-    // with (context: never trained on).
+    // with (context: never trained on) — none when the last token drawn is itself the
+    // end-of-turn (about one run in a hundred with this random model).
     ASSERT_EQ(s.GeneratedTokens(), kLength) << s.failed << " " << s.detail;
-    ASSERT_EQ(s.completion.size(), kLength + 1);
-    EXPECT_EQ(s.loss_mask.back(), 0);
+    ASSERT_GE(s.completion.size(), kLength);
+    ASSERT_LE(s.completion.size(), kLength + 1);
+    EXPECT_EQ(s.loss_mask.back(), s.completion.size() == kLength ? 1 : 0);
     EXPECT_EQ(s.segments, 3u);
-    EXPECT_EQ(s.routing.size(), size_t{kLength + 1} * 4);
+    EXPECT_EQ(s.routing.size(), s.completion.size() * 4);
     const std::vector<int32_t> completion(s.completion.begin(), s.completion.begin() + kLength);
     const std::vector<int64_t> versions(s.versions.begin(), s.versions.begin() + kLength);
     const std::vector<int32_t> routing(s.routing.begin(), s.routing.begin() + size_t{kLength} * 4);
@@ -175,7 +177,8 @@ TEST_F(RunnerEngineTest, RoutingConcatenatesAcrossThreeVersions) {
 
 TEST_F(RunnerEngineTest, OffloadAndReloadWithoutRePrefill) {
   RolloutController c(OneGroup(), {DatasetConfig{"d", "builtin:copy", "d", 1, 0}}, {}, clock_);
-  auto runner = MakeRunner(c, 400);
+  constexpr uint32_t kLength = 900;  // both samples overlap although their sandboxes start apart
+  auto runner = MakeRunner(c, kLength);
   ASSERT_TRUE(runner->Start().ok());
   WaitEach(*runner, 20);
   ASSERT_TRUE(runner->Offload().ok());
@@ -193,7 +196,7 @@ TEST_F(RunnerEngineTest, OffloadAndReloadWithoutRePrefill) {
   ASSERT_EQ(groups.size(), 1u);
   for (const auto& s : groups[0]) {
     EXPECT_FALSE(s.failed) << s.detail;
-    EXPECT_EQ(s.GeneratedTokens(), 400u);
+    EXPECT_EQ(s.GeneratedTokens(), kLength);
     EXPECT_EQ(s.segments, 1u);  // one policy version throughout
   }
   EXPECT_EQ(runner->Stats().resumes, 2u);  // each sample resumed once, from its saved state
