@@ -9,22 +9,11 @@
 #include <sstream>
 
 #include "flotilla/common/ids.h"
+#include "flotilla/common/text_files.h"
 #include "host_probe.h"
 
 namespace flotilla::attack {
 namespace {
-
-std::string ShellQuote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
 
 size_t DirectoryEntries(const std::string& path) {
   size_t n = 0;

@@ -19,6 +19,7 @@
 #include "flotilla/common/text_files.h"
 #include "flotilla/synth/synth_state.h"
 #include "gtest/gtest.h"
+#include "testing/logged_run.h"
 #include "testing/temp_dir.h"
 
 namespace flotilla::synth {
@@ -51,10 +52,7 @@ void MakeTask(const fs::path& dir, const std::string& solution_writes) {
         fs::perms(0755));
 }
 
-struct Ran {
-  int status = -1;
-  std::string out;
-};
+using Ran = testing::LoggedRun;
 
 Ran Synth(const testing::TempDir& dir, const std::string& name, const std::vector<std::string>& args) {
   std::string log = dir.file(name + ".log");
@@ -62,22 +60,7 @@ Ran Synth(const testing::TempDir& dir, const std::string& name, const std::vecto
                                    "--out", dir.file("tasks"), "--env-store",
                                    Env("FLOTILLA_ENV_STORE", "/var/lib/flotilla")};
   argv.insert(argv.end(), args.begin(), args.end());
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    if (freopen(log.c_str(), "w", stdout) == nullptr) ::_exit(126);
-    dup2(1, 2);
-    std::vector<char*> a;
-    for (auto& s : argv) a.push_back(s.data());
-    a.push_back(nullptr);
-    ::execv(a[0], a.data());
-    ::_exit(127);
-  }
-  int st = 0;
-  ::waitpid(pid, &st, 0);
-  Ran r;
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  r.out = ReadFileOrEmpty(log);
-  return r;
+  return testing::RunLogged(std::move(argv), log);
 }
 
 bool Has(const std::string& out, const std::string& text) { return out.find(text) != std::string::npos; }

@@ -20,6 +20,7 @@
 #include "flotilla/common/text_files.h"
 #include "flotilla/trainer_bridge/experiment_store.h"
 #include "gtest/gtest.h"
+#include "testing/logged_run.h"
 #include "testing/temp_dir.h"
 
 namespace flotilla::synth {
@@ -32,30 +33,10 @@ std::string Env(const char* k, const char* d) {
   return v == nullptr ? d : v;
 }
 
-struct Ran {
-  int status = -1;
-  std::string out;
-};
+using Ran = testing::LoggedRun;
 
 Ran Exec(const testing::TempDir& dir, const std::string& name, std::vector<std::string> argv) {
-  std::string log = dir.file(name + ".log");
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    if (freopen(log.c_str(), "w", stdout) == nullptr) ::_exit(126);
-    dup2(1, 2);
-    std::vector<char*> a;
-    for (auto& s : argv) a.push_back(s.data());
-    a.push_back(nullptr);
-    ::execv(a[0], a.data());
-    ::_exit(127);
-  }
-  int st = 0;
-  ::waitpid(pid, &st, 0);
-  Ran r;
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  std::ifstream in(log);
-  r.out.assign(std::istreambuf_iterator<char>(in), {});
-  return r;
+  return testing::RunLogged(std::move(argv), dir.file(name + ".log"));
 }
 
 void Write(const fs::path& p, const std::string& text) {

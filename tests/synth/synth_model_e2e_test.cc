@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "scripted_endpoint.h"
 #include "testing/daemon_process.h"
+#include "testing/logged_run.h"
 #include "testing/temp_dir.h"
 
 namespace flotilla::synth {
@@ -55,21 +56,9 @@ TEST(SynthModelE2eTest, RewriteBecomesATaskAndLeakingStatementIsRefused) {
                                    "--package", "tally", "--version", "1.0", "--max-tasks", "1",
                                    "--max-candidates", "1", "--model-endpoint", server.base_url(),
                                    "--model-name", "scripted", "--model-rewrites", "1", "--env-store", store};
-  pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    if (freopen(log.c_str(), "w", stdout) == nullptr) ::_exit(126);
-    dup2(1, 2);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  int st = 0;
-  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
-  const std::string output = ReadFileOrEmpty(log);
-  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << output;
+  testing::LoggedRun ran = testing::RunLogged(args, log);
+  const std::string& output = ran.out;
+  ASSERT_EQ(ran.status, 0) << output;
   ASSERT_NE(asked, nullptr) << output;
   EXPECT_EQ(server.turns().size(), 2u);  // one rewrite, one statement
   EXPECT_NE(output.find(" valid=1 "), std::string::npos) << output;
