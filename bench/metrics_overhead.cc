@@ -134,14 +134,17 @@ absl::StatusOr<Observed> RunObserved(const RolloutBenchOptions& o, const app::Pl
     });
   }
   const double cpu0 = ProcessCpuSeconds();
-  ModeResult m = RunMode(o, engine, platform->sandboxes(), weights, o.eta, train_s,
-                         observed ? &platform->metrics() : nullptr);
-  Observed r;
-  r.seconds = m.seconds;
-  r.cpu_s = ProcessCpuSeconds() - cpu0;
-  r.tokens = m.tokens;
+  absl::StatusOr<ModeResult> mode = RunMode(o, engine, platform->sandboxes(), weights, o.eta, train_s,
+                                            observed ? &platform->metrics() : nullptr);
+  const double cpu_s = ProcessCpuSeconds() - cpu0;
   stop = true;
   if (scraper.joinable()) scraper.join();
+  if (!mode.ok()) return mode.status();
+  const ModeResult& m = *mode;
+  Observed r;
+  r.seconds = m.seconds;
+  r.cpu_s = cpu_s;
+  r.tokens = m.tokens;
   r.ticks = ticks.load();
   r.scrapes = scrapes.load();
   r.failed_scrapes = failed.load();

@@ -130,7 +130,7 @@ absl::Status SizeAdmission(uint32_t in_flight, admission::AdmissionConfig* a) {
 
 }  // namespace
 
-ModeResult RunMode(const RolloutBenchOptions& o, inference::Engine& engine, worker::SandboxClient& sandboxes,
+absl::StatusOr<ModeResult> RunMode(const RolloutBenchOptions& o, inference::Engine& engine, worker::SandboxClient& sandboxes,
                    const std::string& weights, uint32_t eta, double train_s, MetricsRegistry* metrics) {
   RolloutConfig rc;
   rc.group_size = o.group_size;
@@ -152,11 +152,15 @@ ModeResult RunMode(const RolloutBenchOptions& o, inference::Engine& engine, work
   ro.forced_length = [&o](uint64_t s) { return LengthOf(o, s); };
   ro.metrics = metrics;
   RolloutRunner runner(ro, engine, controller, std::move(tasks), sandboxes, nullptr, SystemClock::Get());
-  (void)engine.UpdateWeights("bench", weights, 0);
+  if (absl::Status s = engine.UpdateWeights("bench", weights, 0); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("resetting the weights to version 0: ", s.message()));
+  }
   controller.SetPolicyVersion(0);
   Stopwatch total;
   ModeResult r;
-  if (!runner.Start().ok()) return r;
+  if (absl::Status s = runner.Start(); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("starting the rollout runner: ", s.message()));
+  }
   ProgressBar bar({.label = absl::StrFormat("bench rollout eta=%d", eta), .total = o.steps, .plain_interval_s = 0});
   // The trainer publishes each version and goes on to its next batch; the bridge's switch
   // (stage the file while generating, then interrupt, commit, resume) runs beside it, as a
@@ -271,6 +275,7 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
   // Calibration: one median-length group on the idle engine is the trainer's step time.
   Stopwatch cal;
   std::vector<std::thread> threads;
+  std::vector<absl::Status> calibrated(o.group_size);
   for (uint32_t i = 0; i < o.group_size; ++i) {
     threads.emplace_back([&, i] {
       inference::GenerateRequest req;
@@ -279,10 +284,16 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
       req.sampling.max_new_tokens = static_cast<uint32_t>(o.median);
       req.sampling.stop_tokens = {-1};
       req.sampling.seed = i;
-      (void)engine.GenerateBlocking(req);
+      calibrated[i] = engine.GenerateBlocking(req).status();
     });
   }
   for (auto& t : threads) t.join();
+  for (const absl::Status& s : calibrated) {
+    if (!s.ok()) {
+      std::cerr << "bench rollout: the calibration group failed: " << s << "\n";
+      return 1;
+    }
+  }
   double train_s = cal.ElapsedMillis() / 1000.0;
   std::cerr << absl::StrFormat("bench rollout: trainer step = one median group = %.3fs\n", train_s);
 
@@ -296,10 +307,20 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
   }
   MetricsRegistry& registry = (*platform)->metrics();
   const double reused0 = ReusedSandboxes(registry);
-  ModeResult sync = RunMode(o, engine, (*platform)->sandboxes(), weights, 0, train_s);
+  absl::StatusOr<ModeResult> sync_run = RunMode(o, engine, (*platform)->sandboxes(), weights, 0, train_s);
+  if (!sync_run.ok()) {
+    std::cerr << "bench rollout: the synchronous mode: " << sync_run.status() << "\n";
+    return 1;
+  }
+  ModeResult& sync = *sync_run;
   const double reused1 = ReusedSandboxes(registry);
   const sandbox::RuntimeTimings after_sync = (*platform)->node()->runtime().Timings();
-  ModeResult async = RunMode(o, engine, (*platform)->sandboxes(), weights, o.eta, train_s);
+  absl::StatusOr<ModeResult> async_run = RunMode(o, engine, (*platform)->sandboxes(), weights, o.eta, train_s);
+  if (!async_run.ok()) {
+    std::cerr << "bench rollout: the asynchronous mode: " << async_run.status() << "\n";
+    return 1;
+  }
+  ModeResult& async = *async_run;
   sync.reused = static_cast<uint64_t>(reused1 - reused0);
   async.reused = static_cast<uint64_t>(ReusedSandboxes(registry) - reused1);
   auto idle = [](const ModeResult& m) { return m.seconds > 0 ? 1.0 - m.trainer_busy_s / m.seconds : 0.0; };

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "flotilla/app/embedded_platform.h"
 #include "flotilla/common/metrics.h"
 #include "flotilla/inference/engine.h"
@@ -37,7 +38,7 @@ struct ModeResult {
 // `o.steps` training steps at staleness `eta` against a stand-in trainer that takes `train_s`
 // per step, every sample a worker episode in a sandbox from `sandboxes`; the episodes' worker
 // figures go to `metrics` (null: not counted).
-ModeResult RunMode(const RolloutBenchOptions& o, inference::Engine& engine, worker::SandboxClient& sandboxes,
+absl::StatusOr<ModeResult> RunMode(const RolloutBenchOptions& o, inference::Engine& engine, worker::SandboxClient& sandboxes,
                    const std::string& weights, uint32_t eta, double train_s, MetricsRegistry* metrics = nullptr);
 
 // --metrics-overhead: the asynchronous mode without and with observability, interleaved

@@ -33,26 +33,42 @@ const char* ClassName(v1::ExecutionClass c) {
   return c == v1::LATENCY_SENSITIVE ? "latency-sensitive" : "best-effort";
 }
 
-// The dashboard's fleet: the scheduler's placements by scale unit and node, with each
-// sandbox's state and execution class (asked over the Scheduler API, the platform's own
-// scheduler or an external one alike).
+// The dashboard's fleet: every node the scheduler knows by scale unit, idle ones too, with
+// the sandboxes placed there, each with its state and execution class (asked over the
+// Scheduler API, the platform's own scheduler or an external one alike).
 absl::StatusOr<std::vector<dashboard::FleetUnit>> FleetOf(v1::Scheduler::Stub& scheduler) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  v1::ListSandboxesResponse resp;
-  grpc::Status st = scheduler.ListSandboxes(&ctx, v1::ListSandboxesRequest(), &resp);
-  if (!st.ok()) {
-    return absl::UnavailableError(absl::StrCat("fleet: the scheduler's ListSandboxes: ", st.error_message()));
+  auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(5);
+  v1::ListNodesResponse nodes;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline);
+    grpc::Status st = scheduler.ListNodes(&ctx, v1::ListNodesRequest(), &nodes);
+    if (!st.ok()) return absl::UnavailableError(absl::StrCat("fleet: the scheduler's ListNodes: ", st.error_message()));
   }
-  std::map<std::string, std::map<std::string, std::vector<dashboard::FleetSandbox>>> tree;
-  for (const v1::SandboxPlacement& p : resp.sandboxes()) {
-    tree[p.scale_unit()][p.node_id()].push_back(
-        {p.sandbox_id(), PlacementStateName(p.state()), ClassName(p.execution_class())});
+  v1::ListSandboxesResponse boxes;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline);
+    grpc::Status st = scheduler.ListSandboxes(&ctx, v1::ListSandboxesRequest(), &boxes);
+    if (!st.ok()) {
+      return absl::UnavailableError(absl::StrCat("fleet: the scheduler's ListSandboxes: ", st.error_message()));
+    }
+  }
+  // unit -> node -> the node's entry; a sandbox on a node missing from the first answer (it
+  // joined between the two calls) still gets one.
+  std::map<std::string, std::map<std::string, dashboard::FleetNode>> tree;
+  for (const v1::NodeInfo& n : nodes.nodes()) {
+    tree[n.scale_unit()][n.node_id()] = {n.node_id(), n.alive(), n.slots_capacity(), {}};
+  }
+  for (const v1::SandboxPlacement& p : boxes.sandboxes()) {
+    dashboard::FleetNode& node = tree[p.scale_unit()][p.node_id()];
+    node.id = p.node_id();
+    node.sandboxes.push_back({p.sandbox_id(), PlacementStateName(p.state()), ClassName(p.execution_class())});
   }
   std::vector<dashboard::FleetUnit> units;
-  for (auto& [unit, nodes] : tree) {
+  for (auto& [unit, by_id] : tree) {
     dashboard::FleetUnit u{unit, {}};
-    for (auto& [node, boxes] : nodes) u.nodes.push_back({node, std::move(boxes)});
+    for (auto& [id, node] : by_id) u.nodes.push_back(std::move(node));
     units.push_back(std::move(u));
   }
   return units;

@@ -91,9 +91,10 @@ async function loadFleet() {
         if (b['class']) classes[b['class']] = (classes[b['class']] || 0) + 1;
       }
       const byClass = Object.entries(classes).map(([k, v]) => `${v} ${k}`).join(', ');
-      const summary = (Object.entries(counts).map(([k, v]) => `${v} ${k}`).join(', ') || 'idle') +
-                      (byClass ? ` · ${byClass}` : '');
-      const node = el('div', {class: 'node', 'data-node': n.id},
+      const summary = (n.alive === false ? 'down · ' : '') +
+                      (Object.entries(counts).map(([k, v]) => `${v} ${k}`).join(', ') || 'idle') +
+                      (byClass ? ` · ${byClass}` : '') + (n.slots_capacity ? ` · ${n.slots_capacity} slots` : '');
+      const node = el('div', {class: n.alive === false ? 'node down' : 'node', 'data-node': n.id},
         el('span', {class: 'node-name', text: n.id}), ' ', el('span', {class: 'muted', text: summary}), el('br'));
       for (const b of n.sandboxes) {
         node.append(el('span', {class: `box ${b.state} ${b['class']}`, 'data-sandbox': b.id, 'data-class': b['class'] || '',

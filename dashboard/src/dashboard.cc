@@ -125,7 +125,8 @@ json FleetJson(const std::vector<FleetUnit>& units) {
     for (const auto& n : u.nodes) {
       json boxes = json::array();
       for (const auto& b : n.sandboxes) boxes.push_back({{"id", b.id}, {"state", b.state}, {"class", b.klass}});
-      nodes.push_back({{"id", n.id}, {"sandboxes", std::move(boxes)}});
+      nodes.push_back({{"id", n.id}, {"alive", n.alive}, {"slots_capacity", n.slots_capacity},
+                       {"sandboxes", std::move(boxes)}});
     }
     out.push_back({{"id", u.id}, {"nodes", std::move(nodes)}});
   }

@@ -28,7 +28,7 @@ absl::StatusOr<std::unique_ptr<FrontDoor>> FrontDoor::Open(const FrontDoorOption
     ASSIGN_OR_RETURN(std::unique_ptr<ScaleUnit> unit, ScaleUnit::Open(u, clock, factory, &fd->events_));
     {
       absl::MutexLock lock(&fd->mu_);
-      for (const std::string& id : unit->NodeIds()) fd->node_unit_[id] = k;
+      for (const v1::NodeInfo& n : unit->ListNodes()) fd->node_unit_[n.node_id()] = k;
     }
     fd->units_.push_back(std::move(unit));
   }
@@ -106,6 +106,19 @@ std::vector<v1::SandboxPlacement> FrontDoor::ListSandboxes(const v1::ListSandbox
     std::vector<v1::SandboxPlacement> part = unit->ListSandboxes(filter);
     out.insert(out.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
   }
+  return out;
+}
+
+absl::StatusOr<std::vector<v1::NodeInfo>> FrontDoor::ListNodes(const std::string& unit_name) const {
+  std::vector<v1::NodeInfo> out;
+  bool found = unit_name.empty();
+  for (const auto& unit : units_) {
+    if (!unit_name.empty() && unit->name() != unit_name) continue;
+    found = true;
+    std::vector<v1::NodeInfo> part = unit->ListNodes();
+    out.insert(out.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
+  }
+  if (!found) return absl::NotFoundError(absl::StrCat("scale_unit: no unit named '", unit_name, "'"));
   return out;
 }
 

@@ -1,5 +1,6 @@
 #include "flotilla/scheduler/scale_unit.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "absl/cleanup/cleanup.h"
@@ -490,11 +491,22 @@ bool ScaleUnit::HasNode(const std::string& node_id) const {
   return nodes_.contains(node_id);
 }
 
-std::vector<std::string> ScaleUnit::NodeIds() const {
-  absl::MutexLock lock(&nodes_mu_);
-  std::vector<std::string> ids;
-  for (const auto& [id, st] : nodes_) ids.push_back(id);
-  return ids;
+std::vector<v1::NodeInfo> ScaleUnit::ListNodes() const {
+  std::vector<v1::NodeInfo> out;
+  {
+    absl::MutexLock lock(&nodes_mu_);
+    for (const auto& [id, st] : nodes_) {
+      v1::NodeInfo& n = out.emplace_back();
+      n.set_node_id(id);
+      n.set_address(st.handle->address);
+      n.set_scale_unit(options_.name);
+      n.set_alive(st.handle->alive.load());
+      n.set_sandboxes(st.handle->sandboxes.load());
+      n.set_slots_capacity(st.handle->slots_capacity.load());
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const v1::NodeInfo& a, const v1::NodeInfo& b) { return a.node_id() < b.node_id(); });
+  return out;
 }
 
 UnitStats ScaleUnit::Stats() const {

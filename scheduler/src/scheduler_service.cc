@@ -45,6 +45,14 @@ grpc::Status SchedulerService::ListSandboxes(grpc::ServerContext*, const v1::Lis
   return grpc::Status::OK;
 }
 
+grpc::Status SchedulerService::ListNodes(grpc::ServerContext*, const v1::ListNodesRequest* req,
+                                         v1::ListNodesResponse* resp) {
+  absl::StatusOr<std::vector<v1::NodeInfo>> nodes = front_->ListNodes(req->scale_unit());
+  if (!nodes.ok()) return ToGrpc(nodes.status());
+  for (auto& n : *nodes) *resp->add_nodes() = std::move(n);
+  return grpc::Status::OK;
+}
+
 grpc::Status SchedulerService::Watch(grpc::ServerContext* ctx, const v1::SchedulerWatchRequest* req,
                                      grpc::ServerWriter<v1::SchedulerEvent>* writer) {
   std::unique_ptr<Subscription> sub = front_->events().Subscribe(req->tenant());

@@ -81,9 +81,12 @@ class DashboardTest : public ::testing::Test {
       return AgentTrajectory(id, id == "traj-2" ? 1.0 : 0.0);
     };
     src.fleet = []() -> absl::StatusOr<std::vector<FleetUnit>> {
-      return std::vector<FleetUnit>{{"unit-0",
-                                     {{"node-a", {{"sb-1", "running", "latency-sensitive"}, {"sb-2", "running", "best-effort"}}},
-                                      {"node-b", {{"sb-3", "stopped", "best-effort"}}}}}};
+      return std::vector<FleetUnit>{
+          {"unit-0",
+           {{"node-a", true, 8, {{"sb-1", "running", "latency-sensitive"}, {"sb-2", "running", "best-effort"}}},
+            {"node-b", true, 8, {{"sb-3", "stopped", "best-effort"}}},
+            {"node-idle", true, 8, {}},
+            {"node-down", false, 0, {}}}}};
     };
     src.token_text = [](int32_t id) { return std::string(1, static_cast<char>(id)); };
     src.eval_jobs_dir = (dir_.path() / "jobs").string();
@@ -136,6 +139,10 @@ TEST_F(DashboardTest, ApisAnswerWithTheSourcesData) {
 
   auto fleet = json::parse(HttpCall(server_->port(), "GET", "/api/fleet").body);
   EXPECT_EQ(fleet["units"][0]["nodes"][0]["sandboxes"].size(), 2u);
+  EXPECT_EQ(fleet["units"][0]["nodes"][0]["slots_capacity"], 8);
+  EXPECT_EQ(fleet["units"][0]["nodes"][2]["id"], "node-idle");
+  EXPECT_EQ(fleet["units"][0]["nodes"][2]["sandboxes"].size(), 0u);
+  EXPECT_EQ(fleet["units"][0]["nodes"][3]["alive"], false);
   auto jobs = json::parse(HttpCall(server_->port(), "GET", "/api/eval_jobs").body);
   EXPECT_EQ(jobs[0]["job"], "job-1");
 
@@ -183,6 +190,9 @@ TEST_F(DashboardTest, HeadlessChromiumDrawsEveryView) {
   EXPECT_NE(dom.find("<path class=\"line\""), std::string::npos);
   EXPECT_NE(dom.find("data-node=\"node-a\""), std::string::npos);
   EXPECT_NE(dom.find("data-sandbox=\"sb-3\""), std::string::npos);
+  // An idle node is drawn with its capacity; a node whose heartbeats stopped is marked down.
+  EXPECT_TRUE(std::regex_search(dom, std::regex("class=\"node\" data-node=\"node-idle\">.*idle · 8 slots")));
+  EXPECT_NE(dom.find("class=\"node down\" data-node=\"node-down\""), std::string::npos);
   EXPECT_NE(dom.find("data-trajectory=\"traj-2\""), std::string::npos);
   // Generated tokens carry their logprob overlay; the tool result's tokens are masked.
   EXPECT_TRUE(std::regex_search(dom, std::regex("class=\"tok\" data-token-id=\"60\" data-logprob=\"-0.[0-9]+\"")));

@@ -103,6 +103,16 @@ TEST(ScaleUnitTest, SilentNodeIsDeadItsSandboxesLostThroughWatch) {
   EXPECT_EQ(lost, on_a);
   EXPECT_EQ(fd->Stats().lost, on_a);
   EXPECT_EQ(fd->Stats().live_nodes, 1u);
+  // The dead node stays listed, marked as such, beside the live one.
+  auto nodes = fd->ListNodes("");
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  ASSERT_EQ(nodes->size(), 2u);
+  EXPECT_EQ((*nodes)[0].node_id(), "a");
+  EXPECT_EQ((*nodes)[0].address(), "addr-a");
+  EXPECT_FALSE((*nodes)[0].alive());
+  EXPECT_EQ((*nodes)[1].node_id(), "b");
+  EXPECT_TRUE((*nodes)[1].alive());
+  EXPECT_EQ((*nodes)[1].sandboxes(), 6u - on_a);
   for (size_t r = 0; r < fd->unit(0).replica_count(); ++r) EXPECT_EQ(fd->unit(0).replica(r).node_count(), 1u);
   // The capacity left every view: new sandboxes go to b only, until b is full.
   size_t free_b = 4 - fleet.nodes["b"]->ledger().size();
@@ -190,6 +200,18 @@ TEST(FrontDoorTest, RoutesByTenantAndSpillsOverWhenFull) {
   auto fd = *FrontDoor::Open(o, clock, fleet.Factory());
   ASSERT_TRUE(fd->RegisterNode("a", "addr-a", "unit-0", fleet.Add("a", 3)->ledger().Usage()).ok());
   ASSERT_TRUE(fd->RegisterNode("b", "addr-b", "unit-1", fleet.Add("b", 3)->ledger().Usage()).ok());
+  // Idle nodes are listed by unit before anything is placed.
+  auto idle = fd->ListNodes("unit-1");
+  ASSERT_TRUE(idle.ok()) << idle.status();
+  ASSERT_EQ(idle->size(), 1u);
+  EXPECT_EQ((*idle)[0].node_id(), "b");
+  EXPECT_EQ((*idle)[0].scale_unit(), "unit-1");
+  EXPECT_TRUE((*idle)[0].alive());
+  EXPECT_EQ((*idle)[0].sandboxes(), 0u);
+  auto all = fd->ListNodes("");
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->size(), 2u);
+  EXPECT_EQ(fd->ListNodes("unit-9").status().code(), absl::StatusCode::kNotFound);
   const std::string tenant = "exp-x";
   const std::string home = absl::StrCat("unit-", fd->UnitFor(tenant));
   const std::string other = home == "unit-0" ? "unit-1" : "unit-0";
@@ -204,6 +226,11 @@ TEST(FrontDoorTest, RoutesByTenantAndSpillsOverWhenFull) {
   v1::ListSandboxesRequest by_label;
   (*by_label.mutable_label_selector())["task"] = "t2";
   EXPECT_EQ(fd->ListSandboxes(by_label).size(), 0u);
+  auto placed = fd->ListNodes("");
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  ASSERT_EQ(placed->size(), 2u);
+  EXPECT_EQ((*placed)[0].sandboxes(), 3u);
+  EXPECT_EQ((*placed)[1].sandboxes(), 3u);
   EXPECT_EQ(fd->DeleteSandbox("sbx-none").code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(fd->RegisterNode("c", "addr-c", "unit-9", fleet.Add("c", 3)->ledger().Usage()).status().code(),
             absl::StatusCode::kInvalidArgument);

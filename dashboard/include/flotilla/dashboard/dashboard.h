@@ -39,7 +39,9 @@ struct FleetSandbox {
 };
 struct FleetNode {
   std::string id;
-  std::vector<FleetSandbox> sandboxes;
+  bool alive = true;              // false: its heartbeats stopped
+  uint32_t slots_capacity = 0;    // as the node last reported
+  std::vector<FleetSandbox> sandboxes;  // empty for an idle node
 };
 struct FleetUnit {
   std::string id;

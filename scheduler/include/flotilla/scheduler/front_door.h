@@ -46,6 +46,8 @@ class FrontDoor {
   absl::Status DeleteSandbox(const std::string& sandbox_id);
   absl::StatusOr<v1::SandboxPlacement> GetSandbox(const std::string& sandbox_id) const;
   std::vector<v1::SandboxPlacement> ListSandboxes(const v1::ListSandboxesRequest& filter) const;
+  // The nodes of one unit (by name) or, with an empty name, of every unit, idle ones too.
+  absl::StatusOr<std::vector<v1::NodeInfo>> ListNodes(const std::string& unit_name) const;
 
   // Registers a node by address in `unit_name` (empty: the unit with the fewest nodes).
   // Returns the unit's name. InvalidArgument naming scale_unit when there is no such unit.

@@ -107,7 +107,8 @@ class ScaleUnit {
   // Share of the live nodes' slots held by this unit's sandboxes (0 with no nodes: 1).
   [[nodiscard]] double Fill() const;
   [[nodiscard]] bool HasNode(const std::string& node_id) const;
-  [[nodiscard]] std::vector<std::string> NodeIds() const;
+  // Every node that joined this unit, alive or not, ordered by id.
+  [[nodiscard]] std::vector<v1::NodeInfo> ListNodes() const;
   [[nodiscard]] UnitStats Stats() const;
   // Latency of every successful CreateSandbox (choice, node calls, journal).
   [[nodiscard]] const LatencyHistogram& latency() const { return latency_; }

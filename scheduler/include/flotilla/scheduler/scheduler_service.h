@@ -27,6 +27,7 @@ class SchedulerService final : public v1::Scheduler::Service {
   grpc::Status DeleteSandbox(grpc::ServerContext*, const v1::DeleteSandboxRequest*, v1::DeleteSandboxResponse*) override;
   grpc::Status GetSandbox(grpc::ServerContext*, const v1::GetSandboxRequest*, v1::SandboxPlacement*) override;
   grpc::Status ListSandboxes(grpc::ServerContext*, const v1::ListSandboxesRequest*, v1::ListSandboxesResponse*) override;
+  grpc::Status ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*, v1::ListNodesResponse*) override;
   grpc::Status Watch(grpc::ServerContext*, const v1::SchedulerWatchRequest*,
                      grpc::ServerWriter<v1::SchedulerEvent>*) override;
   grpc::Status RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest*, v1::RegisterNodeResponse*) override;
