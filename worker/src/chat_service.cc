@@ -290,6 +290,7 @@ absl::StatusOr<ChatReply> ChatService::Generate(Entry& entry, const ChatRequest&
   if (options_.hf != nullptr) sampling.stop_tokens = options_.hf->stop_tokens();
   if (request.ignore_stop) sampling.stop_tokens = {-1};  // no token id matches
   plan.call.sampling = sampling;
+  plan.call.stream = observer != nullptr;
 
   TextStreamer streamer(options_.hf == nullptr ? observer : nullptr);
   std::optional<HfReplyStreamer> hf_streamer;

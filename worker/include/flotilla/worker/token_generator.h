@@ -19,6 +19,10 @@ struct GenerationCall {
   std::string sequence_id;             // empty: start a new sequence
   std::vector<int32_t> new_tokens;     // tokens the sequence does not hold yet
   inference::SamplingParams sampling;
+  // Someone watches the tokens as they come (a streaming client): `on_tokens` gets each
+  // step's. Otherwise they reach it in batches, when the call ends or every few milliseconds,
+  // and the engine's delivery wakes no thread per token.
+  bool stream = false;
 };
 
 struct GenerationOutcome {
