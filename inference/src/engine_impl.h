@@ -2,8 +2,10 @@
 // running sequence of each loaded model.
 //
 // Locking: step_mu_ is held for a whole step (and by every call that touches KV pages or
-// weights), so weights swap and state moves happen only between steps; mu_ guards the maps and
-// flags and is never held across a forward pass or a sink call. Order: step_mu_, then mu_.
+// weights), so weights swap and state moves happen only between steps; mu_ guards the maps,
+// flags and the page pools' bookkeeping and is never held across a forward pass or a sink
+// call. Pages are handed out only under both; a sequence that is not running gives its pages
+// back under mu_ alone (Release). Order: step_mu_, then mu_.
 // Interrupt takes only mu_, so a sink may call it.
 //
 // With overlap_delivery, the records and deliveries of a step's running rows are made by the
