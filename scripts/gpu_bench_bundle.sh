@@ -11,6 +11,9 @@ dest=${1:?usage: $0 DEST}
 bins=(build/bench/flotilla_engine_bench build/bench/flotilla_rollout_bench build/tests/inference/inference_gpu_test)
 mkdir -p "$dest/lib"
 for b in "${bins[@]}"; do objcopy --strip-debug "$b" "$dest/$(basename "$b")"; done
+# The rollout benchmark's samples run in sandboxes, started from the static zygote found next
+# to the benchmark's binary.
+objcopy --strip-debug build/cli/flotilla-zygote "$dest/flotilla-zygote"
 cp bench/hf_generate_torch.py "$dest/"
 # Everything ldd resolves except the C/C++ runtime and the CUDA libraries (the target has those).
 ldd "${bins[@]}" | awk '/=>/ {print $3}' | sort -u |
