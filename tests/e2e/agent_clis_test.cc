@@ -20,6 +20,7 @@
 #include "flotilla/worker/hf_chat.h"
 #include "flotilla/worker/trajectory_store.h"
 #include "nlohmann/json.hpp"
+#include "testing/env.h"
 #include "testing/shell.h"
 #include "testing/temp_dir.h"
 #include "wire_requests.h"
@@ -31,10 +32,7 @@ using nlohmann::json;
 using worker::ChatMessage;
 using worker::ChatRequest;
 
-std::string Env(const char* k, const char* d) {
-  const char* v = std::getenv(k);
-  return v == nullptr ? d : v;
-}
+using testing::Env;
 
 std::string RunCommand(const std::string& cmd, int* exit_code) {
   int status = 0;

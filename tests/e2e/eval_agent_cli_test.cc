@@ -17,6 +17,7 @@
 #include "flotilla/worker/trajectory_store.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "testing/env.h"
 #include "testing/shell.h"
 #include "testing/temp_dir.h"
 
@@ -26,10 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string Env(const char* k, const char* d) {
-  const char* v = std::getenv(k);
-  return v == nullptr ? d : v;
-}
+using testing::Env;
 
 std::string RunCommand(const std::string& cmd, int* exit_code) {
   int status = 0;

@@ -11,15 +11,13 @@
 
 #include "flotilla/worker/trajectory_store.h"
 #include "gtest/gtest.h"
+#include "testing/env.h"
 #include "testing/temp_dir.h"
 
 namespace flotilla::cli {
 namespace {
 
-std::string Env(const char* k, const char* d) {
-  const char* v = std::getenv(k);
-  return v == nullptr ? d : v;
-}
+using testing::Env;
 
 struct Ran {
   int status = -1;

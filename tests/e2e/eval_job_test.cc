@@ -21,6 +21,7 @@
 #include "flotilla/app/embedded_worker.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "testing/env.h"
 #include "testing/http_client.h"
 #include "testing/temp_dir.h"
 
@@ -29,10 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Env(const char* k, const char* d) {
-  const char* v = std::getenv(k);
-  return v == nullptr ? d : v;
-}
+using testing::Env;
 
 pid_t Start(const testing::TempDir& dir, const std::string& log, std::vector<std::string> args) {
   pid_t pid = ::fork();

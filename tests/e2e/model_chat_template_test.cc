@@ -12,15 +12,13 @@
 
 #include "gtest/gtest.h"
 #include "inference/jinja_oracle.h"
+#include "testing/env.h"
 #include "testing/temp_dir.h"
 
 namespace flotilla::cli {
 namespace {
 
-std::string Env(const char* k, const char* d) {
-  const char* v = std::getenv(k);
-  return v == nullptr ? d : v;
-}
+using testing::Env;
 
 struct Ran {
   int status = -1;

@@ -8,16 +8,14 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "testing/env.h"
 #include "testing/shell.h"
 #include "testing/temp_dir.h"
 
 namespace flotilla {
 namespace {
 
-std::string Env(const char* k, const char* d) {
-  const char* v = std::getenv(k);
-  return v == nullptr ? d : v;
-}
+using testing::Env;
 
 struct Ran {
   int exit_code = -1;

@@ -11,16 +11,14 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "testing/env.h"
 #include "testing/shell.h"
 #include "testing/temp_dir.h"
 
 namespace flotilla::cli {
 namespace {
 
-std::string Env(const char* k, const char* d) {
-  const char* v = std::getenv(k);
-  return v == nullptr ? d : v;
-}
+using testing::Env;
 
 // The example's experiment with fewer student steps; teacher configs are copied beside it.
 std::string ShortExperiment(const std::string& source_dir, const testing::TempDir& dir) {

@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "flotilla/common/metrics_log.h"
 #include "gtest/gtest.h"
+#include "testing/env.h"
 #include "testing/http_client.h"
 #include "testing/shell.h"
 #include "testing/temp_dir.h"
@@ -29,10 +30,7 @@ namespace {
 
 using testing::HttpCall;
 
-std::string Env(const char* k, const char* d) {
-  const char* v = std::getenv(k);
-  return v == nullptr ? d : v;
-}
+using testing::Env;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);

@@ -16,6 +16,7 @@
 #include "flotilla/worker/hf_chat.h"
 #include "flotilla/worker/trajectory_store.h"
 #include "nlohmann/json.hpp"
+#include "testing/env.h"
 #include "testing/shell.h"
 #include "testing/temp_dir.h"
 
@@ -25,10 +26,7 @@ namespace {
 using nlohmann::json;
 using worker::ChatMessage;
 
-std::string Env(const char* k, const char* d) {
-  const char* v = std::getenv(k);
-  return v == nullptr ? d : v;
-}
+using testing::Env;
 
 std::string RunCommand(const std::string& cmd, int* exit_code) {
   int status = 0;

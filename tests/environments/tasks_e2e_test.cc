@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "testing/env.h"
 #include "testing/temp_dir.h"
 
 namespace flotilla::environments {
@@ -19,10 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Env(const char* k, const char* d) {
-  const char* v = std::getenv(k);
-  return v == nullptr ? d : v;
-}
+using testing::Env;
 
 std::vector<std::string> TaskNames() {
   std::vector<std::string> out;

@@ -19,6 +19,7 @@
 #include "flotilla/common/text_files.h"
 #include "flotilla/synth/synth_state.h"
 #include "gtest/gtest.h"
+#include "testing/env.h"
 #include "testing/logged_run.h"
 #include "testing/temp_dir.h"
 
@@ -27,10 +28,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Env(const char* k, const char* d) {
-  const char* v = std::getenv(k);
-  return v == nullptr ? d : v;
-}
+using testing::Env;
 
 void Write(const fs::path& p, const std::string& text, fs::perms mode = fs::perms(0644)) {
   fs::create_directories(p.parent_path());

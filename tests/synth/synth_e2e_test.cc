@@ -20,6 +20,7 @@
 #include "flotilla/common/text_files.h"
 #include "flotilla/trainer_bridge/experiment_store.h"
 #include "gtest/gtest.h"
+#include "testing/env.h"
 #include "testing/logged_run.h"
 #include "testing/temp_dir.h"
 
@@ -28,10 +29,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Env(const char* k, const char* d) {
-  const char* v = std::getenv(k);
-  return v == nullptr ? d : v;
-}
+using testing::Env;
 
 using Ran = testing::LoggedRun;
 

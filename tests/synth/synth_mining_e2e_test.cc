@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "flotilla/common/text_files.h"
 #include "gtest/gtest.h"
+#include "testing/env.h"
 #include "testing/shell.h"
 #include "testing/temp_dir.h"
 
@@ -25,10 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Env(const char* k, const char* d) {
-  const char* v = std::getenv(k);
-  return v == nullptr ? d : v;
-}
+using testing::Env;
 
 void Write(const fs::path& p, const std::string& text) {
   fs::create_directories(p.parent_path());

@@ -15,15 +15,13 @@
 #include "flotilla/proto/trainer.grpc.pb.h"
 #include "flotilla/trainer_bridge/experiment_store.h"
 #include "gtest/gtest.h"
+#include "testing/env.h"
 #include "testing/temp_dir.h"
 
 namespace flotilla::trainer_bridge {
 namespace {
 
-std::string Env(const char* k, const char* d) {
-  const char* v = std::getenv(k);
-  return v == nullptr ? d : v;
-}
+using testing::Env;
 
 // A `flotilla bridge serve` child; killed (SIGKILL) on destruction if still running.
 class BridgeProcess {

@@ -10,16 +10,14 @@
 
 #include "flotilla/trainer_bridge/experiment_store.h"
 #include "gtest/gtest.h"
+#include "testing/env.h"
 #include "testing/shell.h"
 #include "testing/temp_dir.h"
 
 namespace flotilla::trainer_bridge {
 namespace {
 
-std::string Env(const char* k, const char* d) {
-  const char* v = std::getenv(k);
-  return v == nullptr ? d : v;
-}
+using testing::Env;
 
 // Replaces the value on the first line of `yaml` that starts (after spaces) with `key: `.
 void SetKey(std::string& yaml, const std::string& key, const std::string& value) {

@@ -31,6 +31,7 @@
 #include "flotilla/trainer_bridge/experiment_config.h"
 #include "flotilla/trainer_bridge/experiment_store.h"
 #include "gtest/gtest.h"
+#include "testing/env.h"
 #include "testing/shell.h"
 #include "testing/temp_dir.h"
 
@@ -39,10 +40,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Env(const char* k, const char* d) {
-  const char* v = std::getenv(k);
-  return v == nullptr ? d : v;
-}
+using testing::Env;
 
 TEST(PiRunE2eTest, PiSamplesInSandboxesTrainWithTokenExactTrajectories) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root (sandboxes, environment builds)";

@@ -14,15 +14,13 @@
 
 #include "flotilla/trainer_bridge/experiment_store.h"
 #include "gtest/gtest.h"
+#include "testing/env.h"
 #include "testing/temp_dir.h"
 
 namespace flotilla::trainer_bridge {
 namespace {
 
-std::string Env(const char* k, const char* d) {
-  const char* v = std::getenv(k);
-  return v == nullptr ? d : v;
-}
+using testing::Env;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);

@@ -19,16 +19,14 @@
 #include "flotilla/common/metrics_log.h"
 #include "flotilla/trainer_bridge/experiment_store.h"
 #include "gtest/gtest.h"
+#include "testing/env.h"
 #include "testing/shell.h"
 #include "testing/temp_dir.h"
 
 namespace flotilla::trainer_bridge {
 namespace {
 
-std::string Env(const char* k, const char* d) {
-  const char* v = std::getenv(k);
-  return v == nullptr ? d : v;
-}
+using testing::Env;
 
 class ScaffoldRunE2eTest : public ::testing::TestWithParam<std::string> {};
 
