@@ -140,6 +140,8 @@ absl::StatusOr<ModeResult> RunMode(const RolloutBenchOptions& o, inference::Engi
   rc.length_bias.enabled = false;
   RolloutController controller(rc, {DatasetConfig{"longtail", "builtin:copy", "longtail", 1, 0}}, {},
                                SystemClock::Get());
+  // The trainer takes `steps` batches; as in an experiment, no group past them is dispatched.
+  controller.SetGroupBudget(static_cast<uint64_t>(o.steps) * o.prompts_per_step);
   std::map<std::string, std::unique_ptr<trainer_bridge::TaskSource>> tasks;
   tasks["longtail"] = std::move(*trainer_bridge::TaskSource::Open("builtin:copy?len=8", o.seed));
   RunnerOptions ro;

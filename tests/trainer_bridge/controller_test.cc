@@ -184,5 +184,36 @@ TEST(RolloutControllerTest, RestoreCountersContinuesIndices) {
   EXPECT_EQ(t[0].first_sample, 18u);
 }
 
+TEST(RolloutControllerTest, GroupBudgetEndsDispatchAtTheRunsLastGroupUntilLifted) {
+  FakeClock clock;
+  // A restart after 10 groups: the budget counts from there.
+  RolloutController c(Rollout(2, 100, 100, 1), Datasets({{"a", 1, 0}}), {}, clock);
+  c.RestoreCounters(10, {});
+  c.SetGroupBudget(3);
+  auto first = c.Dispatch();
+  ASSERT_EQ(first.size(), 3u);  // in-flight and eta allow 50; the run takes 3
+  EXPECT_EQ(first[0].group, 10u);
+  EXPECT_EQ(first[2].group, 12u);
+  EXPECT_EQ(c.Stats().groups_outstanding, 3u);
+  for (const auto& t : first) FinishGroup(c, t, 4);
+  EXPECT_TRUE(c.Dispatch().empty());
+  EXPECT_EQ(c.TakeReadyGroups(2).size(), 2u);
+  EXPECT_EQ(c.Stats().groups_outstanding, 1u);
+  EXPECT_TRUE(c.Dispatch().empty());
+  // Lifting an unspent budget changes nothing; a spent one goes.
+  RolloutController d(Rollout(2, 4, 100, 1), Datasets({{"a", 1, 0}}), {}, clock);
+  d.SetGroupBudget(3);
+  auto two = d.Dispatch();
+  ASSERT_EQ(two.size(), 2u);  // the in-flight bound
+  d.LiftSpentGroupBudget();
+  FinishGroup(d, two[0], 4);
+  auto third = d.Dispatch();
+  ASSERT_EQ(third.size(), 1u);  // the third and last
+  FinishGroup(d, two[1], 4);
+  EXPECT_TRUE(d.Dispatch().empty());
+  d.LiftSpentGroupBudget();
+  EXPECT_EQ(d.Dispatch().size(), 1u);
+}
+
 }  // namespace
 }  // namespace flotilla::trainer_bridge

@@ -120,6 +120,12 @@ absl::StatusOr<std::unique_ptr<Experiment>> Experiment::Start(const ExperimentCo
                                        {"groups_dispatched", stored.groups_dispatched}});
   }
   RETURN_IF_ERROR(e->runner_->Start());
+  // The trainer takes rl_steps batches of groups_per_step groups; those stored from before are
+  // handed over first. No group past them is dispatched (the bridge lifts the bound if a
+  // trainer asks for more).
+  const uint64_t wanted = static_cast<uint64_t>(config.trainer.rl_steps) * config.rollout.groups_per_step;
+  const uint64_t requeued = e->runner_->Stats().completed_groups_waiting;
+  e->controller_->SetGroupBudget(wanted > requeued ? wanted - requeued : 0);
 
   std::string listen = options.listen.empty() ? config.trainer.address : options.listen;
   int port = 0;

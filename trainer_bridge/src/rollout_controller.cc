@@ -45,7 +45,7 @@ std::vector<GroupTicket> RolloutController::Dispatch() {
   while (!suspended_) {
     if (in_flight_ + rollout_.group_size > rollout_.max_in_flight) break;
     uint64_t limit = static_cast<uint64_t>(version_ + rollout_.staleness + 1) * rollout_.groups_per_step;
-    if (next_group_ >= limit) break;
+    if (next_group_ >= limit || next_group_ >= budget_end_) break;
     const DatasetConfig* ds = PickDatasetLocked();
     if (ds == nullptr) break;
     GroupTicket t;
@@ -159,8 +159,19 @@ void RolloutController::RestoreCounters(uint64_t groups_dispatched,
                                         const std::map<std::string, uint64_t>& by_dataset) {
   absl::MutexLock lock(&mu_);
   next_group_ = std::max(next_group_, groups_dispatched);
+  first_group_ = next_group_;  // called before the first Dispatch
   next_sample_ = std::max(next_sample_, groups_dispatched * rollout_.group_size);
   for (const auto& [d, n] : by_dataset) groups_by_dataset_[d] = std::max(groups_by_dataset_[d], n);
+}
+
+void RolloutController::SetGroupBudget(uint64_t groups) {
+  absl::MutexLock lock(&mu_);
+  budget_end_ = first_group_ + groups;
+}
+
+void RolloutController::LiftSpentGroupBudget() {
+  absl::MutexLock lock(&mu_);
+  if (next_group_ >= budget_end_) budget_end_ = std::numeric_limits<uint64_t>::max();
 }
 
 ControllerStats RolloutController::Stats() const {
@@ -174,6 +185,7 @@ ControllerStats RolloutController::Stats() const {
   s.groups_dispatched = next_group_;
   s.samples_finished = samples_finished_;
   s.groups_consumed = groups_consumed_;
+  s.groups_outstanding = groups_.size() + ready_.size();
   s.policy_version = version_;
   s.suspended = suspended_;
   s.in_flight_by_dataset = in_flight_by_dataset_;

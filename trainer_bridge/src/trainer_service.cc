@@ -92,6 +92,14 @@ grpc::Status TrainerBridgeService::NextBatch(grpc::ServerContext* ctx, const v1:
                    [&] { return shutdown_ || progress_.step - acked_step_ <= prefetch; });
       if (progress_.step - acked_step_ > prefetch) continue;
       if (!progress_.model_loaded) continue;
+      // A trainer that reported its last step takes no more batches: none is assembled (its
+      // groups would be marked consumed untrained) and the group budget stays.
+      if (progress_.trainer_done) continue;
+    }
+    // Fewer groups outstanding than this batch once the run's group budget is spent: the
+    // trainer runs more steps than the experiment says, and the bound goes rather than starve it.
+    if (runner_.Stats().completed_groups_waiting + controller_.Stats().groups_outstanding < groups) {
+      controller_.LiftSpentGroupBudget();
     }
     std::vector<std::vector<RolloutSample>> taken = runner_.TakeGroups(groups, cancelled);
     if (taken.size() < groups) {

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -54,6 +55,7 @@ struct ControllerStats {
   uint64_t groups_dispatched = 0;
   uint64_t samples_finished = 0;
   uint64_t groups_consumed = 0;
+  uint64_t groups_outstanding = 0;  // dispatched and not yet taken (in flight, held or ready)
   int64_t policy_version = 0;
   bool suspended = false;
   std::map<std::string, uint32_t> in_flight_by_dataset;
@@ -78,9 +80,18 @@ class RolloutController {
   void SetPolicyVersion(int64_t version);
   void SetSuspended(bool suspended);
   absl::Status Reconfigure(const std::vector<DatasetConfig>& datasets);
-  // After a restart: dispatch indices continue from `groups_dispatched`, and each listed
-  // dataset's count continues (so eta and the mixture hold across restarts).
+  // After a restart, before the first Dispatch: dispatch indices continue from
+  // `groups_dispatched`, and each listed dataset's count continues (so eta and the mixture
+  // hold across restarts).
   void RestoreCounters(uint64_t groups_dispatched, const std::map<std::string, uint64_t>& by_dataset);
+  // The run's trainer takes `groups` groups from this controller in all (its steps times the
+  // groups per step, less those stored from before and handed over again): no group past
+  // them is dispatched, so the run's end starts no sample nobody trains on. Counted from the
+  // first group this controller dispatches (after RestoreCounters).
+  void SetGroupBudget(uint64_t groups);
+  // A trainer that waits for more groups than are outstanding once the budget is spent runs
+  // more steps than the budget assumed: the bound goes (dispatch as if none was set).
+  void LiftSpentGroupBudget();
 
   [[nodiscard]] ControllerStats Stats() const;
   [[nodiscard]] const RolloutConfig& config() const { return rollout_; }
@@ -116,6 +127,8 @@ class RolloutController {
   std::map<std::string, uint64_t> groups_by_dataset_ ABSL_GUARDED_BY(mu_);
   uint32_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_group_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t first_group_ ABSL_GUARDED_BY(mu_) = 0;  // next_group_ when this controller began
+  uint64_t budget_end_ ABSL_GUARDED_BY(mu_) = std::numeric_limits<uint64_t>::max();
   uint64_t next_sample_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t samples_finished_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t groups_consumed_ ABSL_GUARDED_BY(mu_) = 0;
