@@ -50,11 +50,23 @@ absl::StatusOr<Value> MakeDict(const CallArgs& a, bool is_namespace) {
   return Value::Dict(std::move(d));
 }
 
-std::shared_ptr<Scope> Globals(const nlohmann::ordered_json& context, const RenderOptions& options) {
+// Every namespace() a render made. A namespace is the one value a template can change, so the
+// one way to a reference cycle (`set ns.x = [ns]`, or a macro that sees ns kept in it): the
+// render empties them all when it ends, and what they held is freed.
+using Namespaces = std::vector<Value>;
+
+std::shared_ptr<Scope> Globals(const nlohmann::ordered_json& context, const RenderOptions& options,
+                               const std::shared_ptr<Namespaces>& namespaces) {
   auto globals = std::make_shared<Scope>(nullptr);
   globals->vars["range"] = Value::Callable(Range, "range");
   globals->vars["dict"] = Value::Callable([](const CallArgs& a) { return MakeDict(a, false); }, "dict");
-  globals->vars["namespace"] = Value::Callable([](const CallArgs& a) { return MakeDict(a, true); }, "namespace");
+  globals->vars["namespace"] = Value::Callable(
+      [namespaces](const CallArgs& a) -> absl::StatusOr<Value> {
+        ASSIGN_OR_RETURN(Value ns, MakeDict(a, true));
+        namespaces->push_back(ns);
+        return ns;
+      },
+      "namespace");
   globals->vars["raise_exception"] = Value::Callable(
       [](const CallArgs& a) -> absl::StatusOr<Value> {
         return absl::InvalidArgumentError(
@@ -93,7 +105,10 @@ absl::StatusOr<Template> Template::Parse(std::string_view source, std::string na
 absl::StatusOr<std::string> Template::Render(const nlohmann::ordered_json& context, const RenderOptions& options) const {
   if (!context.is_object()) return absl::InvalidArgumentError(absl::StrCat(name_, ": the context must be a JSON object"));
   Renderer renderer(name_);
-  return renderer.Render(parsed_->body, Globals(context, options));
+  auto namespaces = std::make_shared<Namespaces>();
+  absl::StatusOr<std::string> out = renderer.Render(parsed_->body, Globals(context, options, namespaces));
+  for (const Value& ns : *namespaces) ns.mutable_dict().items.clear();
+  return out;
 }
 
 }  // namespace flotilla::inference::jinja
