@@ -83,7 +83,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"{# comment #}\nx {{- ' y ' -}} z\n", "{}", "x y z"},
         Case{"{% raw %}{{ not evaluated }}{% endraw %}", "{}", "{{ not evaluated }}"},
         Case{"{% filter upper %}abc{% endfilter %}", "{}", "ABC"},
-        Case{"{% generation %}g{% endgeneration %}", "{}", "g"}));
+        Case{"{% generation %}g{% endgeneration %}", "{}", "g"},
+        // An empty sequence repeated four billion times is empty at once.
+        Case{"{{ ('' * 4000000000) | length }}{{ ([] * 4000000000) | length }}{{ 'ab' * 2 }}", "{}", "00abab"}));
 
 TEST(JinjaErrorTest, RaiseExceptionNamesTheLine) {
   absl::StatusOr<Template> t = Template::Parse("line1\n{% if x %}\n{{ raise_exception('bad role') }}\n{% endif %}", "tpl");

@@ -1,5 +1,6 @@
 #include "jinja/operators.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <cstdio>
@@ -31,15 +32,21 @@ bool FitsRepeated(size_t unit, int64_t times, size_t limit) {
 }
 
 absl::StatusOr<Value> Repeat(const Value& seq, int64_t times) {
+  // An empty sequence repeated any number of times is empty: no loop of `times` rounds.
   if (seq.is_string()) {
     if (!FitsRepeated(seq.str().size(), times, kMaxStringBytes)) return TooLarge("repeated string");
     std::string out;
-    for (int64_t i = 0; i < times; ++i) out += seq.str();
+    if (!seq.str().empty()) {
+      out.reserve(seq.str().size() * static_cast<size_t>(std::max<int64_t>(0, times)));
+      for (int64_t i = 0; i < times; ++i) out += seq.str();
+    }
     return Value::String(std::move(out));
   }
   if (!FitsRepeated(seq.list().size(), times, kMaxListItems)) return TooLarge("repeated list");
   ValueList out;
-  for (int64_t i = 0; i < times; ++i) out.insert(out.end(), seq.list().begin(), seq.list().end());
+  if (!seq.list().empty()) {
+    for (int64_t i = 0; i < times; ++i) out.insert(out.end(), seq.list().begin(), seq.list().end());
+  }
   return Value::List(std::move(out), seq.is_tuple());
 }
 
