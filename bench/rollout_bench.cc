@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -128,6 +129,16 @@ absl::Status SizeAdmission(uint32_t in_flight, admission::AdmissionConfig* a) {
 }
 
 
+// The host's busy CPU time so far (every core, from /proc/stat's first line), in seconds;
+// 0 where it cannot be read.
+double HostBusySeconds() {
+  std::ifstream f("/proc/stat");
+  std::string cpu;
+  unsigned long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  if (!(f >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) || cpu != "cpu") return 0;
+  return static_cast<double>(user + nice + system + irq + softirq + steal) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 }  // namespace
 
 absl::StatusOr<ModeResult> RunMode(const RolloutBenchOptions& o, inference::Engine& engine, worker::SandboxClient& sandboxes,
@@ -159,6 +170,7 @@ absl::StatusOr<ModeResult> RunMode(const RolloutBenchOptions& o, inference::Engi
   }
   controller.SetPolicyVersion(0);
   Stopwatch total;
+  const double busy_before = HostBusySeconds();
   ModeResult r;
   if (absl::Status s = runner.Start(); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("starting the rollout runner: ", s.message()));
@@ -183,6 +195,7 @@ absl::StatusOr<ModeResult> RunMode(const RolloutBenchOptions& o, inference::Engi
     r.stage_ms_mean += sw->stage_ms / o.steps;
     r.prefill_on_resume += sw->prefilled_on_resume;
   };
+  Stopwatch step_clock;
   for (uint32_t step = 0; step < o.steps; ++step) {
     auto groups = runner.TakeGroups(o.prompts_per_step, nullptr);
     for (const auto& g : groups) {
@@ -193,11 +206,14 @@ absl::StatusOr<ModeResult> RunMode(const RolloutBenchOptions& o, inference::Engi
     r.trainer_busy_s += busy.ElapsedMillis() / 1000.0;
     if (publisher.joinable()) publisher.join();
     publisher = std::thread(publish, static_cast<int64_t>(step) + 1);
+    r.step_s.push_back(step_clock.ElapsedMillis() / 1000.0);
+    step_clock.Reset();
     bar.Update(step + 1);
   }
   if (publisher.joinable()) publisher.join();
   bar.Finish();
   r.seconds = total.ElapsedMillis() / 1000.0;
+  r.host_busy_cores = (HostBusySeconds() - busy_before) / std::max(1e-9, r.seconds);
   runner.Stop();
   const trainer_bridge::RunnerStats st = runner.Stats();
   r.tokens = st.tokens_generated;
@@ -256,6 +272,8 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
   // live; the GPU gets enough for the in-flight bound at 4,200 tokens each.
   eo.kv_memory_bytes = gpu ? 24ull << 30 : 4ull << 30;
   eo.max_step_tokens = 8192;
+  // FLOTILLA_BENCH_OVERLAP=0|1 forces EngineOptions::overlap_delivery (comparison runs).
+  if (const char* overlap = std::getenv("FLOTILLA_BENCH_OVERLAP")) eo.overlap_delivery = std::atoi(overlap);
   if (o.metrics_overhead && !gpu) eo.kv_memory_bytes = 512ull << 20;  // two engines, one after the other
   auto platform = app::EmbeddedPlatform::Start(po);
   if (!platform.ok()) {
@@ -347,6 +365,17 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
   std::cout << absl::StrFormat("rollout.async_vs_sync=%.2f\n", async_rate / std::max(sync_rate, 1e-9));
   // The earlier figure: seconds for the same number of steps, whatever their tokens.
   std::cout << absl::StrFormat("rollout.async_vs_sync_seconds=%.2f\n", sync.seconds / std::max(async.seconds, 1e-9));
+  // A run's first and last steps hold its ramp (the first batch waits for whole groups) and
+  // its drain (the last groups' long samples decode with few others); the median step is the
+  // steady state a long run approaches.
+  for (const auto& [name, m] : {std::pair<const char*, const ModeResult*>{"sync", &sync}, {"async", &async}}) {
+    std::vector<double> steps = m->step_s;
+    if (steps.empty()) continue;
+    std::cout << absl::StrFormat("rollout.%s.first_step_s=%.2f\nrollout.%s.last_step_s=%.2f\n", name, steps.front(), name,
+                                 steps.back());
+    std::nth_element(steps.begin(), steps.begin() + steps.size() / 2, steps.end());
+    std::cout << absl::StrFormat("rollout.%s.median_step_s=%.2f\n", name, steps[steps.size() / 2]);
+  }
   std::cout << absl::StrFormat("rollout.trainer_idle_fraction.sync=%.3f\nrollout.trainer_idle_fraction.async=%.3f\n",
                                idle(sync), idle(async));
   std::cout << absl::StrFormat("rollout.switch_stall_ms=%.2f\nrollout.switch_stall_ms_max=%.2f\n", async.stall_ms_mean,
@@ -375,6 +404,7 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
     std::cout << absl::StrFormat("rollout.%s.sandbox_release_ms=%.2f\n", name, m->sandbox_release_ms / n);
     std::cout << absl::StrFormat("rollout.%s.sandbox_overhead_frac=%.4f\n", name,
                                  m->episode_ms > 0 ? m->sandbox_ms / m->episode_ms : 0.0);
+    std::cout << absl::StrFormat("rollout.%s.host_busy_cores=%.2f\n", name, m->host_busy_cores);
   }
   // A sample's create and destroy as the scheduler's front door and the node agent saw them
   // (both modes): what the sample's figure adds on top of them is the gRPC hops.

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "flotilla/app/embedded_platform.h"
@@ -33,6 +34,8 @@ struct ModeResult {
   uint64_t failed = 0;            // samples that ended failed (a full cluster)
   uint64_t cancelled = 0;         // samples in flight when the mode stopped (interrupted)
   uint64_t reused = 0;            // samples' sandboxes handed from the node's warm pool
+  double host_busy_cores = 0;     // the host's busy CPU time (/proc/stat) over the mode's wall time
+  std::vector<double> step_s;     // wall time of each trainer step, batch wait included
 };
 
 // `o.steps` training steps at staleness `eta` against a stand-in trainer that takes `train_s`

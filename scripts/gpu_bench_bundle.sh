@@ -45,7 +45,9 @@ echo "gpu tests (routing 'separate'): $(grep -E 'PASSED|FAILED' "$OUT/gpu_test_r
 # The full 48 layers of Qwen3-30B-A3B (the decode step and the 32k prefill), then transformers.
 [ -n "$SKIP_ENGINE" ] || ./flotilla_engine_bench --gpu-hf 48 | tee "$OUT/hf_engine48.log"
 [ -n "$SKIP_ENGINE" ] || python3 hf_generate_torch.py 48 32 32 256 2>&1 | tee "$OUT/hf_generate48.log" | grep '^torch\.'
-FLOTILLA_ENGINE_PROFILE=1 ./flotilla_rollout_bench --backend cuda --steps "${STEPS:-8}" --threads 0 \
+# 32 steps: a run's ramp (its first batch) and drain (its last groups' long samples) cost the
+# asynchronous mode about three steady steps together, a quarter of its time over 8 steps.
+FLOTILLA_ENGINE_PROFILE=1 ./flotilla_rollout_bench --backend cuda --steps "${STEPS:-32}" --threads 0 \
   > "$OUT/rollout.log" 2> "$OUT/rollout_err.log"
 cat "$OUT/rollout.log"
 RUN

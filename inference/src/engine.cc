@@ -5,8 +5,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "engine_impl.h"
 #include "flotilla/common/ids.h"
@@ -25,6 +28,15 @@ int ThreadCount(int asked) {
   if (asked > 0) return asked;
   unsigned hw = std::thread::hardware_concurrency();
   return hw == 0 ? 1 : static_cast<int>(hw);
+}
+
+// The calling thread's CPU time and its time runnable but waiting for a core
+// (/proc/thread-self/schedstat), for the step profile; empty where the kernel has no schedstat.
+std::string ThreadCpuAndWait() {
+  std::ifstream f("/proc/thread-self/schedstat");
+  unsigned long long run_ns = 0, wait_ns = 0;
+  if (!(f >> run_ns >> wait_ns)) return "";
+  return absl::StrFormat("cpu_s=%.2f runqueue_wait_s=%.2f", run_ns * 1e-9, wait_ns * 1e-9);
 }
 
 }  // namespace
@@ -99,13 +111,17 @@ EngineImpl::~EngineImpl() {
     delivery_cv_.notify_all();
     delivery_.join();
   }
+  if (profile_.enabled) {
+    std::fprintf(stderr, "engine profile threads: scheduler %s; delivery %s\n", profile_.scheduler_thread.c_str(),
+                 delivery_thread_.c_str());
+  }
   for (const auto& [rows, t] : profile_.by_rows) {
     const double n = static_cast<double>(t.steps);
     std::fprintf(stderr,
                  "engine profile rows=%zu steps=%llu ms/step: plan=%.3f forward=%.3f sample=%.3f record=%.3f "
-                 "deliver=%.3f between_steps=%.3f max_forward=%.3f\n",
+                 "deliver=%.3f between_steps=%.3f overlap=%.3f max_forward=%.3f\n",
                  rows, static_cast<unsigned long long>(t.steps), t.plan_ms / n, t.forward_ms / n, t.sample_ms / n,
-                 t.record_ms / n, t.deliver_ms / n, t.between_ms / n, t.max_forward_ms);
+                 t.record_ms / n, t.deliver_ms / n, t.between_ms / n, t.overlap_ms / n, t.max_forward_ms);
   }
   std::error_code ec;
   if (own_state_dir_) {
@@ -582,7 +598,10 @@ void EngineImpl::SchedulerLoop() {
       } while (ran && !pending_.empty() && step_waiters_.load() == 0);
       DeliverPending(&pending_);
     }
-    if (stop) return;
+    if (stop) {
+      if (profile_.enabled) profile_.scheduler_thread = ThreadCpuAndWait();
+      return;
+    }
     // A caller waiting for step_mu_ gets it before the next step (a mutex does not queue).
     while (step_waiters_.load() > 0) std::this_thread::yield();
     if (!ran) {
@@ -649,19 +668,25 @@ void EngineImpl::DeliverPending(std::vector<PendingRow>* rows) {
     std::lock_guard<std::mutex> l(mu_);
     ApplyPendingLocked(rows, &deliveries, true);
   }
-  for (const Delivery& d : deliveries) d.Send();
+  for (Delivery& d : deliveries) d.Send();
 }
 
 void EngineImpl::DeliveryLoop() {
   std::unique_lock<std::mutex> l(delivery_mu_);
   for (;;) {
     delivery_cv_.wait(l, [&] { return delivery_stop_ || !delivery_rows_.empty(); });
-    if (delivery_rows_.empty()) return;
+    if (delivery_rows_.empty()) {
+      if (profile_.enabled) delivery_thread_ = ThreadCpuAndWait();
+      return;
+    }
     std::vector<PendingRow> rows = std::move(delivery_rows_);
     delivery_rows_.clear();
     l.unlock();
+    const auto t0 = std::chrono::steady_clock::now();
     DeliverPending(&rows);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     l.lock();
+    delivery_ms_ = ms;
     delivery_busy_ = false;
     delivery_cv_.notify_all();
   }
@@ -678,10 +703,11 @@ void EngineImpl::StartDelivery() {
   delivery_cv_.notify_all();
 }
 
-void EngineImpl::FinishDelivery() {
-  if (!overlap_) return;
+double EngineImpl::FinishDelivery() {
+  if (!overlap_) return 0;
   std::unique_lock<std::mutex> l(delivery_mu_);
   delivery_cv_.wait(l, [&] { return !delivery_busy_; });
+  return std::exchange(delivery_ms_, 0.0);
 }
 
 bool EngineImpl::RunStep() {
@@ -696,7 +722,7 @@ bool EngineImpl::RunStep() {
     size_t rows = 0;
     ran = RunModelStep(slot, &deliveries, &rows) || ran;
     const auto t0 = std::chrono::steady_clock::now();
-    for (const Delivery& d : deliveries) d.Send();
+    for (Delivery& d : deliveries) d.Send();
     if (profile_.enabled && rows > 0) {
       const auto t1 = std::chrono::steady_clock::now();
       profile_.by_rows[rows].deliver_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();

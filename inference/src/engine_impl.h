@@ -49,6 +49,9 @@ struct ModelSlot {
   // model). Taken before step_mu_.
   std::mutex stage_mu;
   int64_t staged_version = -1;  // under stage_mu; -1: nothing staged
+  // The rows of the scheduler thread's current step, kept between steps so that their buffers
+  // (a page table per sequence among them) are refilled rather than allocated. Scheduler only.
+  StepInput step_input;
 };
 
 struct Sequence {
@@ -131,7 +134,7 @@ class EngineImpl final : public Engine {
     TokenSink sink;
     const TokenSink* running_sink = nullptr;
     GenerateUpdate update;
-    void Send() const { (running_sink != nullptr ? *running_sink : sink)(update); }
+    void Send() { (running_sink != nullptr ? *running_sink : sink)(std::move(update)); }
   };
 
   // A token of a sequence that goes on, recorded and delivered during the next forward.
@@ -175,7 +178,7 @@ class EngineImpl final : public Engine {
   void DeliveryLoop();
   // Hands pending_ to the delivery thread / waits until it has sent them.
   void StartDelivery();
-  void FinishDelivery();
+  double FinishDelivery();  // the delivery thread's time for the rows it took (ms)
   // One step over every model with running sequences; false when there was nothing to run.
   bool RunStep();
   // rows: set to the number of rows the step ran (0: none).
@@ -225,6 +228,8 @@ class EngineImpl final : public Engine {
   std::condition_variable delivery_cv_;
   std::vector<PendingRow> delivery_rows_;  // under delivery_mu_
   bool delivery_busy_ = false, delivery_stop_ = false;
+  double delivery_ms_ = 0;  // under delivery_mu_: the delivery thread's last batch (profile only)
+  std::string delivery_thread_;  // its CPU time and run-queue wait, when it ended (profile only)
   std::thread delivery_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -249,12 +254,14 @@ class EngineImpl final : public Engine {
   struct StepTimes {
     uint64_t steps = 0;
     double plan_ms = 0, forward_ms = 0, sample_ms = 0, record_ms = 0, deliver_ms = 0, between_ms = 0;
+    double overlap_ms = 0;  // the delivery thread's records and deliveries beside the forward
     double max_forward_ms = 0;  // the slowest forward (first-call costs show here)
   };
   struct StepProfile {
     bool enabled = false;
     std::map<size_t, StepTimes> by_rows;  // keyed by the step's row count
     int64_t last_end_ns = 0;              // when the previous step's delivery ended
+    std::string scheduler_thread;         // its CPU time and run-queue wait, when it ended
   } profile_;
   std::thread scheduler_;
 };

@@ -41,9 +41,9 @@ v1::GenerateEvent::Finish FinishToProto(FinishReason f) {
 // Updates from the engine's scheduler thread, handed to the handler thread that writes them.
 class UpdateQueue {
  public:
-  void Push(const GenerateUpdate& u) {
+  void Push(GenerateUpdate&& u) {
     std::lock_guard<std::mutex> l(mu_);
-    q_.push_back(u);
+    q_.push_back(std::move(u));
     cv_.notify_one();
   }
   bool PopFor(GenerateUpdate* out, std::chrono::milliseconds wait) {
@@ -108,7 +108,7 @@ grpc::Status EngineService::Generate(grpc::ServerContext* ctx, const v1::Generat
   r.sampling = FromProto(req->sampling());
   r.keep_state = req->keep_state();
   auto q = std::make_shared<UpdateQueue>();
-  auto id = engine_->Generate(r, [q](const GenerateUpdate& u) { q->Push(u); });
+  auto id = engine_->Generate(r, [q](GenerateUpdate&& u) { q->Push(std::move(u)); });
   if (!id.ok()) return ToGrpc(id.status());
   return Pump(engine_, ctx, *id, static_cast<uint32_t>(r.prompt.size()), q.get(), writer);
 }
@@ -125,7 +125,7 @@ grpc::Status EngineService::Resume(grpc::ServerContext* ctx, const v1::ResumeReq
                                    grpc::ServerWriter<v1::GenerateEvent>* writer) {
   auto q = std::make_shared<UpdateQueue>();
   absl::Status s = engine_->Resume(req->sequence_id(), FromProto(req->sampling()),
-                                   [q](const GenerateUpdate& u) { q->Push(u); });
+                                   [q](GenerateUpdate&& u) { q->Push(std::move(u)); });
   if (!s.ok()) return ToGrpc(s);
   return Pump(engine_, ctx, req->sequence_id(), 0, q.get(), writer);
 }

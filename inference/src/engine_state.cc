@@ -265,7 +265,7 @@ absl::StatusOr<uint64_t> EngineImpl::Release(const std::string& sequence_id) {
       saved_.erase(st);
     }
   }
-  for (const Delivery& d : deliveries) d.Send();
+  for (Delivery& d : deliveries) d.Send();
   return bytes;
 }
 

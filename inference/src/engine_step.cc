@@ -22,7 +22,14 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_
   const auto step_start = std::chrono::steady_clock::now();
   auto mark = step_start;
   *rows_run = 0;
-  StepInput in;
+  StepInput& in = slot->step_input;
+  in.tokens.clear();
+  in.positions.clear();
+  in.row_seq.clear();
+  in.logit_rows.clear();
+  in.replay_experts.clear();
+  in.sampling.clear();
+  size_t tables = 0;  // page tables of this step in in.seq_pages (the rest are last step's)
   struct Planned {
     Sequence* seq;
     int32_t first_row;
@@ -78,8 +85,9 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_
         FinishLocked(seq, FinishReason::kError, std::string(s.message()), out);
         continue;
       }
-      const int32_t seq_index = static_cast<int32_t>(in.seq_pages.size());
-      in.seq_pages.push_back(seq->pages);
+      const int32_t seq_index = static_cast<int32_t>(tables);
+      if (tables == in.seq_pages.size()) in.seq_pages.emplace_back();
+      in.seq_pages[tables++].assign(seq->pages.begin(), seq->pages.end());
       Planned p{seq, static_cast<int32_t>(in.tokens.size()), rows, -1, seq->rng.state()};
       for (int32_t i = 0; i < rows; ++i) {
         in.tokens.push_back(seq->tokens[seq->cached + i]);
@@ -94,6 +102,7 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_
       budget -= rows;
     }
   }
+  in.seq_pages.resize(tables);
   if (plan.empty()) return !out->empty();
 
   // The backend samples on the device when it can take every row of the step (no nucleus row):
@@ -122,7 +131,7 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_
   StartDelivery();
   absl::Status status = slot->backend->Forward(in, &result);
   const double forward_ms = MillisSince(&mark);
-  FinishDelivery();
+  const double overlap_ms = FinishDelivery();
   std::vector<TokenRecord> sampled(plan.size());
   if (status.ok() && !in.sampling.empty()) {
     for (size_t i = 0; i < plan.size(); ++i) {
@@ -211,6 +220,7 @@ bool EngineImpl::RunModelStep(ModelSlot* slot, std::vector<Delivery>* out, size_
     t.forward_ms += forward_ms;
     t.max_forward_ms = std::max(t.max_forward_ms, forward_ms);
     t.sample_ms += sample_ms;
+    t.overlap_ms += overlap_ms;
     t.record_ms += MillisSince(&mark);
     // From the end of the previous step's delivery to this step's start (scheduler loop, locks).
     const int64_t start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(step_start.time_since_epoch()).count();

@@ -107,7 +107,7 @@ TEST_F(OverlapDeliveryTest, InterruptFromSinkThenResumeMatchesOneRun) {
   std::string id;
   std::mutex id_mu;
   auto started = engine->Generate(Request(5, 20), [&](const GenerateUpdate& u) {
-    first.Sink()(u);
+    first.Sink()(GenerateUpdate(u));
     if (u.finish == FinishReason::kRunning && first.tokens.size() == 6) {
       (void)target.load()->Interrupt(u.sequence_id);
     }

@@ -38,11 +38,11 @@ class PrefillChunkTest : public testing::EngineFixture {
     impl->HoldSteps(true);  // both in the first step
     EXPECT_TRUE(impl->Generate(shrt, [&, sink_a](const GenerateUpdate& u) {
                       short_tokens += static_cast<int>(u.tokens.size());
-                      sink_a(u);
+                      sink_a(GenerateUpdate(u));
                     }).ok());
     EXPECT_TRUE(impl->Generate(lng, [&, sink_b](const GenerateUpdate& u) {
                       if (!u.tokens.empty()) seen = short_tokens.load();
-                      sink_b(u);
+                      sink_b(GenerateUpdate(u));
                     }).ok());
     impl->HoldSteps(false);
     a.done.WaitForNotification();

@@ -37,7 +37,7 @@ TEST_F(EngineStateTest, InterruptAtRandomTokenThenResumeEqualsUninterruptedRun) 
     std::string id;
     auto sink = first.Sink();
     auto started = engine_->Generate(Request(kTotal, 42), [&, sink](const GenerateUpdate& u) {
-      sink(u);
+      sink(GenerateUpdate(u));
       if (u.finish == FinishReason::kRunning && first.tokens.size() == cut) {
         EXPECT_TRUE(engine_->Interrupt(u.sequence_id).ok());
       }
@@ -66,7 +66,7 @@ TEST_F(EngineStateTest, WeightSwitchMidSampleKeepsEarlierTokensAndNeverPrefills)
   Collected first;
   auto sink = first.Sink();
   auto id = engine_->Generate(Request(40, 9), [&, sink](const GenerateUpdate& u) {
-    sink(u);
+    sink(GenerateUpdate(u));
     if (u.finish == FinishReason::kRunning && first.tokens.size() == 10) engine_->InterruptAll();
   });
   ASSERT_TRUE(id.ok());
@@ -106,7 +106,7 @@ TEST_F(EngineStateTest, WeightsSwapBetweenStepsWhileASequenceRuns) {
   std::atomic<int> seen{0};
   std::atomic<bool> swapped{false};
   ASSERT_TRUE(engine_->Generate(Request(200, 4), [&, sink](const GenerateUpdate& u) {
-    sink(u);
+    sink(GenerateUpdate(u));
     if (seen.fetch_add(static_cast<int>(u.tokens.size())) < 5 && seen.load() >= 5) five.Notify();
     // Throttle decoding until the swap is in, so that on a loaded machine the weights still
     // change in the middle of the sample rather than after its last token.

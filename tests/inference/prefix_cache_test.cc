@@ -184,7 +184,7 @@ TEST_F(PrefixCacheEngineTest, InterruptResumeAndSaveLoadOverSharedBlocks) {
   GenerateRequest req = Req(prompt, 8, 12);
   req.keep_state = true;
   auto id = cached_->Generate(req, [&, sink](const GenerateUpdate& u) {
-    sink(u);
+    sink(GenerateUpdate(u));
     if (u.finish == FinishReason::kRunning && first.tokens.size() == 4) {
       EXPECT_TRUE(cached_->Interrupt(u.sequence_id).ok());
     }

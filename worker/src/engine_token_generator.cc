@@ -7,10 +7,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <iterator>
 #include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "flotilla/common/logging.h"
 #include "flotilla/common/status.h"
 #include "flotilla/worker/generation_gate.h"
 #include "flotilla/worker/token_generator.h"
@@ -31,11 +33,11 @@ class UpdateQueue {
 
   explicit UpdateQueue(bool wake_each) : wake_each_(wake_each) {}
 
-  void Push(const GenerateUpdate& u) {
+  void Push(GenerateUpdate&& u) {
     const bool wake = wake_each_ || u.finish != FinishReason::kRunning;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(u);
+      queue_.push_back(std::move(u));
     }
     if (wake) cv_.notify_one();
   }
@@ -73,7 +75,13 @@ class EngineTokenGenerator : public TokenGenerator {
   }
 
   void Release(const std::string& sequence_id) override {
-    if (!sequence_id.empty()) (void)engine_->Release(sequence_id);
+    if (sequence_id.empty()) return;
+    // One the engine no longer holds (already released, or expired) is gone as asked.
+    absl::StatusOr<uint64_t> freed = engine_->Release(sequence_id);
+    if (!freed.ok() && !absl::IsNotFound(freed.status())) {
+      FLOG(warn, "the engine could not release a sequence",
+           {{"sequence", sequence_id}, {"error", std::string(freed.status().message())}});
+    }
   }
 
   int32_t ContextLimit() const override {
@@ -92,7 +100,7 @@ class EngineTokenGenerator : public TokenGenerator {
     req.sampling = call.sampling;
     req.keep_state = true;
     auto queue = std::make_shared<UpdateQueue>(call.stream);
-    auto sink = [queue](const GenerateUpdate& u) { queue->Push(u); };
+    auto sink = [queue](GenerateUpdate&& u) { queue->Push(std::move(u)); };
     absl::StatusOr<std::string> started = engine_->Generate(req, sink);
     if (gate_ != nullptr) {
       if (started.ok()) {
@@ -110,8 +118,9 @@ class EngineTokenGenerator : public TokenGenerator {
         call_prefilled = std::max(call_prefilled, u.prefilled_tokens);  // a running total per engine call
         if (gate_ != nullptr) gate_->OnTokens(ticket, u.tokens.size(), u.prefilled_tokens);
         if (!u.tokens.empty()) {
-          out.tokens.insert(out.tokens.end(), u.tokens.begin(), u.tokens.end());
           if (on_tokens) on_tokens(u.tokens);
+          out.tokens.insert(out.tokens.end(), std::make_move_iterator(u.tokens.begin()),
+                            std::make_move_iterator(u.tokens.end()));
         }
         if (u.finish == FinishReason::kRunning) continue;
         if (u.finish == FinishReason::kError) {

@@ -57,7 +57,8 @@ struct GenerateUpdate {
   uint32_t prefilled_tokens = 0;  // tokens run through prefill for this call (0 on Resume; cache hits excluded)
   std::string error;
 };
-using TokenSink = std::function<void(const GenerateUpdate&)>;
+// A sink owns each update it is given (it may keep it without a copy).
+using TokenSink = std::function<void(GenerateUpdate&&)>;
 
 struct GenerateRequest {
   std::string model;                 // empty: the default model
