@@ -682,9 +682,10 @@ void EngineImpl::DeliveryLoop() {
     std::vector<PendingRow> rows = std::move(delivery_rows_);
     delivery_rows_.clear();
     l.unlock();
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = profile_.enabled ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     DeliverPending(&rows);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double ms =
+        profile_.enabled ? std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() : 0;
     l.lock();
     delivery_ms_ = ms;
     delivery_busy_ = false;
