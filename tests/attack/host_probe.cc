@@ -58,6 +58,33 @@ std::vector<pid_t> ProcessesInPidNamespace(const std::string& pid_ns_link) {
   return found;
 }
 
+NamespacePins::NamespacePins(pid_t pid, const std::vector<std::string>& kinds) {
+  for (const std::string& kind : kinds) {
+    const std::string path = "/proc/" + std::to_string(pid) + "/ns/" + kind;
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      ok_ = false;
+      continue;
+    }
+    fds_.emplace_back(kind, fd);
+  }
+}
+
+NamespacePins::~NamespacePins() {
+  for (const auto& [kind, fd] : fds_) ::close(fd);
+}
+
+std::string NamespacePins::Link(const std::string& kind) const {
+  for (const auto& [pinned, fd] : fds_) {
+    if (pinned != kind) continue;
+    char buf[128];
+    const std::string path = "/proc/self/fd/" + std::to_string(fd);
+    ssize_t n = ::readlink(path.c_str(), buf, sizeof(buf) - 1);
+    return n <= 0 ? "" : std::string(buf, static_cast<size_t>(n));
+  }
+  return "";
+}
+
 pid_t InitOfPidNamespace(const std::string& pid_ns_link) {
   for (pid_t pid : ProcessesInPidNamespace(pid_ns_link)) {
     std::istringstream status(ReadHostFile("/proc/" + std::to_string(pid) + "/status"));

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace flotilla::attack {
@@ -79,6 +80,26 @@ class HostSleeper {
  private:
   pid_t pid_ = -1;
   bool reaped_ = false;
+};
+
+// Open descriptors on a process's namespaces (/proc/<pid>/ns/<kind>), which keep them alive
+// after every process in them is gone. A dead namespace's inode number is free for the next
+// one the kernel makes, so "pid:[N]" names the same namespace over time only while it is pinned.
+class NamespacePins {
+ public:
+  // Pins each of `kinds` ("pid", "mnt", "net", ...) of `pid`; ok() is false when one could not be.
+  NamespacePins(pid_t pid, const std::vector<std::string>& kinds);
+  ~NamespacePins();
+  NamespacePins(const NamespacePins&) = delete;
+  NamespacePins& operator=(const NamespacePins&) = delete;
+
+  [[nodiscard]] bool ok() const { return ok_; }
+  // The pinned namespace's link ("mnt:[N]"), read from the descriptor; empty when not pinned.
+  [[nodiscard]] std::string Link(const std::string& kind) const;
+
+ private:
+  std::vector<std::pair<std::string, int>> fds_;
+  bool ok_ = true;
 };
 
 }  // namespace flotilla::attack

@@ -154,7 +154,11 @@ TEST_F(AttackTest, NoProcessOrResourceIsLeftAfterDestroy) {
   // Positive controls: the daemon (setsid, double fork, streams closed) is alive, and the
   // host sees the sandbox's cgroups and mounts.
   std::vector<pid_t> before = ProcessesInPidNamespace(view.pid_ns);
-  EXPECT_GE(before.size(), 2u) << "init and the daemon";
+  ASSERT_GE(before.size(), 2u) << "init and the daemon";
+  // Pinned, so that its name cannot pass to a namespace made after the Destroy.
+  NamespacePins pinned(before.front(), {"pid"});
+  ASSERT_TRUE(pinned.ok());
+  ASSERT_EQ(pinned.Link("pid"), view.pid_ns);
   EXPECT_FALSE(ProcessesInCgroupsNamed(cgroup_name).empty());
   EXPECT_FALSE(CgroupDirsNamed(id).empty());
 
@@ -203,6 +207,13 @@ TEST_F(WarmPoolAttackTest, ReusedSandboxSeesNothingOfThePreviousSample) {
   ASSERT_EQ(LinesStartingWith(dirty.out, "daemon pid=").size(), 1u) << dirty.out << dirty.err;
   const std::vector<pid_t> first_processes = ProcessesInPidNamespace(before.pid_ns);
   ASSERT_GE(first_processes.size(), 2u) << "init and the daemon";
+  // The first sample's namespaces stay alive (without a process) until the end of the test:
+  // a namespace made later cannot take the number that names one of them.
+  NamespacePins pinned(first_processes.front(), {"pid", "mnt", "net"});
+  ASSERT_TRUE(pinned.ok());
+  ASSERT_EQ(pinned.Link("pid"), before.pid_ns);
+  ASSERT_EQ(pinned.Link("mnt"), before.mnt_ns);
+  ASSERT_EQ(pinned.Link("net"), before.net_ns);
   ASSERT_FALSE(CgroupDirsNamed(first).empty()) << "a sandbox of its own cgroups";
 
   ASSERT_TRUE(DestroySandbox(first).ok());
