@@ -14,9 +14,12 @@
 #include <random>
 #include <sstream>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine_gpu_bench.h"
 #include "flotilla/admission/in_flight_sizing.h"
 #include "flotilla/app/embedded_platform.h"
 #include "flotilla/common/clock.h"
@@ -89,6 +92,54 @@ uint32_t LengthOf(const RolloutBenchOptions& o, uint64_t sample) {
   return static_cast<uint32_t>(std::clamp<double>(std::round(d(rng)), 1.0, o.cap));
 }
 
+
+// The engine's decode step on the idle engine: at one row and at a step's whole batch, each
+// timed over 32 lockstep steps (RunDecode). Between the two a step costs a + b * rows.
+struct StepCost {
+  double one_row_ms = 0;
+  double full_ms = 0;
+  uint32_t full_rows = 0;
+};
+
+absl::StatusOr<StepCost> MeasureStepCost(inference::Engine& engine, uint32_t rows) {
+  constexpr int kPrompt = 16, kNew = 33;
+  StepCost c;
+  c.full_rows = rows;
+  for (auto [batch, ms] : {std::pair<uint32_t, double*>{1, &c.one_row_ms}, {rows, &c.full_ms}}) {
+    const DecodeRun run = RunDecode(&engine, "bench", static_cast<int>(batch), kPrompt, kNew);
+    if (run.seconds <= 0) return absl::InternalError(absl::StrCat("timing the decode step at ", batch, " rows failed"));
+    *ms = 1000.0 * run.seconds / (kNew - 1);
+  }
+  return c;
+}
+
+// The most the asynchronous mode can gain on this engine with this workload. The synchronous
+// mode generates each step's samples whole, its rows falling as they finish, then trains; the
+// asynchronous one at best keeps every step full (cost per token at the whole batch) and hides
+// the trainer's step behind generation. Both over the samples the synchronous mode trains on
+// (their lengths are LengthOf's); switches and sandboxes are left out of both. A step whose cost
+// hardly grows with its rows (a GPU) makes the synchronous tail expensive and the bound high; a
+// step that costs in proportion to its rows (a small model on CPU cores) keeps it near 1.
+double AsyncVsSyncBound(const RolloutBenchOptions& o, const StepCost& c, double train_s) {
+  const double per_row = c.full_rows > 1 ? (c.full_ms - c.one_row_ms) / (c.full_rows - 1) : c.one_row_ms;
+  const double fixed = std::max(0.0, c.one_row_ms - per_row);
+  const uint32_t per_step = o.prompts_per_step * o.group_size;
+  double sync_ms = 0, tokens = 0;
+  for (uint32_t step = 0; step < o.steps; ++step) {
+    std::vector<uint32_t> lengths(per_step);
+    for (uint32_t i = 0; i < per_step; ++i) lengths[i] = LengthOf(o, static_cast<uint64_t>(step) * per_step + i);
+    std::sort(lengths.begin(), lengths.end());
+    uint32_t done = 0;
+    for (uint32_t i = 0; i < per_step; ++i) {
+      sync_ms += (lengths[i] - done) * (fixed + per_row * (per_step - i));
+      done = lengths[i];
+      tokens += lengths[i];
+    }
+    sync_ms += 1000.0 * train_s;
+  }
+  const double async_ms = std::max(tokens * c.full_ms / std::max<uint32_t>(1, c.full_rows), 1000.0 * train_s * o.steps);
+  return sync_ms / std::max(async_ms, 1e-9);
+}
 
 // Sandbox creates the embedded node answered with a reset sandbox of its warm pool.
 double ReusedSandboxes(MetricsRegistry& metrics) {
@@ -325,6 +376,11 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
     if (o.work_dir.empty()) std::filesystem::remove_all(dir, ec);
     return code;
   }
+  absl::StatusOr<StepCost> step_cost = MeasureStepCost(engine, o.prompts_per_step * o.group_size);
+  if (!step_cost.ok()) {
+    std::cerr << "bench rollout: " << step_cost.status() << "\n";
+    return 1;
+  }
   MetricsRegistry& registry = (*platform)->metrics();
   const double reused0 = ReusedSandboxes(registry);
   absl::StatusOr<ModeResult> sync_run = RunMode(o, engine, (*platform)->sandboxes(), weights, 0, train_s);
@@ -363,6 +419,9 @@ int RunRolloutBench(const RolloutBenchOptions& o) {
   std::cout << absl::StrFormat("rollout.sync_consumed_tokens_per_s=%.0f\nrollout.async_consumed_tokens_per_s=%.0f\n",
                                sync_rate, async_rate);
   std::cout << absl::StrFormat("rollout.async_vs_sync=%.2f\n", async_rate / std::max(sync_rate, 1e-9));
+  std::cout << absl::StrFormat("rollout.engine_step_ms_1row=%.3f\nrollout.engine_step_ms_full=%.3f\nrollout.engine_full_rows=%d\n",
+                               step_cost->one_row_ms, step_cost->full_ms, step_cost->full_rows);
+  std::cout << absl::StrFormat("rollout.async_vs_sync_bound=%.2f\n", AsyncVsSyncBound(o, *step_cost, train_s));
   // The earlier figure: seconds for the same number of steps, whatever their tokens.
   std::cout << absl::StrFormat("rollout.async_vs_sync_seconds=%.2f\n", sync.seconds / std::max(async.seconds, 1e-9));
   // A run's first and last steps hold its ramp (the first batch waits for whole groups) and

@@ -14,6 +14,9 @@
 // generated tokens of the groups it took per second, async over sync: the modes take the same
 // steps but not the same tokens; rollout.async_vs_sync_seconds is the plain ratio of the two
 // modes' seconds), rollout.trainer_idle_fraction.{async,sync},
+// rollout.async_vs_sync_bound (the most async can gain over sync on this engine and workload:
+// the synchronous tail and the trainer's step priced with the decode step measured at one row
+// and at a step's whole batch, rollout.engine_step_ms_{1row,full}),
 // rollout.switch_stall_ms (with rollout.weight_load_ms, the part of it spent reading the new
 // weights), rollout.sandbox_overhead_frac (what acquiring and releasing the samples' sandboxes
 // took, create + destroy or a warm-pool hand-over and give-back, over the samples' wall time),

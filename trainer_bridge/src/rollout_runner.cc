@@ -138,7 +138,13 @@ void RolloutRunner::Stop() {
   }
   wire_server_.reset();  // after the episodes: no CLI is left to call it
   std::lock_guard<std::mutex> control(control_mu_);
-  for (const std::string& h : saved_) (void)engine_.Release(h);
+  // Saved states the run never restored: one the engine no longer holds is gone as asked.
+  for (const std::string& h : saved_) {
+    absl::StatusOr<uint64_t> freed = engine_.Release(h);
+    if (!freed.ok() && !absl::IsNotFound(freed.status())) {
+      FLOG(warn, "a saved state could not be released", {{"state", h}, {"error", std::string(freed.status().message())}});
+    }
+  }
   saved_.clear();
 }
 
